@@ -1,0 +1,50 @@
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+
+from apps.accounts.models import ApiToken, Membership, User
+from apps.core.admin_site import AuditedModelAdmin, ReadOnlyAdmin
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    can_delete = False
+    readonly_fields = ["tenant", "role", "created_at"]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False  # roles are granted on the Memberships page, which checks who may grant what
+
+
+@admin.register(User)
+class UserAdmin(AuditedModelAdmin, BaseUserAdmin):
+    """People are created here (or by SSO later); roles are granted on the console's Memberships page."""
+
+    list_display = ["username", "email", "is_service_account", "owner_tenant", "is_active", "last_login"]
+    list_filter = ["is_service_account", "is_active", "is_staff"]
+    inlines = [MembershipInline]
+    readonly_fields = ["is_service_account", "owner_tenant", "last_login", "date_joined"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(ReadOnlyAdmin):
+    list_display = ["user", "tenant", "role", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["user__username", "tenant__slug"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    list_display = [
+        "name",
+        "prefix",
+        "user",
+        "tenant",
+        "role",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    ]
+    list_filter = ["role"]
+    search_fields = ["name", "prefix", "user__username"]
+    exclude = ["digest"]

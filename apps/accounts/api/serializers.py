@@ -1,0 +1,143 @@
+from rest_framework import serializers
+
+from apps.accounts.models import ApiToken, Membership, User
+from apps.accounts.roles import Role
+from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
+from apps.tenancy.models import Tenant
+
+_TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}
+
+
+class MembershipBriefSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "tenant", "role"]
+
+
+class UserSerializer(serializers.ModelSerializer):
+    memberships = MembershipBriefSerializer(many=True, read_only=True)
+    owner_tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = User
+        fields = [
+            "id",
+            "username",
+            "first_name",
+            "last_name",
+            "email",
+            "is_service_account",
+            "owner_tenant",
+            "is_active",
+            "memberships",
+        ]
+        read_only_fields = fields
+
+
+class MeSerializer(UserSerializer):
+    token = serializers.SerializerMethodField()
+    permissions = serializers.SerializerMethodField()
+
+    class Meta(UserSerializer.Meta):
+        fields = [*UserSerializer.Meta.fields, "token", "permissions"]
+        read_only_fields = fields
+
+    def get_token(self, user) -> dict | None:
+        token = getattr(user, "api_token", None)
+        if token is None:
+            return None
+        return {
+            "name": token.name,
+            "prefix": token.prefix,
+            "role": token.role,
+            "tenant": token.tenant.slug if token.tenant else None,
+        }
+
+    def get_permissions(self, user) -> dict:
+        from apps.accounts.permissions import scope_for
+        from apps.tenancy.models import Tenant
+
+        scope = scope_for(user)
+        slugs = dict(Tenant.objects.filter(id__in=scope.tenant_actions).values_list("id", "slug"))
+        return {
+            "console": sorted(scope.global_actions),
+            "tenants": {slugs[t]: sorted(a) for t, a in scope.tenant_actions.items() if t in slugs},
+        }
+
+
+class MembershipSerializer(StrictModelSerializer):
+    user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all())
+    tenant = serializers.SlugRelatedField(allow_null=True, required=False, **_TENANT)
+    role = serializers.ChoiceField(choices=Role.choices)
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "user", "tenant", "role", "created_at", "reason"]
+        read_only_fields = ["id", "created_at"]
+        validators = []  # uniqueness and role/tenant rules are the service's
+
+
+class MembershipUpdateSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class ServiceAccountSerializer(StrictModelSerializer):
+    tenant = serializers.SlugRelatedField(source="owner_tenant", **_TENANT)
+    role = serializers.ChoiceField(
+        choices=[Role.TENANT_ADMIN, Role.MEMBER, Role.VIEWER], default=Role.MEMBER, write_only=True
+    )
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+    memberships = MembershipBriefSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = User
+        fields = ["id", "username", "tenant", "role", "reason", "memberships", "date_joined"]
+        read_only_fields = ["id", "memberships", "date_joined"]
+        extra_kwargs = {"username": {"validators": []}}
+
+
+class ApiTokenSerializer(StrictModelSerializer):
+    user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all(), required=False)
+    tenant = serializers.SlugRelatedField(allow_null=True, required=False, **_TENANT)
+    role = serializers.ChoiceField(choices=Role.choices)
+    expires_in_days = serializers.IntegerField(
+        write_only=True, required=False, allow_null=True, min_value=1, max_value=3650
+    )
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+    status = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "user",
+            "tenant",
+            "role",
+            "prefix",
+            "status",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "expires_in_days",
+            "reason",
+        ]
+        read_only_fields = ["id", "prefix", "status", "created_at", "expires_at", "revoked_at", "last_used_at"]
+
+
+class ApiTokenCreatedSerializer(ApiTokenSerializer):
+    """The create response: the only time the raw token is shown."""
+
+    token = serializers.CharField(read_only=True, help_text="Shown once. Store it now; it cannot be recovered.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
+
+
+class ReasonSerializer(StrictSerializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)

@@ -1,0 +1,133 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts import services
+from apps.accounts.api.serializers import (
+    ApiTokenCreatedSerializer,
+    ApiTokenSerializer,
+    MembershipSerializer,
+    MembershipUpdateSerializer,
+    MeSerializer,
+    ReasonSerializer,
+    ServiceAccountSerializer,
+    UserSerializer,
+)
+from apps.accounts.filtersets import ApiTokenFilterSet, MembershipFilterSet, UserFilterSet
+from apps.accounts.models import ApiToken, Membership, User
+from apps.core.api.views import ScopedViewSetMixin
+
+
+class MeView(APIView):
+    """Who am I: the user, the token in use (if any) and the effective permissions."""
+
+    @extend_schema(responses=MeSerializer)
+    def get(self, request):
+        return Response(MeSerializer(request.user).data)
+
+
+class UserViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
+    """Users sharing a tenant with you (to add as members)."""
+
+    model = User
+    serializer_class = UserSerializer
+    filterset_class = UserFilterSet
+    lookup_field = "username"
+    ordering_fields = ["username", "date_joined"]
+    ordering = ["username"]
+
+    def get_queryset(self):
+        return super().get_queryset().select_related("owner_tenant").prefetch_related("memberships__tenant")
+
+
+class MembershipViewSet(
+    ScopedViewSetMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet
+):
+    """Roles held on tenants. Grant with POST, change with PATCH {role}, revoke with DELETE."""
+
+    model = Membership
+    serializer_class = MembershipSerializer
+    filterset_class = MembershipFilterSet
+    select_related = ("user", "tenant")
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = services.grant_membership(
+            self.request.user,
+            user=data["user"],
+            tenant=data.get("tenant"),
+            role=data["role"],
+            reason=data.get("reason", ""),
+        )
+
+    @extend_schema(request=MembershipUpdateSerializer, responses=MembershipSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        body = MembershipUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        membership = services.change_membership_role(request.user, self.get_object(), **body.validated_data)
+        return Response(MembershipSerializer(membership).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, *args, **kwargs):
+        services.revoke_membership(request.user, self.get_object(), reason=request.query_params.get("reason", ""))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ServiceAccountViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Tokens-only users owned by a tenant, for CI pipelines."""
+
+    model = User
+    serializer_class = ServiceAccountSerializer
+    lookup_field = "username"
+    ordering = ["username"]
+
+    def get_queryset(self):
+        return super().get_queryset().filter(is_service_account=True).prefetch_related("memberships__tenant")
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = services.create_service_account(
+            self.request.user,
+            username=data["username"],
+            tenant=data["owner_tenant"],
+            role=data["role"],
+            reason=data.get("reason", ""),
+        )
+
+
+class ApiTokenViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """API tokens: yours, and your tenants' service accounts'. The raw token is in the create response only."""
+
+    model = ApiToken
+    serializer_class = ApiTokenSerializer
+    filterset_class = ApiTokenFilterSet
+    select_related = ("user", "tenant")
+    ordering_fields = ["created_at", "last_used_at", "expires_at"]
+
+    @extend_schema(request=ApiTokenSerializer, responses={201: ApiTokenCreatedSerializer})
+    def create(self, request, *args, **kwargs):
+        serializer = ApiTokenSerializer(data=request.data, context=self.get_serializer_context())
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        token, raw = services.issue_token(
+            request.user,
+            user=data.get("user", request.user),
+            name=data["name"],
+            tenant=data.get("tenant"),
+            role=data["role"],
+            expires_in_days=data.get("expires_in_days"),
+            reason=data.get("reason", ""),
+        )
+        token.token = raw
+        return Response(ApiTokenCreatedSerializer(token).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ReasonSerializer, responses=ApiTokenSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, pk=None):
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        token = services.revoke_token(request.user, self.get_object(), **body.validated_data)
+        return Response(ApiTokenSerializer(token).data)

@@ -1,0 +1,58 @@
+"""`Authorization: Bearer <token>` for the REST API."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from apps.accounts.models import ApiToken, token_digest
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """Authenticate an API token; unknown, revoked and expired tokens get a 401 saying which."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        parts = header.split()
+        if parts[0].lower() != self.keyword.lower():
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Malformed Authorization header; use 'Bearer <token>'.")
+        raw = parts[1]
+        token = (
+            ApiToken.objects.select_related("user", "tenant").filter(digest=token_digest(raw)).first()
+            if raw.startswith(settings.API_TOKEN_PREFIX)
+            else None
+        )
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid API token.")
+        now = timezone.now()
+        if token.revoked_at is not None:
+            raise exceptions.AuthenticationFailed("This API token was revoked.")
+        if token.expires_at is not None and token.expires_at <= now:
+            raise exceptions.AuthenticationFailed("This API token has expired.")
+        if not token.user.is_active:
+            raise exceptions.AuthenticationFailed("The token's user is inactive.")
+        self._touch(token, now)
+        user = token.user
+        user.api_token = token  # permissions.scope_for narrows the user's rights to the token's scope
+        return user, token
+
+    @staticmethod
+    def _touch(token: ApiToken, now) -> None:
+        # At most one write per token per resolution window: CI polling must not turn every GET into an UPDATE.
+        resolution = timedelta(seconds=settings.API_TOKEN_LAST_USED_RESOLUTION_S)
+        ApiToken.objects.filter(pk=token.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - resolution)
+        ).update(last_used_at=now)
+
+    def authenticate_header(self, request) -> str:
+        return f'{self.keyword} realm="api"'

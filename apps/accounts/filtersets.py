@@ -1,0 +1,40 @@
+import django_filters
+
+from apps.accounts.models import ApiToken, Membership, User
+from apps.accounts.roles import Role
+from apps.tenancy.models import Tenant
+
+
+class MembershipFilterSet(django_filters.FilterSet):
+    """Filters for memberships (UI and API)."""
+
+    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=Tenant.objects.all())
+    user = django_filters.CharFilter(field_name="user__username")
+    role = django_filters.ChoiceFilter(choices=Role.choices)
+
+    class Meta:
+        model = Membership
+        fields = ["tenant", "user", "role"]
+
+
+class UserFilterSet(django_filters.FilterSet):
+    q = django_filters.CharFilter(field_name="username", lookup_expr="icontains", label="Search")
+    tenant = django_filters.CharFilter(field_name="memberships__tenant__slug", label="Tenant")
+
+    class Meta:
+        model = User
+        fields = ["is_service_account"]
+
+
+class ApiTokenFilterSet(django_filters.FilterSet):
+    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=Tenant.objects.all())
+    user = django_filters.CharFilter(field_name="user__username")
+    active = django_filters.BooleanFilter(method="filter_active")
+
+    class Meta:
+        model = ApiToken
+        fields = ["tenant", "user", "role"]
+
+    def filter_active(self, queryset, name, value):
+        active = ApiToken.objects.active()
+        return queryset.filter(pk__in=active) if value else queryset.exclude(pk__in=active)

@@ -1,0 +1,64 @@
+"""Forms for the account pages. They only shape input; the services decide and validate the rest."""
+
+from __future__ import annotations
+
+from django import forms
+
+from apps.accounts.models import User
+from apps.accounts.roles import Role
+from apps.tenancy.models import Tenant
+
+
+class TenantChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Tenant) -> str:
+        return f"{'— ' * obj.depth}{obj.name} ({obj.slug})"
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="What uses it, e.g. 'gitlab-ci train-pipeline'.")
+    user = forms.ModelChoiceField(
+        queryset=User.objects.none(),
+        required=False,
+        empty_label="Myself",
+        help_text="Or a service account of a tenant you manage.",
+    )
+    tenant = TenantChoiceField(queryset=Tenant.objects.none(), required=False, empty_label="Console-wide")
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+    expires_in_days = forms.IntegerField(
+        min_value=1, max_value=3650, required=False, initial=90, help_text="Empty: never expires."
+    )
+
+    def __init__(self, *args, user: User, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "view")
+        self.fields["user"].queryset = User.objects.filter(
+            is_service_account=True, owner_tenant__in=Tenant.objects.for_user(user, "manage")
+        )
+
+
+class MembershipForm(forms.Form):
+    user = forms.ModelChoiceField(
+        queryset=User.objects.filter(is_active=True).order_by("username"), to_field_name="username"
+    )
+    tenant = TenantChoiceField(queryset=Tenant.objects.none(), required=False, empty_label="Console-wide")
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+    reason = forms.CharField(max_length=2000, required=False)
+
+    def __init__(self, *args, user: User, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage")
+
+
+class ServiceAccountForm(forms.Form):
+    username = forms.CharField(max_length=150, help_text="e.g. ci-vision-team")
+    tenant = TenantChoiceField(queryset=Tenant.objects.none())
+    role = forms.ChoiceField(choices=[(r, r) for r in (Role.MEMBER, Role.VIEWER, Role.TENANT_ADMIN)])
+    reason = forms.CharField(max_length=2000, required=False)
+
+    def __init__(self, *args, user: User, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage")
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(max_length=2000, required=False)

@@ -1,0 +1,39 @@
+"""Roles and the actions each allows. This table is the whole permission policy; permissions.py applies it."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Role(models.TextChoices):
+    PLATFORM_ADMIN = "platform-admin", "Platform admin"
+    TENANT_ADMIN = "tenant-admin", "Tenant admin"
+    MEMBER = "member", "Member"
+    ONCALL = "on-call", "On-call"
+    VIEWER = "viewer", "Viewer"
+
+
+class Action(models.TextChoices):
+    VIEW = "view", "View"
+    SUBMIT = "submit", "Submit and cancel workloads, request quota"
+    MANAGE = "manage", "Manage tenant data: members, service accounts, tokens, subtenants"
+    OPERATE = "operate", "Fleet runbook actions: cordon, drain, resume, reset, RMA"
+    ADMINISTER = "administer", "Platform settings: clusters, tenants at the root, rates, tiers, periods"
+
+
+ROLE_ACTIONS: dict[str, frozenset[str]] = {
+    Role.PLATFORM_ADMIN: frozenset(Action.values),
+    Role.TENANT_ADMIN: frozenset({Action.VIEW, Action.SUBMIT, Action.MANAGE}),
+    Role.MEMBER: frozenset({Action.VIEW, Action.SUBMIT}),
+    # On-call sees every tenant's workloads (to judge a drain's impact) but edits no tenant data.
+    Role.ONCALL: frozenset({Action.VIEW, Action.OPERATE}),
+    Role.VIEWER: frozenset({Action.VIEW}),
+}
+
+# Roles that apply to the whole console, not to one tenant.
+GLOBAL_ROLES = frozenset({Role.PLATFORM_ADMIN, Role.ONCALL})
+# Roles that must name a tenant.
+TENANT_ROLES = frozenset({Role.TENANT_ADMIN, Role.MEMBER})
+# Roles whose grant on a tenant also covers its descendants.
+SUBTREE_ROLES = frozenset({Role.TENANT_ADMIN})
+# A viewer may be global (tenant empty: read-only everywhere) or per tenant.

@@ -1,0 +1,256 @@
+"""Services for memberships, service accounts and API tokens. Each writes exactly one audit event."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.accounts.models import ApiToken, Membership, User, token_digest
+from apps.accounts.permissions import forget_scope, grantable_roles, has_perm, require, scope_for
+from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, TENANT_ROLES, Action, Role
+from apps.audit.services import record_event, snapshot
+from apps.core.errors import Conflict, Forbidden, InvalidInput
+
+MAX_TOKEN_DAYS = 3650
+
+
+#
+# Memberships
+#
+
+
+def _check_role_for_tenant(role: str, tenant) -> None:
+    if role not in Role.values:
+        raise InvalidInput(f"Unknown role {role!r}.", {"role": f"Choose one of: {', '.join(Role.values)}."})
+    if role in GLOBAL_ROLES and tenant is not None:
+        raise InvalidInput(f"{role} is a console-wide role.", {"tenant": "Leave empty for a console-wide role."})
+    if role in TENANT_ROLES and tenant is None:
+        raise InvalidInput(f"{role} needs a tenant.", {"tenant": "Required for this role."})
+
+
+def _require_grantable(actor, role: str, tenant) -> None:
+    if role not in grantable_roles(actor, tenant):
+        where = f"tenant {tenant.slug}" if tenant is not None else "the whole console"
+        raise Forbidden(f"You may not grant {role} on {where}.")
+
+
+def grant_membership(actor, *, user: User, tenant, role: str, reason: str = "") -> Membership:
+    """Give `user` a role on `tenant` (None: console-wide)."""
+    _check_role_for_tenant(role, tenant)
+    _require_grantable(actor, role, tenant)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                membership = Membership.objects.create(user=user, tenant=tenant, role=role)
+        except IntegrityError as exc:
+            raise Conflict(
+                f"{user.username} already has a role there; change it instead.", {"user": "Already a member."}
+            ) from exc
+        record_event(actor, "membership.grant", membership, tenant=tenant, reason=reason, after=snapshot(membership))
+    forget_scope(user)
+    return membership
+
+
+def change_membership_role(actor, membership: Membership, *, role: str, reason: str = "") -> Membership:
+    """Change the role of an existing membership."""
+    _check_role_for_tenant(role, membership.tenant)
+    _require_grantable(actor, membership.role, membership.tenant)
+    _require_grantable(actor, role, membership.tenant)
+    with transaction.atomic():
+        before = snapshot(membership)
+        membership.role = role
+        membership.save(update_fields=["role"])
+        record_event(
+            actor,
+            "membership.change",
+            membership,
+            tenant=membership.tenant,
+            reason=reason,
+            before=before,
+            after=snapshot(membership),
+        )
+    forget_scope(membership.user)
+    return membership
+
+
+def revoke_membership(actor, membership: Membership, *, reason: str = "") -> None:
+    """Take a role away. Platform admins cannot remove the last platform admin."""
+    _require_grantable(actor, membership.role, membership.tenant)
+    if membership.role == Role.PLATFORM_ADMIN and (
+        Membership.objects.filter(role=Role.PLATFORM_ADMIN, user__is_active=True).count() <= 1
+        and not User.objects.filter(is_superuser=True, is_active=True).exclude(pk=membership.user_id).exists()
+    ):
+        raise Conflict("This is the last platform admin; grant the role to someone else first.")
+    with transaction.atomic():
+        record_event(
+            actor, "membership.revoke", membership, tenant=membership.tenant, reason=reason, before=snapshot(membership)
+        )
+        membership.delete()
+    forget_scope(membership.user)
+
+
+#
+# Service accounts
+#
+
+
+def create_service_account(actor, *, username: str, tenant, role: str = Role.MEMBER, reason: str = "") -> User:
+    """A tokens-only user owned by `tenant`, with one role there, for CI pipelines."""
+    require(actor, Action.MANAGE, tenant, f"You may not manage tenant {tenant.slug}.")
+    if role in GLOBAL_ROLES:
+        raise InvalidInput(
+            "Service accounts get tenant roles only.", {"role": "Choose tenant-admin, member or viewer."}
+        )
+    _check_role_for_tenant(role, tenant)
+    _require_grantable(actor, role, tenant)
+    account = User(username=username, is_service_account=True, owner_tenant=tenant)
+    account.set_unusable_password()
+    try:
+        account.full_clean(exclude=["password"])
+    except ValidationError as exc:
+        raise InvalidInput("Invalid service account.", exc.message_dict) from exc
+    with transaction.atomic():
+        account.save()
+        Membership.objects.create(user=account, tenant=tenant, role=role)
+        record_event(
+            actor,
+            "service_account.create",
+            account,
+            tenant=tenant,
+            reason=reason,
+            after={**snapshot(account, ["id", "username", "owner_tenant"]), "role": role},
+        )
+    return account
+
+
+#
+# API tokens
+#
+
+
+def _covered(holder: User, tenant, role: str) -> bool:
+    """Does `holder` (ignoring any token it is acting through) have every action of `role` on `tenant`?"""
+    scope = scope_for(holder)
+    return ROLE_ACTIONS[role] <= scope.actions_on(tenant.pk if tenant is not None else None)
+
+
+def issue_token(
+    actor, *, user: User, name: str, tenant=None, role: str, expires_in_days: int | None = None, reason: str = ""
+) -> tuple[ApiToken, str]:
+    """Create a token for `user` (yourself, or a service account of a tenant you manage). Returns (row, raw token).
+
+    The raw token is returned once and never stored; only its SHA-256 digest is kept.
+    """
+    if not name or len(name) > 100:
+        raise InvalidInput("Give the token a name of 1 to 100 characters.", {"name": "1 to 100 characters."})
+    _check_role_for_tenant(role, tenant)
+    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
+        raise InvalidInput(
+            f"Expiry must be 1 to {MAX_TOKEN_DAYS} days.", {"expires_in_days": f"1 to {MAX_TOKEN_DAYS}."}
+        )
+    if user.pk != actor.pk:
+        if not user.is_service_account:
+            raise Forbidden("You can only create tokens for yourself or for a service account.")
+        require(actor, Action.MANAGE, user.owner_tenant, f"You may not manage tenant {user.owner_tenant.slug}.")
+    if getattr(actor, "api_token", None) is not None and not has_perm(actor, Action.MANAGE, tenant):
+        # A token may mint tokens only where it could manage; never a wider one than itself.
+        raise Forbidden("An API token cannot create a token wider than its own scope.")
+    if not _covered(user, tenant, role):
+        where = tenant.slug if tenant is not None else "the whole console"
+        raise Forbidden(f"{user.username} does not hold {role} on {where}; a token cannot exceed its user's rights.")
+    raw = settings.API_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            name=name,
+            user=user,
+            tenant=tenant,
+            role=role,
+            prefix=raw[:12],
+            digest=token_digest(raw),
+            created_by=actor if actor.pk else None,
+            expires_at=expires_at,
+        )
+        record_event(actor, "token.create", token, tenant=tenant, reason=reason, after=snapshot(token))
+    return token, raw
+
+
+def revoke_token(actor, token: ApiToken, *, reason: str = "") -> ApiToken:
+    """Revoke a token now. Your own, or a service account's of a tenant you manage."""
+    if token.user_id != actor.pk:
+        owner = token.user.owner_tenant
+        if not (token.user.is_service_account and owner is not None and has_perm(actor, Action.MANAGE, owner)):
+            raise Forbidden("You may not revoke this token.")
+    if token.revoked_at is not None:
+        raise Conflict("This token is already revoked.")
+    with transaction.atomic():
+        # Compare-and-set so two concurrent revokes write one event.
+        updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        if updated != 1:
+            raise Conflict("This token is already revoked.")
+        before = snapshot(token)
+        token.refresh_from_db()
+        record_event(
+            actor, "token.revoke", token, tenant=token.tenant, reason=reason, before=before, after=snapshot(token)
+        )
+    return token
+
+
+#
+# People
+#
+
+
+def create_user(actor, *, username: str, password: str | None = None, email: str = "", reason: str = "") -> User:
+    """Create a person's account (platform admins; `actor=None` is the bootstrap of the first admin)."""
+    if actor is not None:
+        require(actor, Action.ADMINISTER, None, "Only platform admins create users.")
+    user = User(username=username, email=email)
+    if password:
+        user.set_password(password)
+    else:
+        user.set_unusable_password()
+    try:
+        user.full_clean(exclude=["password"])
+    except ValidationError as exc:
+        raise InvalidInput("Invalid user.", exc.message_dict) from exc
+    with transaction.atomic():
+        user.save()
+        record_event(actor, "user.create", user, reason=reason, after=snapshot(user, ["id", "username", "email"]))
+    return user
+
+
+def bootstrap_platform_admin(*, username: str, password: str) -> User:
+    """Create (or reset) the first platform admin; used by `make demo`. One audit event, actor "system"."""
+    with transaction.atomic():
+        user = User.objects.filter(username=username).first()
+        created = user is None
+        if created:
+            user = User(username=username, is_staff=True, is_superuser=True)
+        user.set_password(password)
+        user.is_active = user.is_staff = user.is_superuser = True
+        user.save()
+        Membership.objects.get_or_create(user=user, tenant=None, role=Role.PLATFORM_ADMIN)
+        record_event(None, "user.bootstrap_admin", user, reason="demo set-up" if created else "demo password reset")
+    return user
+
+
+#
+# Sessions
+#
+
+
+def record_login(user: User) -> None:
+    """Browser log-ins are security events too."""
+    with transaction.atomic():
+        record_event(user, "user.login", user)
+
+
+def record_logout(user: User) -> None:
+    with transaction.atomic():
+        record_event(user, "user.logout", user)

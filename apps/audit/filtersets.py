@@ -1,0 +1,21 @@
+import django_filters
+
+from apps.audit.models import AuditEvent
+from apps.tenancy.models import Tenant
+
+
+class AuditEventFilterSet(django_filters.FilterSet):
+    """Filters for the audit log (UI and API)."""
+
+    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=Tenant.objects.all())
+    actor = django_filters.CharFilter(field_name="actor_label", lookup_expr="istartswith")
+    action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith")
+    target_type = django_filters.CharFilter()
+    target_id = django_filters.CharFilter()
+    request_id = django_filters.CharFilter()
+    since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte")
+    until = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lt")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["tenant", "actor", "action", "target_type", "target_id", "request_id", "since", "until"]

@@ -1,0 +1,76 @@
+"""Audit events: who did what to which object, why, and what it looked like before and after."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class AppendOnlyError(Exception):
+    """Raised on any attempt to change or delete an audit event."""
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def for_user(self, user, action: str) -> AuditEventQuerySet:
+        """Events of tenants the user may view, plus the user's own actions; console-wide viewers see all."""
+        from apps.accounts.permissions import allowed_tenant_ids
+
+        ids = allowed_tenant_ids(user, action)
+        if ids is None:
+            return self
+        return self.filter(Q(tenant_id__in=ids) | Q(actor_id=user.pk))
+
+    def update(self, **kwargs):
+        raise AppendOnlyError("Audit events are append-only.")
+
+    def delete(self):
+        raise AppendOnlyError("Audit events are append-only.")
+
+
+class AuditEvent(models.Model):
+    """One state change. Rows are never updated or deleted (PostgreSQL enforces it with a trigger too).
+
+    Foreign keys are kept without database constraints so the trail survives deletion of the user,
+    token or tenant it names; the `*_label` fields keep the names readable after that.
+    """
+
+    time = models.DateTimeField(db_index=True)
+    actor = models.ForeignKey(
+        "accounts.User", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200)
+    token = models.ForeignKey(
+        "accounts.ApiToken", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    action = models.CharField(max_length=100, db_index=True)
+    target_type = models.CharField(max_length=100, db_index=True)
+    target_id = models.CharField(max_length=100, blank=True)
+    target_label = models.CharField(max_length=300, blank=True)
+    tenant = models.ForeignKey(
+        "tenancy.Tenant", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    tenant_label = models.CharField(max_length=100, blank=True)
+    reason = models.TextField(blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    request_id = models.CharField(max_length=64, blank=True, db_index=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-time", "-id"]
+        indexes = [
+            models.Index(fields=["tenant", "-time"], name="audit_tenant_time"),
+            models.Index(fields=["target_type", "target_id"], name="audit_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M:%S} {self.actor_label} {self.action} {self.target_label}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("Audit events are append-only.")

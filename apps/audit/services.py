@@ -1,0 +1,85 @@
+"""Writing audit events. Every service calls `record_event` inside its own transaction."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+from typing import Any
+
+from django.db import connection, models
+from django.utils import timezone
+
+from apps.audit.models import AuditEvent
+from apps.core.request_context import get_request_id
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def snapshot(instance: models.Model, fields: list[str] | None = None) -> dict[str, Any]:
+    """The audited view of a model instance: concrete fields (FKs as ids), secrets never included."""
+    out: dict[str, Any] = {}
+    for field in instance._meta.concrete_fields:
+        if fields is not None and field.name not in fields:
+            continue
+        if field.name in {"password", "digest"}:
+            continue
+        out[field.name] = _jsonable(getattr(instance, field.attname))
+    return out
+
+
+def actor_label(actor) -> str:
+    if actor is None:
+        return "system"
+    token = getattr(actor, "api_token", None)
+    if token is not None:
+        return f"{actor.get_username()} (token {token.prefix}…)"
+    return actor.get_username()
+
+
+def record_event(
+    actor,
+    action: str,
+    target: models.Model | None = None,
+    *,
+    tenant=None,
+    reason: str = "",
+    before: dict | None = None,
+    after: dict | None = None,
+    target_type: str | None = None,
+    target_id: str | None = None,
+    target_label: str | None = None,
+) -> AuditEvent:
+    """Append one audit event. Must run inside the caller's transaction so the change and its record commit together."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("record_event must be called inside the service's transaction.atomic() block")
+    if target is not None:
+        target_type = target_type or target._meta.label_lower
+        target_id = target_id or str(target.pk)
+        target_label = target_label or str(target)[:300]
+    return AuditEvent.objects.create(
+        time=timezone.now(),
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_label=actor_label(actor),
+        token=getattr(actor, "api_token", None),
+        action=action,
+        target_type=target_type or "",
+        target_id=target_id or "",
+        target_label=target_label or "",
+        tenant=tenant,
+        tenant_label=tenant.slug if tenant is not None else "",
+        reason=reason,
+        before=_jsonable(before) if before is not None else None,
+        after=_jsonable(after) if after is not None else None,
+        request_id=get_request_id(),
+    )

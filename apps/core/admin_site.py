@@ -1,0 +1,74 @@
+"""Django admin for platform admins only, with every admin edit audited like any other change."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.admin.apps import AdminConfig
+from django.db import transaction
+
+
+class ConsoleAdminSite(admin.AdminSite):
+    site_header = "GPU console administration"
+    site_title = "GPU console admin"
+
+    def has_permission(self, request) -> bool:
+        from apps.accounts.permissions import has_perm
+
+        return bool(request.user.is_active and request.user.is_staff and has_perm(request.user, "administer"))
+
+
+class ConsoleAdminConfig(AdminConfig):
+    default_site = "apps.core.admin_site.ConsoleAdminSite"
+
+
+class AuditedModelAdmin(admin.ModelAdmin):
+    """Admin edits write one audit event each; bulk actions are off so each change is recorded singly."""
+
+    actions = None
+
+    def save_model(self, request, obj, form, change):
+        from apps.audit.services import record_event, snapshot
+
+        before = snapshot(type(obj).objects.get(pk=obj.pk)) if change else None
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            verb = "change" if change else "create"
+            record_event(
+                request.user,
+                f"admin.{obj._meta.label_lower}.{verb}",
+                obj,
+                tenant=self.tenant_of(obj),
+                before=before,
+                after=snapshot(obj),
+            )
+
+    def delete_model(self, request, obj):
+        from apps.audit.services import record_event, snapshot
+
+        with transaction.atomic():
+            record_event(
+                request.user,
+                f"admin.{obj._meta.label_lower}.delete",
+                obj,
+                tenant=self.tenant_of(obj),
+                before=snapshot(obj),
+            )
+            super().delete_model(request, obj)
+
+    def tenant_of(self, obj):
+        return getattr(obj, "tenant", None) if hasattr(obj, "tenant_id") else None
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Visible in the admin but changed only through the console's services (which enforce the rules)."""
+
+    actions = None
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,28 @@
+"""/api/v1/: one router for every app's viewsets, plus the OpenAPI schema and docs."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, ServiceAccountViewSet, UserViewSet
+from apps.audit.api.views import AuditEventViewSet
+from apps.operations.api.views import OperationViewSet
+from apps.tenancy.api.views import TenantViewSet
+
+router = DefaultRouter()
+router.register("tenants", TenantViewSet, basename="tenant")
+router.register("users", UserViewSet, basename="user")
+router.register("memberships", MembershipViewSet, basename="membership")
+router.register("service-accounts", ServiceAccountViewSet, basename="service-account")
+router.register("tokens", ApiTokenViewSet, basename="token")
+router.register("audit-events", AuditEventViewSet, basename="audit-event")
+router.register("operations", OperationViewSet, basename="operation")
+
+app_name = "api"
+urlpatterns = [
+    path("me/", MeView.as_view(), name="me"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    """Framework pieces every app uses: request ids, the API's error shape, pagination, base serializers."""
+
+    name = "apps.core"
+    label = "core"

@@ -1,0 +1,17 @@
+"""Helpers for HTML forms that call services."""
+
+from django import forms
+
+from apps.core.errors import ServiceError
+
+
+def apply_service_error(form: forms.Form, exc: ServiceError) -> None:
+    """Show a service's refusal on the form: field messages on their fields, the rest at the top."""
+    placed = False
+    for field, messages in exc.fields.items():
+        target = field if field in form.fields else None
+        for message in messages:
+            form.add_error(target, message if target else f"{field}: {message}")
+            placed = True
+    if not placed:
+        form.add_error(None, exc.message)

@@ -1,0 +1,31 @@
+"""Base views for HTML pages: lists start from `for_user`, are filtered by the model's FilterSet and paginated."""
+
+from __future__ import annotations
+
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django_filters.views import FilterView
+
+
+class ScopedListView(LoginRequiredMixin, FilterView):
+    """A paginated, filterable list of what the user may view, narrowed to the switcher's tenant when one is chosen."""
+
+    paginate_by = 50
+    select_related: tuple[str, ...] = ()
+    tenant_field: str | None = "tenant"
+    strict = False
+
+    def get_queryset(self):
+        qs = self.model.objects.for_user(self.request.user, "view")
+        if self.select_related:
+            qs = qs.select_related(*self.select_related)
+        tenant = getattr(self.request, "current_tenant", None)
+        if tenant and self.tenant_field and self.tenant_field not in self.request.GET:
+            qs = qs.filter(**{self.tenant_field: tenant})
+        return qs
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        query = self.request.GET.copy()
+        query.pop("page", None)
+        context["query_without_page"] = query.urlencode()
+        return context

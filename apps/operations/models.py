@@ -1,0 +1,81 @@
+"""Long operations as rows the UI and API can show while they run."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class OperationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class OperationQuerySet(models.QuerySet):
+    def for_user(self, user, action: str) -> OperationQuerySet:
+        """Operations on tenants the user may view, plus the user's own; console-wide viewers see all."""
+        from apps.accounts.permissions import allowed_tenant_ids
+
+        ids = allowed_tenant_ids(user, action)
+        if ids is None:
+            return self
+        return self.filter(Q(tenant_id__in=ids) | Q(actor_id=user.pk))
+
+
+class Operation(models.Model):
+    """One long-running piece of work: a drain, a quota push, an inventory sync.
+
+    A Celery task claims the row with a conditional UPDATE (pending → running), so a message
+    delivered twice runs the work once. A worker that dies leaves a stale heartbeat; after
+    `LEASE_SECONDS` the row may be claimed again.
+    """
+
+    LEASE_SECONDS = 600
+
+    kind = models.CharField(max_length=100, db_index=True)
+    status = models.CharField(
+        max_length=20, choices=OperationStatus.choices, default=OperationStatus.PENDING, db_index=True
+    )
+    target_type = models.CharField(max_length=100, blank=True)
+    target_id = models.CharField(max_length=100, blank=True)
+    target_label = models.CharField(max_length=300, blank=True)
+    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.ForeignKey("accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reason = models.TextField(blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    progress = models.FloatField(default=0.0, help_text="0 to 100")
+    log = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = OperationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(progress__lte=100),
+                name="operation_progress_0_100",
+                violation_error_message="Progress is a percentage from 0 to 100.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.target_label or ''} [{self.status}]".strip()
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {OperationStatus.SUCCEEDED, OperationStatus.FAILED}
+
+    @property
+    def duration(self):
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None

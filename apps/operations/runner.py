@@ -1,0 +1,121 @@
+"""The runner that Celery tasks use to carry out an Operation exactly once.
+
+A handler is a class registered for an operation kind:
+
+    @register("fleet.drain")
+    class DrainNode(OperationHandler):
+        action = "operate"            # what the acting user must be allowed to do
+        def run(self) -> dict:         # returns the operation's result
+            self.log("cordoned")
+            self.set_progress(50)
+
+`execute_operation(id)` claims the row (pending → running, or a stale running row whose worker
+died), runs the handler outside any transaction (handlers call backends), and records success,
+a deliberate failure (`OperationFailed`, message only) or a crash (with its traceback).
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from datetime import timedelta
+
+from django.db.models import F, Q, Value
+from django.db.models.functions import Concat
+from django.utils import timezone
+
+from apps.operations.models import Operation, OperationStatus
+
+logger = logging.getLogger(__name__)
+
+HANDLERS: dict[str, type[OperationHandler]] = {}
+
+
+class OperationFailed(Exception):
+    """A handler's deliberate failure: the message is shown to the user, no traceback."""
+
+
+class OperationHandler:
+    """Base class for the work behind one operation kind."""
+
+    kind: str = ""
+    action: str = "operate"
+
+    def __init__(self, operation: Operation):
+        self.operation = operation
+
+    def run(self) -> dict:
+        raise NotImplementedError
+
+    def log(self, message: str) -> None:
+        """Append a timestamped line to the operation's log (visible in the UI while it runs)."""
+        line = f"{timezone.now():%H:%M:%S} {message}\n"
+        Operation.objects.filter(pk=self.operation.pk).update(
+            log=Concat(F("log"), Value(line)), heartbeat_at=timezone.now()
+        )
+        self.operation.log += line
+
+    def set_progress(self, percent: float) -> None:
+        percent = min(max(float(percent), 0.0), 100.0)
+        Operation.objects.filter(pk=self.operation.pk).update(progress=percent, heartbeat_at=timezone.now())
+        self.operation.progress = percent
+
+
+def register(kind: str):
+    """Class decorator: make `cls` the handler for operations of `kind`."""
+
+    def decorator(cls: type[OperationHandler]) -> type[OperationHandler]:
+        if kind in HANDLERS and HANDLERS[kind] is not cls:
+            raise ValueError(f"operation kind {kind!r} is already registered to {HANDLERS[kind].__name__}")
+        cls.kind = kind
+        HANDLERS[kind] = cls
+        return cls
+
+    return decorator
+
+
+def claim(operation_id: int) -> bool:
+    """Atomically move the operation to running; False when another delivery already has it."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=Operation.LEASE_SECONDS)
+    claimable = Q(status=OperationStatus.PENDING) | Q(status=OperationStatus.RUNNING, heartbeat_at__lt=stale)
+    return (
+        Operation.objects.filter(claimable, pk=operation_id).update(
+            status=OperationStatus.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1
+        )
+        == 1
+    )
+
+
+def _finish(operation: Operation, status: str, **fields) -> None:
+    Operation.objects.filter(pk=operation.pk, status=OperationStatus.RUNNING).update(
+        status=status, finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields
+    )
+
+
+def execute_operation(operation_id: int) -> bool:
+    """Run the operation once. Returns False when there was nothing to do (already claimed or finished)."""
+    if not claim(operation_id):
+        logger.info("operation %s already claimed or finished; skipping duplicate delivery", operation_id)
+        return False
+    operation = Operation.objects.get(pk=operation_id)
+    handler_cls = HANDLERS.get(operation.kind)
+    if handler_cls is None:
+        _finish(operation, OperationStatus.FAILED, error=f"No handler for operation kind {operation.kind!r}.")
+        return True
+    handler = handler_cls(operation)
+    try:
+        result = handler.run() or {}
+    except OperationFailed as exc:
+        _finish(operation, OperationStatus.FAILED, error=str(exc))
+    except Exception as exc:  # a crash must still end the operation visibly, with the traceback for the on-call
+        logger.exception("operation %s (%s) crashed", operation.pk, operation.kind)
+        _finish(
+            operation,
+            OperationStatus.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
+            log=Concat(F("log"), Value(traceback.format_exc())),
+        )
+    else:
+        _finish(operation, OperationStatus.SUCCEEDED, result=result, progress=100.0)
+    return True

@@ -1,0 +1,18 @@
+from rest_framework import serializers
+
+from apps.core.api.serializers import StrictModelSerializer
+from apps.tenancy.models import Tenant
+
+
+class TenantSerializer(StrictModelSerializer):
+    parent = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Tenant.objects.all(), allow_null=True, required=False
+    )
+    depth = serializers.IntegerField(read_only=True)
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+
+    class Meta:
+        model = Tenant
+        fields = ["id", "name", "slug", "parent", "description", "depth", "created_at", "reason"]
+        read_only_fields = ["id", "created_at"]
+        extra_kwargs = {"slug": {"validators": []}}  # uniqueness is the service's job (one validation path)

@@ -1,0 +1,36 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import status, viewsets
+from rest_framework.response import Response
+
+from apps.core.api.views import ScopedViewSetMixin
+from apps.tenancy import services
+from apps.tenancy.api.serializers import TenantSerializer
+from apps.tenancy.filtersets import TenantFilterSet
+from apps.tenancy.models import Tenant
+
+
+class TenantViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
+    """Tenants you can see. Platform admins create organizations; tenant admins create and edit teams below theirs."""
+
+    model = Tenant
+    serializer_class = TenantSerializer
+    filterset_class = TenantFilterSet
+    lookup_field = "slug"
+    select_related = ("parent",)
+    ordering_fields = ["path", "name", "slug", "created_at"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        data = dict(serializer.validated_data)
+        data.pop("reason", None)
+        serializer.instance = services.create_tenant(self.request.user, **data)
+
+    def perform_update(self, serializer):
+        data = dict(serializer.validated_data)
+        reason = data.pop("reason", "")
+        serializer.instance = services.update_tenant(self.request.user, serializer.instance, reason=reason, **data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, *args, **kwargs):
+        services.delete_tenant(request.user, self.get_object(), reason=request.query_params.get("reason", ""))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,90 @@
+"""Services that change tenants. Each checks permission, validates, writes one audit event."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from apps.accounts.permissions import require
+from apps.accounts.roles import Action
+from apps.audit.services import record_event, snapshot
+from apps.core.errors import Conflict, InvalidInput
+from apps.tenancy.models import Tenant
+
+_EDITABLE = ("name", "slug", "parent", "description")
+
+
+def _check_parent(actor, parent: Tenant | None) -> None:
+    if parent is None:
+        # Organizations (roots) are platform business.
+        require(actor, Action.ADMINISTER, None, "Only platform admins create or move top-level organizations.")
+    else:
+        require(actor, Action.MANAGE, parent, f"You may not manage tenant {parent.slug}.")
+
+
+def _validated(tenant: Tenant) -> None:
+    # One validation path for UI and API: the model's own validators and constraints.
+    tenant.full_clean(exclude=["path"], validate_unique=True, validate_constraints=False)
+
+
+def create_tenant(actor, *, name: str, slug: str, parent: Tenant | None = None, description: str = "") -> Tenant:
+    """Create an organization (no parent; platform admins) or a team under `parent` (its managers)."""
+    _check_parent(actor, parent)
+    tenant = Tenant(name=name, slug=slug, parent=parent, description=description)
+    _validated(tenant)
+    with transaction.atomic():
+        try:
+            tenant.save()
+        except IntegrityError as exc:
+            raise Conflict(f"A tenant with slug {slug!r} already exists.", {"slug": "Already taken."}) from exc
+        tenant.path = f"{parent.path if parent else '/'}{tenant.pk}/"
+        tenant.save(update_fields=["path"])
+        record_event(actor, "tenant.create", tenant, tenant=tenant, after=snapshot(tenant))
+    return tenant
+
+
+def update_tenant(actor, tenant: Tenant, *, reason: str = "", **changes) -> Tenant:
+    """Rename, re-describe or move a tenant. Moving re-roots its whole subtree's paths."""
+    unknown = set(changes) - set(_EDITABLE)
+    if unknown:
+        raise InvalidInput("Unknown fields.", {key: "Unknown field." for key in unknown})
+    require(actor, Action.MANAGE, tenant, f"You may not manage tenant {tenant.slug}.")
+    before = snapshot(tenant)
+    old_path = tenant.path
+    if "parent" in changes and changes["parent"] != tenant.parent:
+        new_parent = changes["parent"]
+        if new_parent is not None and new_parent.is_descendant_of(tenant):
+            raise InvalidInput(
+                "A tenant cannot move under itself or its own descendant.", {"parent": "Would make a cycle."}
+            )
+        _check_parent(actor, new_parent)
+    for key, value in changes.items():
+        setattr(tenant, key, value)
+    _validated(tenant)
+    with transaction.atomic():
+        tenant.path = f"{tenant.parent.path if tenant.parent else '/'}{tenant.pk}/"
+        try:
+            tenant.save()
+        except IntegrityError as exc:
+            raise Conflict("A tenant with that slug already exists.", {"slug": "Already taken."}) from exc
+        if tenant.path != old_path:
+            descendants = list(Tenant.objects.filter(path__startswith=old_path).exclude(pk=tenant.pk))
+            for child in descendants:
+                child.path = tenant.path + child.path[len(old_path) :]
+            Tenant.objects.bulk_update(descendants, ["path"])
+        record_event(
+            actor, "tenant.update", tenant, tenant=tenant, reason=reason, before=before, after=snapshot(tenant)
+        )
+    return tenant
+
+
+def delete_tenant(actor, tenant: Tenant, *, reason: str = "") -> None:
+    """Delete an empty tenant (no child tenants, no service accounts). Platform admins only."""
+    require(actor, Action.ADMINISTER, None, "Only platform admins delete tenants.")
+    if tenant.children.exists():
+        raise Conflict("Delete or move the tenant's child tenants first.", {"tenant": "Has child tenants."})
+    if tenant.service_accounts.exists():
+        raise Conflict("Delete the tenant's service accounts first.", {"tenant": "Has service accounts."})
+    with transaction.atomic():
+        before = snapshot(tenant)
+        record_event(actor, "tenant.delete", tenant, tenant=tenant, reason=reason, before=before)
+        tenant.delete()

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from apps.tenancy import views
+
+app_name = "tenancy"
+urlpatterns = [
+    path("", views.TenantListView.as_view(), name="tenant_list"),
+    path("new/", views.tenant_create, name="tenant_create"),
+    path("<slug:slug>/", views.tenant_detail, name="tenant_detail"),
+]

@@ -1,0 +1,21 @@
+"""The console's Celery application; periodic work is declared here or in django-celery-beat."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+
+app = Celery("console")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+# Periodic work, declared once. Apps add entries here as they gain periodic tasks.
+app.conf.beat_schedule = {
+    "prune-finished-operations": {
+        "task": "apps.operations.tasks.prune_operations_task",
+        "schedule": 24 * 3600.0,
+    },
+}

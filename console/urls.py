@@ -1,0 +1,20 @@
+"""Top-level URLs: pages per app, the REST API under /api/v1/, Django admin for platform admins."""
+
+from django.contrib import admin
+from django.urls import include, path
+from django.views.i18n import set_language
+
+from apps.accounts.views import LoginView, LogoutView
+
+urlpatterns = [
+    path("", include("apps.dashboard.urls")),
+    path("accounts/login/", LoginView.as_view(), name="login"),
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    path("accounts/", include("apps.accounts.urls")),
+    path("tenants/", include("apps.tenancy.urls")),
+    path("audit/", include("apps.audit.urls")),
+    path("operations/", include("apps.operations.urls")),
+    path("i18n/setlang/", set_language, name="set_language"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("apps.core.api.urls")),
+]
