@@ -124,7 +124,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# Set STATIC_ROOT (and run collectstatic) for a deployment; the demo and tests serve from the finders.
+STATIC_ROOT = env_str("STATIC_ROOT", "") or None
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

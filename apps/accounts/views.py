@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from apps.accounts import services
 from apps.accounts.filtersets import ApiTokenFilterSet, MembershipFilterSet
@@ -39,6 +39,7 @@ class LogoutView(auth_views.LogoutView):
         return super().post(request, *args, **kwargs)
 
 
+@require_safe
 @login_required
 def profile(request):
     scope = scope_for(request.user)

@@ -2,6 +2,7 @@
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_safe
 
 from apps.audit.filtersets import AuditEventFilterSet
 from apps.audit.models import AuditEvent
@@ -14,6 +15,7 @@ class AuditEventListView(ScopedListView):
     template_name = "audit/auditevent_list.html"
 
 
+@require_safe
 @login_required
 def audit_event_detail(request, pk: int):
     event = get_object_or_404(AuditEvent.objects.for_user(request.user, "view"), pk=pk)

@@ -2,11 +2,13 @@
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 
 from apps.audit.models import AuditEvent
 from apps.operations.models import Operation
 
 
+@require_safe
 @login_required
 def home(request):
     user = request.user

@@ -2,6 +2,7 @@
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_safe
 
 from apps.core.views import ScopedListView
 from apps.operations.filtersets import OperationFilterSet
@@ -15,6 +16,7 @@ class OperationListView(ScopedListView):
     template_name = "operations/operation_list.html"
 
 
+@require_safe
 @login_required
 def operation_detail(request, pk: int):
     operation = get_object_or_404(

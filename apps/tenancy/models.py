@@ -29,7 +29,7 @@ class Tenant(models.Model):
     """
 
     name = models.CharField(max_length=100, validators=[MaxLengthValidator(100)])
-    slug = models.SlugField(max_length=63, unique=True, validators=[dns1123_label])
+    slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
     path = models.CharField(max_length=1000, editable=False, db_index=True, default="")
     description = models.TextField(blank=True, max_length=2000)

@@ -6,5 +6,5 @@ app_name = "tenancy"
 urlpatterns = [
     path("", views.TenantListView.as_view(), name="tenant_list"),
     path("new/", views.tenant_create, name="tenant_create"),
-    path("<slug:slug>/", views.tenant_detail, name="tenant_detail"),
+    path("<str:slug>/", views.tenant_detail, name="tenant_detail"),
 ]

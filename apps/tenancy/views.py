@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
 
 from apps.accounts.models import Membership
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
@@ -31,6 +32,7 @@ class TenantListView(ScopedListView):
         return context
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def tenant_create(request):
     form = TenantForm(request.POST or None, user=request.user, initial={"parent": request.GET.get("parent")})
@@ -47,6 +49,7 @@ def tenant_create(request):
     return render(request, "tenancy/tenant_form.html", {"form": form, "title": "New tenant"})
 
 
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def tenant_detail(request, slug: str):
     tenant = get_object_or_404(Tenant.objects.for_user(request.user, "view").select_related("parent"), slug=slug)

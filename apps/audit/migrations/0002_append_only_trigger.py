@@ -10,7 +10,7 @@ from django.db import migrations
 CREATE = """
 CREATE OR REPLACE FUNCTION audit_event_append_only() RETURNS trigger AS $$
 BEGIN
-    RAISE EXCEPTION 'audit events are append-only (% refused)', TG_OP;
+    RAISE EXCEPTION USING MESSAGE = 'audit events are append-only: ' || TG_OP || ' refused';
 END;
 $$ LANGUAGE plpgsql;
 CREATE TRIGGER audit_event_append_only

@@ -1,0 +1,43 @@
+# The two commands of the README. Everything else here serves them.
+#   make demo   run the console on its embedded default (SQLite, embedded broker, simulated fleet)
+#   make test   run the whole suite on PostgreSQL + Redis (+ a real browser)
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test install lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	DEBUG=1 $(BIN)/python manage.py demo
+
+# Test services: PostgreSQL and Redis on 127.0.0.1 (CI has them running; scripts/test-services.sh
+# starts them when it can, or says exactly what is missing). Chromium comes from Debian's packages.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
+TEST_REDIS_URL    ?= redis://127.0.0.1:6379/15
+
+test: $(STAMP)
+	scripts/test-services.sh
+	scripts/ensure-chromium.sh
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret \
+		$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf var .pytest_cache .ruff_cache test-artifacts

@@ -1,0 +1,159 @@
+"""API tokens: shown once, stored hashed, scoped, revocable, expiring, last use recorded."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from apps.accounts.models import ApiToken, token_digest
+from apps.accounts.services import issue_token, revoke_token
+from apps.audit.models import AuditEvent
+from apps.core.errors import Forbidden, InvalidInput
+from tests.utils.personas import fresh
+
+
+def test_token_is_stored_hashed_and_shown_once(personas, api):
+    admin = fresh(personas.tenant_admin_a)
+    response = api(admin).post("/api/v1/tokens/", {"name": "pipeline", "tenant": "a", "role": "member"}, format="json")
+    assert response.status_code == 201, response.json()
+    raw = response.json()["token"]
+    assert raw.startswith("gpuc_") and len(raw) > 40
+    row = ApiToken.objects.get(pk=response.json()["id"])
+    assert row.digest == token_digest(raw) and raw not in row.digest
+    listing = api(admin).get(f"/api/v1/tokens/{row.pk}/").json()
+    assert "token" not in listing and listing["prefix"] == raw[:12]
+    assert raw not in str(AuditEvent.objects.filter(action="token.create").values())
+
+
+def test_bearer_token_authenticates_and_records_last_use(personas, api):
+    assert personas.token_a.last_used_at is None
+    response = api(token=personas.token_a_raw).get("/api/v1/me/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["username"] == "ci-a" and body["token"]["tenant"] == "a"
+    assert body["permissions"] == {"console": [], "tenants": {"a": ["submit", "view"]}}
+    personas.token_a.refresh_from_db()
+    assert personas.token_a.last_used_at is not None
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("Bearer gpuc_not-a-real-token", "Invalid API token."),
+        ("Bearer nonsense", "Invalid API token."),
+        ("Bearer a b", "Malformed Authorization header; use 'Bearer <token>'."),
+    ],
+)
+def test_unknown_or_malformed_token_is_401_json(personas, api, header, message):
+    client = api()
+    client.credentials(HTTP_AUTHORIZATION=header)
+    response = client.get("/api/v1/tenants/")
+    assert response.status_code == 401
+    assert response.json()["message"] == message
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_revoked_token_is_401(personas, api):
+    revoke_token(fresh(personas.tenant_admin_a), personas.token_a, reason="leaked in a log")
+    response = api(token=personas.token_a_raw).get("/api/v1/tenants/")
+    assert response.status_code == 401
+    assert response.json() == {
+        **response.json(),
+        "message": "This API token was revoked.",
+        "code": "authentication_failed",
+    }
+
+
+def test_expired_token_is_401(personas, api):
+    admin = fresh(personas.tenant_admin_a)
+    token, raw = issue_token(admin, user=admin, name="short", tenant=personas.a, role="member", expires_in_days=1)
+    assert api(token=raw).get("/api/v1/me/").status_code == 200
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    response = api(token=raw).get("/api/v1/me/")
+    assert response.status_code == 401 and response.json()["message"] == "This API token has expired."
+
+
+def test_no_credentials_is_401(db, api):
+    response = api().get("/api/v1/tenants/")
+    assert response.status_code == 401
+    assert response.json()["code"] == "not_authenticated"
+
+
+def test_token_cannot_exceed_its_user(personas):
+    member = fresh(personas.member_a)
+    with pytest.raises(Forbidden):
+        issue_token(member, user=member, name="x", tenant=personas.a, role="tenant-admin")
+    with pytest.raises(Forbidden):
+        issue_token(member, user=member, name="x", tenant=personas.b, role="member")
+    with pytest.raises(Forbidden):  # someone else's token
+        issue_token(member, user=fresh(personas.viewer_a), name="x", tenant=personas.a, role="viewer")
+
+
+def test_tenant_admin_issues_for_own_service_account_only(personas):
+    from apps.accounts.services import create_service_account
+
+    other = create_service_account(fresh(personas.platform_admin), username="ci-b", tenant=personas.b, role="member")
+    with pytest.raises(Forbidden):
+        issue_token(fresh(personas.tenant_admin_a), user=other, name="x", tenant=personas.b, role="member")
+    token, _ = issue_token(
+        fresh(personas.tenant_admin_a), user=fresh(personas.ci_a), name="y", tenant=personas.a, role="viewer"
+    )
+    assert token.user_id == personas.ci_a.pk
+
+
+def test_token_validation_errors(personas):
+    admin = fresh(personas.tenant_admin_a)
+    with pytest.raises(InvalidInput) as exc:
+        issue_token(admin, user=admin, name="", tenant=personas.a, role="member")
+    assert "name" in exc.value.fields
+    with pytest.raises(InvalidInput) as exc:
+        issue_token(admin, user=admin, name="n", tenant=personas.a, role="member", expires_in_days=0)
+    assert "expires_in_days" in exc.value.fields
+    with pytest.raises(InvalidInput) as exc:
+        issue_token(admin, user=admin, name="n", tenant=None, role="member")
+    assert "tenant" in exc.value.fields
+
+
+def test_a_token_cannot_mint_a_wider_token(personas, api):
+    response = api(token=personas.token_a_raw).post(
+        "/api/v1/tokens/", {"name": "escalate", "tenant": "a", "role": "tenant-admin"}, format="json"
+    )
+    assert response.status_code == 403
+    response = api(token=personas.token_a_raw).post(
+        "/api/v1/tokens/", {"name": "same", "tenant": "a", "role": "member"}, format="json"
+    )
+    assert response.status_code == 403  # a member token cannot manage, so it cannot mint
+
+
+def test_revoke_twice_is_a_conflict_with_one_event(personas, api):
+    client = api(fresh(personas.tenant_admin_a))
+    url = f"/api/v1/tokens/{personas.token_a.pk}/revoke/"
+    assert client.post(url, {"reason": "rotate"}, format="json").status_code == 200
+    assert client.post(url, {}, format="json").status_code == 409
+    assert AuditEvent.objects.filter(action="token.revoke").count() == 1
+
+
+def test_member_cannot_revoke_someone_elses_token(personas, api):
+    response = api(fresh(personas.member_a)).post(f"/api/v1/tokens/{personas.token_a.pk}/revoke/", {}, format="json")
+    assert response.status_code == 404  # not even visible
+    personas.token_a.refresh_from_db()
+    assert personas.token_a.revoked_at is None
+
+
+def test_issue_token_command_prints_a_working_token(personas, api, capsys):
+    call_command("issue_token", "--user", "ci-a", "--tenant", "a", "--expires", "30")
+    raw = capsys.readouterr().out.strip()
+    assert raw.startswith("gpuc_")
+    token = ApiToken.objects.get(digest=token_digest(raw))
+    assert token.role == "member" and token.tenant == personas.a and token.expires_at is not None
+    assert api(token=raw).get("/api/v1/me/").status_code == 200
+
+
+def test_issue_token_command_refuses_what_the_user_does_not_hold(personas):
+    with pytest.raises(CommandError, match="does not hold tenant-admin"):
+        call_command("issue_token", "--user", "member-a", "--tenant", "a", "--role", "tenant-admin")
+    with pytest.raises(CommandError, match="No tenant"):
+        call_command("issue_token", "--user", "member-a", "--tenant", "nope")
+    with pytest.raises(CommandError, match="No user"):
+        call_command("issue_token", "--user", "ghost")

@@ -1,0 +1,257 @@
+"""Every state-changing endpoint writes exactly one audit event.
+
+The test walks the URL patterns: each API route with a POST/PUT/PATCH/DELETE method, and each HTML
+route that does not answer POST with 405, must have a case below (or a written exemption). A new
+endpoint without a case fails `test_every_state_changing_endpoint_has_a_case`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from apps.accounts.models import Membership
+from apps.audit.models import AuditEvent
+from tests.utils.personas import PASSWORD, fresh
+
+UNSAFE = {"post", "put", "patch", "delete"}
+
+# Routes that accept POST but change no console state, with the reason.
+EXEMPT = {
+    ("accounts:switch_tenant", "post"): "session preference (which tenant the pages show), not console state",
+    ("set_language", "post"): "language cookie, not console state",
+}
+SKIP_NAMESPACES = {"admin"}  # Django admin: covered by tests/audit/test_append_only.py::test_admin_*
+
+
+def _walk(resolver: URLResolver, prefix: str = "", namespace: str | None = None):
+    for pattern in resolver.url_patterns:
+        if isinstance(pattern, URLResolver):
+            ns = pattern.namespace or namespace
+            if ns in SKIP_NAMESPACES:
+                continue
+            full_ns = f"{namespace}:{pattern.namespace}" if namespace and pattern.namespace else ns
+            yield from _walk(pattern, prefix + str(pattern.pattern), full_ns)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            name = f"{namespace}:{pattern.name}" if namespace else pattern.name
+            yield name, prefix + str(pattern.pattern), pattern.callback
+
+
+def _api_methods(callback) -> set[str]:
+    cls = getattr(callback, "cls", None)
+    if getattr(callback, "actions", None):
+        return set(callback.actions) & set(cls.http_method_names)
+    return {m for m in cls.http_method_names if hasattr(cls, m)} if cls else set()
+
+
+def _sample_kwargs(route: str, personas) -> dict:
+    values = {"pk": personas.token_a.pk, "slug": personas.a.slug, "username": personas.ci_a.username}
+    return {name: values[name] for name in re.findall(r"<(?:\w+:)?(\w+)>", route) if name in values}
+
+
+def discover(personas, client) -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for name, route, callback in _walk(get_resolver()):
+        if "format" in route:
+            continue  # DRF's format-suffix duplicates of the same routes
+        if hasattr(callback, "cls"):  # DRF
+            found |= {(name, m) for m in _api_methods(callback) & UNSAFE}
+            continue
+        try:
+            url = reverse(name, kwargs=_sample_kwargs(route, personas))
+        except Exception:  # noqa: BLE001 - a route we cannot build a URL for is reported as undiscoverable
+            found.add((name, "post?"))
+            continue
+        client.force_login(personas.platform_admin)  # the logout route ends the session; log in again each time
+        response = client.post(url, {})
+        if response.status_code != 405:
+            found.add((name, "post"))
+    return found
+
+
+#
+# The cases: one valid request per state-changing endpoint, by a persona allowed to make it.
+#
+
+
+def _api(api, personas, who="platform_admin"):
+    return api(fresh(personas.user(who)))
+
+
+CASES: dict[tuple[str, str], Callable] = {}
+
+
+def case(name: str, method: str):
+    def register(fn):
+        CASES[(name, method)] = fn
+        return fn
+
+    return register
+
+
+@case("api:tenant-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/tenants/", {"name": "T", "slug": "t", "parent": "a"}, format="json"
+    )
+
+
+@case("api:tenant-detail", "patch")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").patch("/api/v1/tenants/a-team/", {"name": "Renamed"}, format="json")
+
+
+@case("api:tenant-detail", "delete")
+def _(personas, api, client):
+    return _api(api, personas).delete("/api/v1/tenants/a-team/?reason=merged")
+
+
+@case("api:membership-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/memberships/", {"user": "member-b", "tenant": "a-team", "role": "viewer"}, format="json"
+    )
+
+
+@case("api:membership-detail", "patch")
+def _(personas, api, client):
+    m = Membership.objects.get(user=personas.member_a, tenant=personas.a)
+    return _api(api, personas, "tenant_admin_a").patch(
+        f"/api/v1/memberships/{m.pk}/", {"role": "viewer"}, format="json"
+    )
+
+
+@case("api:membership-detail", "delete")
+def _(personas, api, client):
+    m = Membership.objects.get(user=personas.member_a, tenant=personas.a)
+    return _api(api, personas, "tenant_admin_a").delete(f"/api/v1/memberships/{m.pk}/")
+
+
+@case("api:service-account-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/service-accounts/", {"username": "ci-new", "tenant": "a", "role": "member"}, format="json"
+    )
+
+
+@case("api:token-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "member_a").post(
+        "/api/v1/tokens/", {"name": "n", "tenant": "a", "role": "member"}, format="json"
+    )
+
+
+@case("api:token-revoke", "post")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").post(
+        f"/api/v1/tokens/{personas.token_a.pk}/revoke/", {}, format="json"
+    )
+
+
+@case("login", "post")
+def _(personas, api, client):
+    return client.post(reverse("login"), {"username": "member-a", "password": PASSWORD})
+
+
+@case("logout", "post")
+def _(personas, api, client):
+    client.force_login(personas.member_a)
+    return client.post(reverse("logout"))
+
+
+def _logged_in(client, personas, who):
+    client.force_login(personas.user(who))
+    return client
+
+
+@case("accounts:memberships", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("accounts:memberships"), {"user": "member-b", "tenant": personas.a_team.pk, "role": "viewer"}
+    )
+
+
+@case("accounts:membership_change", "post")
+def _(personas, api, client):
+    m = Membership.objects.get(user=personas.member_a, tenant=personas.a)
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("accounts:membership_change", args=[m.pk]), {"role": "viewer"}
+    )
+
+
+@case("accounts:membership_revoke", "post")
+def _(personas, api, client):
+    m = Membership.objects.get(user=personas.member_a, tenant=personas.a)
+    return _logged_in(client, personas, "tenant_admin_a").post(reverse("accounts:membership_revoke", args=[m.pk]))
+
+
+@case("accounts:service_account_create", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("accounts:service_account_create"), {"username": "ci-html", "tenant": personas.a.pk, "role": "member"}
+    )
+
+
+@case("accounts:tokens", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "member_a").post(
+        reverse("accounts:tokens"), {"name": "html", "tenant": personas.a.pk, "role": "member", "expires_in_days": 5}
+    )
+
+
+@case("accounts:token_revoke", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("accounts:token_revoke", args=[personas.token_a.pk]), {"reason": "rotate"}
+    )
+
+
+@case("tenancy:tenant_create", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("tenancy:tenant_create"), {"name": "New", "slug": "new-team", "parent": personas.a.pk}
+    )
+
+
+@case("tenancy:tenant_detail", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("tenancy:tenant_detail", args=["a-team"]),
+        {"name": "Team A1 renamed", "slug": "a-team", "parent": personas.a.pk, "description": "d"},
+    )
+
+
+def test_every_state_changing_endpoint_has_a_case(personas, client):
+    found = discover(personas, client)
+    missing = sorted(found - set(CASES) - set(EXEMPT))
+    assert not missing, f"state-changing endpoints without an audit case: {missing}"
+    stale = sorted(set(CASES) - found)
+    assert not stale, f"cases for endpoints that no longer exist or no longer accept the method: {stale}"
+
+
+@pytest.mark.parametrize("key", sorted(CASES), ids=lambda k: f"{k[0]}:{k[1]}")
+def test_change_writes_exactly_one_audit_event(personas, api, client, key):
+    before = AuditEvent.objects.count()
+    last_id = AuditEvent.objects.order_by("-id").values_list("id", flat=True).first()
+    response = CASES[key](personas, api, client)
+    assert response.status_code in {200, 201, 204, 302}, getattr(response, "content", b"")[:500]
+    if response.status_code == 302:  # HTML forms redirect on success; errors re-render with 200
+        assert "messages" not in response.cookies or "error" not in str(response.cookies["messages"].value)
+    new = list(AuditEvent.objects.filter(id__gt=last_id or 0))
+    assert AuditEvent.objects.count() == before + 1, [(e.action, e.target_label) for e in new]
+    event = new[0]
+    assert event.actor_label and event.action and event.target_type and event.request_id
+
+
+def test_html_form_error_rerenders_without_audit(personas, client):
+    """The HTML create forms answer bad input with 200 and field errors, writing nothing."""
+    before = AuditEvent.objects.count()
+    response = _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("tenancy:tenant_create"), {"name": "X", "slug": "Bad Slug!", "parent": personas.a.pk}
+    )
+    assert response.status_code == 200
+    assert "DNS-1123" in response.content.decode()
+    assert AuditEvent.objects.count() == before

@@ -1,0 +1,51 @@
+"""Shared fixtures. The suite runs on PostgreSQL only: `make test` sets DATABASE_URL."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from tests.utils.personas import Personas, build_personas
+
+
+def pytest_configure(config):
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if engine != "django.db.backends.postgresql":
+        raise pytest.UsageError(
+            "The test suite runs on PostgreSQL. Use `make test`, or set "
+            "DATABASE_URL=postgres://postgres@127.0.0.1:5432/console before running pytest."
+        )
+    # Password hashing is deliberately slow; tests log in hundreds of times and test no hashing strength.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _eager_celery(settings):
+    """Unit tests run Celery tasks eagerly; tests/integration start a real worker instead."""
+    from console.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def personas(db) -> Personas:
+    return build_personas()
+
+
+@pytest.fixture
+def api():
+    """An API client factory: api(user) logs in by session, api(token=raw) uses a bearer token, api() is anonymous."""
+
+    def make(user=None, token: str | None = None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user=None)
+            client.force_login(user)
+        if token is not None:
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return client
+
+    return make
