@@ -8,7 +8,7 @@ from apps.accounts.roles import Action
 from apps.tenancy.models import Tenant
 from tests.utils.personas import fresh
 
-V, S, M, O, A = Action.VIEW, Action.SUBMIT, Action.MANAGE, Action.OPERATE, Action.ADMINISTER
+V, S, M, O, A = Action.VIEW, Action.SUBMIT, Action.MANAGE, Action.OPERATE, Action.ADMINISTER  # noqa: E741 (short names keep the table readable)
 
 # persona -> {where: allowed actions}; "console" is the console-wide (no tenant) check.
 EXPECTED = {
