@@ -33,7 +33,7 @@ test: $(STAMP)
 	scripts/ensure-chromium.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret \
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -20,14 +20,21 @@ def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-@pytest.fixture(autouse=True)
-def _eager_celery(settings):
-    """Unit tests run Celery tasks eagerly; tests/integration start a real worker instead."""
+def set_celery_eager(value: bool) -> None:
+    """Switch eager mode. The app reads Django settings with the CELERY_ namespace, so keys carry it too."""
     from console.celery import app
 
-    app.conf.task_always_eager = True
+    app.conf.update(CELERY_TASK_ALWAYS_EAGER=value)
+    assert app.conf.task_always_eager is value
+
+
+@pytest.fixture(autouse=True)
+def _eager_celery(request):
+    """Unit tests run Celery tasks eagerly; tests marked `integration` talk to a real worker instead."""
+    eager = request.node.get_closest_marker("integration") is None
+    set_celery_eager(eager)
     yield
-    app.conf.task_always_eager = False
+    set_celery_eager(False)
 
 
 @pytest.fixture

@@ -2,13 +2,13 @@ import django_filters
 
 from apps.accounts.models import ApiToken, Membership, User
 from apps.accounts.roles import Role
-from apps.tenancy.models import Tenant
+from apps.tenancy.filtersets import visible_tenants
 
 
 class MembershipFilterSet(django_filters.FilterSet):
     """Filters for memberships (UI and API)."""
 
-    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=Tenant.objects.all())
+    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
     user = django_filters.CharFilter(field_name="user__username")
     role = django_filters.ChoiceFilter(choices=Role.choices)
 
@@ -27,7 +27,7 @@ class UserFilterSet(django_filters.FilterSet):
 
 
 class ApiTokenFilterSet(django_filters.FilterSet):
-    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=Tenant.objects.all())
+    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
     user = django_filters.CharFilter(field_name="user__username")
     active = django_filters.BooleanFilter(method="filter_active")
 

@@ -1,13 +1,13 @@
 import django_filters
 
 from apps.audit.models import AuditEvent
-from apps.tenancy.models import Tenant
+from apps.tenancy.filtersets import visible_tenants
 
 
 class AuditEventFilterSet(django_filters.FilterSet):
     """Filters for the audit log (UI and API)."""
 
-    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=Tenant.objects.all())
+    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
     actor = django_filters.CharFilter(field_name="actor_label", lookup_expr="istartswith")
     action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith")
     target_type = django_filters.CharFilter()

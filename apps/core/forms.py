@@ -13,5 +13,6 @@ def apply_service_error(form: forms.Form, exc: ServiceError) -> None:
         for message in messages:
             form.add_error(target, message if target else f"{field}: {message}")
             placed = True
-    if not placed:
+    # The message says what happened ("bob already has a role there"); field notes say where.
+    if not placed or not exc.message.startswith("Invalid"):
         form.add_error(None, exc.message)

@@ -3,11 +3,18 @@ import django_filters
 from apps.tenancy.models import Tenant
 
 
+def visible_tenants(request):
+    """Tenant choices in filters: only tenants the user may view (no names of other tenants leak)."""
+    if request is None:
+        return Tenant.objects.none()
+    return Tenant.objects.for_user(request.user, "view")
+
+
 class TenantFilterSet(django_filters.FilterSet):
     """Filters for the tenant list (UI and API)."""
 
     q = django_filters.CharFilter(method="search", label="Search")
-    parent = django_filters.ModelChoiceFilter(queryset=Tenant.objects.all())
+    parent = django_filters.ModelChoiceFilter(field_name="parent", to_field_name="slug", queryset=visible_tenants)
     root = django_filters.BooleanFilter(field_name="parent", lookup_expr="isnull", label="Top-level only")
 
     class Meta:

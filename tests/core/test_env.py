@@ -1,0 +1,80 @@
+"""Settings helpers fail fast with a message naming the variable."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from console.env import env_bool, env_int, env_list, env_str, parse_database_url
+
+
+def test_env_bool(monkeypatch):
+    for raw, value in [("1", True), ("yes", True), ("On", True), ("0", False), ("false", False), ("", False)]:
+        monkeypatch.setenv("X_FLAG", raw)
+        assert env_bool("X_FLAG") is value
+    monkeypatch.setenv("X_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="X_FLAG='maybe' is not a boolean"):
+        env_bool("X_FLAG")
+    monkeypatch.delenv("X_FLAG")
+    assert env_bool("X_FLAG", True) is True
+
+
+def test_env_int(monkeypatch):
+    monkeypatch.setenv("X_N", "12")
+    assert env_int("X_N", 1, minimum=1, maximum=20) == 12
+    monkeypatch.setenv("X_N", "twelve")
+    with pytest.raises(ImproperlyConfigured, match="not an integer"):
+        env_int("X_N", 1)
+    monkeypatch.setenv("X_N", "0")
+    with pytest.raises(ImproperlyConfigured, match="below the minimum 1"):
+        env_int("X_N", 1, minimum=1)
+
+
+def test_env_str_and_file(monkeypatch, tmp_path):
+    monkeypatch.delenv("X_SECRET", raising=False)
+    with pytest.raises(ImproperlyConfigured, match="X_SECRET must be set"):
+        env_str("X_SECRET")
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    monkeypatch.setenv("X_SECRET_FILE", str(secret))
+    assert env_str("X_SECRET") == "s3cret"
+    monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "missing"))
+    with pytest.raises(ImproperlyConfigured, match="cannot be read"):
+        env_str("X_SECRET")
+
+
+def test_env_list(monkeypatch):
+    monkeypatch.setenv("X_HOSTS", " a.example, ,b.example ")
+    assert env_list("X_HOSTS", []) == ["a.example", "b.example"]
+
+
+def test_database_url():
+    pg = parse_database_url("postgres://u:p%40ss@db.internal:6432/console?sslmode=require")
+    assert pg["ENGINE"] == "django.db.backends.postgresql"
+    assert (pg["NAME"], pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"]) == (
+        "console",
+        "u",
+        "p@ss",
+        "db.internal",
+        "6432",
+    )
+    assert pg["OPTIONS"] == {"sslmode": "require"}
+    lite = parse_database_url("sqlite:////tmp/x.sqlite3")
+    assert lite["ENGINE"] == "django.db.backends.sqlite3" and lite["NAME"] == "/tmp/x.sqlite3"
+    for bad in ["mysql://x/y", "postgres://host/", "sqlite://", "postgres://h:notaport/db"]:
+        with pytest.raises(ImproperlyConfigured):
+            parse_database_url(bad)
+
+
+def test_settings_refuse_missing_secret_key_without_debug():
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "console.settings", "DEBUG": "0"}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]),
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr

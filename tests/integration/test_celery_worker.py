@@ -1,0 +1,79 @@
+"""A real Celery worker on Redis: tasks sent on commit run; rolled-back work never runs; redelivery runs once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import transaction
+
+from apps.operations.models import Operation, OperationStatus
+from apps.operations.services import start_operation
+from apps.operations.tasks import run_operation_task
+from console.celery import app
+from tests.operations import handlers
+from tests.utils.personas import build_personas, fresh
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_blocker):
+    from celery.contrib.testing.worker import start_worker
+
+    if not app.conf.broker_url.startswith("redis://"):
+        pytest.fail(
+            f"integration tests need a Redis broker; CELERY_BROKER_URL is {app.conf.broker_url!r} (make test sets it)"
+        )
+    with app.connection_for_write() as conn:  # start from an empty test queue
+        conn.default_channel.queue_purge("celery")
+    with django_db_blocker.unblock(), start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING"):
+        yield
+
+
+@pytest.fixture
+def live_celery(worker):
+    assert not app.conf.task_always_eager
+    yield
+
+
+def _wait(predicate, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_task_sent_on_commit_runs_in_the_worker(live_celery):
+    handlers.CALLS.clear()
+    personas = build_personas()
+    op = start_operation(fresh(personas.member_a), "test.count", tenant=personas.a)
+    assert _wait(lambda: Operation.objects.get(pk=op.pk).status == OperationStatus.SUCCEEDED)
+    assert handlers.CALLS == [op.pk]
+
+
+def test_rolled_back_transaction_never_runs(live_celery):
+    handlers.CALLS.clear()
+    personas = build_personas()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        start_operation(fresh(personas.member_a), "test.count", tenant=personas.a)
+        raise RuntimeError("rollback")
+    # Prove the worker is alive and idle by running a later operation through it.
+    marker = start_operation(fresh(personas.member_a), "test.count", tenant=personas.a)
+    assert _wait(lambda: Operation.objects.get(pk=marker.pk).status == OperationStatus.SUCCEEDED)
+    assert handlers.CALLS == [marker.pk]
+    assert Operation.objects.count() == 1
+
+
+def test_duplicate_delivery_runs_once(live_celery):
+    handlers.CALLS.clear()
+    personas = build_personas()
+    op = start_operation(fresh(personas.member_a), "test.count", tenant=personas.a)
+    run_operation_task.delay(op.pk)  # the broker delivers the same work twice
+    run_operation_task.delay(op.pk)
+    marker = start_operation(fresh(personas.member_a), "test.count", tenant=personas.a)
+    assert _wait(lambda: Operation.objects.get(pk=marker.pk).status == OperationStatus.SUCCEEDED)
+    assert handlers.CALLS.count(op.pk) == 1
+    assert Operation.objects.get(pk=op.pk).attempts == 1
