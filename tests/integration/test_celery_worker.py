@@ -51,7 +51,7 @@ def test_task_sent_on_commit_runs_in_the_worker(live_celery):
     personas = build_personas()
     op = start_operation(fresh(personas.member_a), "test.count", tenant=personas.a)
     assert _wait(lambda: Operation.objects.get(pk=op.pk).status == OperationStatus.SUCCEEDED)
-    assert handlers.CALLS == [op.pk]
+    assert [op.pk] == handlers.CALLS
 
 
 def test_rolled_back_transaction_never_runs(live_celery):
@@ -63,7 +63,7 @@ def test_rolled_back_transaction_never_runs(live_celery):
     # Prove the worker is alive and idle by running a later operation through it.
     marker = start_operation(fresh(personas.member_a), "test.count", tenant=personas.a)
     assert _wait(lambda: Operation.objects.get(pk=marker.pk).status == OperationStatus.SUCCEEDED)
-    assert handlers.CALLS == [marker.pk]
+    assert [marker.pk] == handlers.CALLS
     assert Operation.objects.count() == 1
 
 

@@ -31,7 +31,7 @@ def test_start_enqueues_on_commit_and_runs(personas, django_capture_on_commit_ca
     assert op.status == OperationStatus.SUCCEEDED and op.progress == 100 and op.result == {"steps": 2}
     assert "step 1" in op.log and "step 2" in op.log
     assert op.started_at and op.finished_at and op.attempts == 1
-    assert handlers.CALLS == [op.pk]
+    assert [op.pk] == handlers.CALLS
     assert AuditEvent.objects.filter(action="operation.start", target_id=str(op.pk)).count() == 1
 
 
@@ -52,7 +52,7 @@ def test_duplicate_delivery_does_the_work_once(personas, django_capture_on_commi
             op = start_operation(fresh(personas.member_a), "test.count", tenant=personas.a)
     assert execute_operation(op.pk) is True
     assert execute_operation(op.pk) is False  # the same message delivered again
-    assert handlers.CALLS == [op.pk]
+    assert [op.pk] == handlers.CALLS
     op.refresh_from_db()
     assert op.attempts == 1 and op.status == OperationStatus.SUCCEEDED
 
