@@ -115,3 +115,23 @@ def test_admin_user_edit_is_audited_once(personas, client):
     assert event.action == "admin.accounts.user.change"
     assert event.before["email"] == "" and event.after["email"] == "new@example.com"
     assert "password" not in event.after
+
+
+def test_admin_periodic_task_edit_is_audited(personas, client):
+    from django_celery_beat.models import IntervalSchedule
+
+    client.force_login(personas.platform_admin)
+    response = client.post(
+        "/admin/django_celery_beat/intervalschedule/add/",
+        {
+            "every": "5",
+            "period": "minutes",
+            "periodictask_set-TOTAL_FORMS": "0",
+            "periodictask_set-INITIAL_FORMS": "0",
+        },
+    )
+    assert response.status_code == 302, list(response.context["errors"])
+    schedule = IntervalSchedule.objects.get(every=5)
+    event = AuditEvent.objects.order_by("-id").first()
+    assert event.action == "admin.django_celery_beat.intervalschedule.create"
+    assert event.target_id == str(schedule.pk)
