@@ -55,6 +55,34 @@ class AuditedModelAdmin(admin.ModelAdmin):
             )
             super().delete_model(request, obj)
 
+    def save_formset(self, request, form, formset, change):
+        """Inline rows are changes too: one event per added, changed or deleted row."""
+        from apps.audit.services import record_event, snapshot
+
+        instances = formset.save(commit=False)
+        for obj in formset.deleted_objects:
+            record_event(
+                request.user,
+                f"admin.{obj._meta.label_lower}.delete",
+                obj,
+                tenant=self.tenant_of(obj),
+                before=snapshot(obj),
+            )
+            obj.delete()
+        for obj in instances:
+            adding = obj._state.adding
+            before = None if adding else snapshot(type(obj).objects.get(pk=obj.pk))
+            obj.save()
+            record_event(
+                request.user,
+                f"admin.{obj._meta.label_lower}.{'create' if adding else 'change'}",
+                obj,
+                tenant=self.tenant_of(obj),
+                before=before,
+                after=snapshot(obj),
+            )
+        formset.save_m2m()
+
     def tenant_of(self, obj):
         return getattr(obj, "tenant", None) if hasattr(obj, "tenant_id") else None
 
