@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from apps.accounts.permissions import require
@@ -23,7 +24,10 @@ def _check_parent(actor, parent: Tenant | None) -> None:
 
 def _validated(tenant: Tenant) -> None:
     # One validation path for UI and API: the model's own validators and constraints.
-    tenant.full_clean(exclude=["path"], validate_unique=True, validate_constraints=False)
+    try:
+        tenant.full_clean(exclude=["path"], validate_unique=True, validate_constraints=False)
+    except ValidationError as exc:
+        raise InvalidInput("Invalid tenant.", exc.message_dict) from exc
 
 
 def create_tenant(actor, *, name: str, slug: str, parent: Tenant | None = None, description: str = "") -> Tenant:
