@@ -1,5 +1,5 @@
 # The two commands of the README. Everything else here serves them.
-#   make demo   run the console on its embedded default (SQLite, embedded broker, simulated fleet)
+#   make demo   run the console on its embedded default (SQLite file, embedded broker; no services)
 #   make test   run the whole suite on PostgreSQL + Redis (+ a real browser)
 
 PYTHON ?= python3

@@ -22,7 +22,15 @@ class UserAdmin(AuditedModelAdmin, BaseUserAdmin):
     list_display = ["username", "email", "is_service_account", "owner_tenant", "is_active", "last_login"]
     list_filter = ["is_service_account", "is_active", "is_staff"]
     inlines = [MembershipInline]
-    readonly_fields = ["is_service_account", "owner_tenant", "last_login", "date_joined"]
+    # Console roles are memberships, granted on the Memberships page with its checks; Django's own
+    # superuser/staff flags and per-model permissions play no part in the console and are not editable.
+    readonly_fields = ["is_service_account", "owner_tenant", "is_staff", "is_superuser", "last_login", "date_joined"]
+    fieldsets = (
+        (None, {"fields": ("username", "password")}),
+        ("Personal info", {"fields": ("first_name", "last_name", "email")}),
+        ("Status", {"fields": ("is_active", "is_service_account", "owner_tenant", "is_staff", "is_superuser")}),
+        ("Dates", {"fields": ("last_login", "date_joined")}),
+    )
 
 
 @admin.register(Membership)

@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from apps.accounts.models import ApiToken, token_digest
@@ -56,3 +57,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return f'{self.keyword} realm="api"'
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """Describe bearer tokens in the OpenAPI schema so Swagger UI offers an 'Authorize' box for them."""
+
+    target_class = "apps.accounts.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An API token: `Authorization: Bearer gpuc_…`"}

@@ -37,3 +37,6 @@ TENANT_ROLES = frozenset({Role.TENANT_ADMIN, Role.MEMBER})
 # Roles whose grant on a tenant also covers its descendants.
 SUBTREE_ROLES = frozenset({Role.TENANT_ADMIN})
 # A viewer may be global (tenant empty: read-only everywhere) or per tenant.
+
+# What a service account (a CI pipeline) may be given: tenant roles only.
+SERVICE_ACCOUNT_ROLE_CHOICES = [(r.value, r.label) for r in (Role.TENANT_ADMIN, Role.MEMBER, Role.VIEWER)]

@@ -56,11 +56,24 @@ def grant_membership(actor, *, user: User, tenant, role: str, reason: str = "") 
     return membership
 
 
+def _refuse_removing_last_platform_admin(membership: Membership) -> None:
+    if membership.role != Role.PLATFORM_ADMIN:
+        return
+    others = Membership.objects.filter(role=Role.PLATFORM_ADMIN, user__is_active=True).exclude(pk=membership.pk)
+    if (
+        not others.exists()
+        and not User.objects.filter(is_superuser=True, is_active=True).exclude(pk=membership.user_id).exists()
+    ):
+        raise Conflict("This is the last platform admin; grant the role to someone else first.")
+
+
 def change_membership_role(actor, membership: Membership, *, role: str, reason: str = "") -> Membership:
     """Change the role of an existing membership."""
     _check_role_for_tenant(role, membership.tenant)
     _require_grantable(actor, membership.role, membership.tenant)
     _require_grantable(actor, role, membership.tenant)
+    if role != membership.role:
+        _refuse_removing_last_platform_admin(membership)
     with transaction.atomic():
         before = snapshot(membership)
         membership.role = role
@@ -81,11 +94,7 @@ def change_membership_role(actor, membership: Membership, *, role: str, reason: 
 def revoke_membership(actor, membership: Membership, *, reason: str = "") -> None:
     """Take a role away. Platform admins cannot remove the last platform admin."""
     _require_grantable(actor, membership.role, membership.tenant)
-    if membership.role == Role.PLATFORM_ADMIN and (
-        Membership.objects.filter(role=Role.PLATFORM_ADMIN, user__is_active=True).count() <= 1
-        and not User.objects.filter(is_superuser=True, is_active=True).exclude(pk=membership.user_id).exists()
-    ):
-        raise Conflict("This is the last platform admin; grant the role to someone else first.")
+    _refuse_removing_last_platform_admin(membership)
     with transaction.atomic():
         record_event(
             actor, "membership.revoke", membership, tenant=membership.tenant, reason=reason, before=snapshot(membership)

@@ -14,14 +14,40 @@ class ConsoleAdminSite(admin.AdminSite):
     def has_permission(self, request) -> bool:
         from apps.accounts.permissions import has_perm
 
-        return bool(request.user.is_active and request.user.is_staff and has_perm(request.user, "administer"))
+        # Access follows the console's own roles (platform-admin), not Django's is_staff/is_superuser flags.
+        return bool(request.user.is_active and has_perm(request.user, "administer"))
+
+
+def _is_platform_admin(request) -> bool:
+    from apps.accounts.permissions import has_perm
+
+    return has_perm(request.user, "administer")
+
+
+class PlatformAdminPermissions:
+    """Model permissions in the admin come from the platform-admin role, not Django's per-model perms."""
+
+    def has_module_permission(self, request) -> bool:
+        return _is_platform_admin(request)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return _is_platform_admin(request)
+
+    def has_add_permission(self, request, *args) -> bool:
+        return _is_platform_admin(request)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return _is_platform_admin(request)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return _is_platform_admin(request)
 
 
 class ConsoleAdminConfig(AdminConfig):
     default_site = "apps.core.admin_site.ConsoleAdminSite"
 
 
-class AuditedModelAdmin(admin.ModelAdmin):
+class AuditedModelAdmin(PlatformAdminPermissions, admin.ModelAdmin):
     """Admin edits write one audit event each; bulk actions are off so each change is recorded singly."""
 
     actions = None
@@ -87,7 +113,7 @@ class AuditedModelAdmin(admin.ModelAdmin):
         return getattr(obj, "tenant", None) if hasattr(obj, "tenant_id") else None
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(PlatformAdminPermissions, admin.ModelAdmin):
     """Visible in the admin but changed only through the console's services (which enforce the rules)."""
 
     actions = None

@@ -30,7 +30,9 @@ def _validated(tenant: Tenant) -> None:
         raise InvalidInput("Invalid tenant.", exc.message_dict) from exc
 
 
-def create_tenant(actor, *, name: str, slug: str, parent: Tenant | None = None, description: str = "") -> Tenant:
+def create_tenant(
+    actor, *, name: str, slug: str, parent: Tenant | None = None, description: str = "", reason: str = ""
+) -> Tenant:
     """Create an organization (no parent; platform admins) or a team under `parent` (its managers)."""
     _check_parent(actor, parent)
     tenant = Tenant(name=name, slug=slug, parent=parent, description=description)
@@ -42,7 +44,7 @@ def create_tenant(actor, *, name: str, slug: str, parent: Tenant | None = None, 
             raise Conflict(f"A tenant with slug {slug!r} already exists.", {"slug": "Already taken."}) from exc
         tenant.path = f"{parent.path if parent else '/'}{tenant.pk}/"
         tenant.save(update_fields=["path"])
-        record_event(actor, "tenant.create", tenant, tenant=tenant, after=snapshot(tenant))
+        record_event(actor, "tenant.create", tenant, tenant=tenant, reason=reason, after=snapshot(tenant))
     return tenant
 
 

@@ -37,10 +37,8 @@ class TenantListView(ScopedListView):
 def tenant_create(request):
     form = TenantForm(request.POST or None, user=request.user, initial={"parent": request.GET.get("parent")})
     if request.method == "POST" and form.is_valid():
-        data = dict(form.cleaned_data)
-        data.pop("reason", None)
         try:
-            tenant = services.create_tenant(request.user, **data)
+            tenant = services.create_tenant(request.user, **form.cleaned_data)
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:

@@ -260,3 +260,31 @@ def test_openapi_schema_and_docs_are_served_locally(db, client):
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in docs
     assert "cdn" not in docs.lower()
     assert client.get("/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js").status_code == 200
+
+
+def test_last_platform_admin_cannot_be_demoted(personas, api):
+    root_membership = Membership.objects.get(user=personas.platform_admin, role="platform-admin")
+    User.objects.filter(pk=personas.platform_admin.pk).update(is_superuser=False)
+    response = api(fresh(personas.platform_admin)).patch(
+        f"/api/v1/memberships/{root_membership.pk}/", {"role": "viewer"}, format="json"
+    )
+    assert response.status_code == 409
+    root_membership.refresh_from_db()
+    assert root_membership.role == "platform-admin"
+
+
+def test_schema_offers_bearer_auth(db, client):
+    body = client.get("/api/v1/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    assert body["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API token: `Authorization: Bearer gpuc_…`",
+    }
+
+
+def test_tenant_create_records_reason(personas, api):
+    response = api(fresh(personas.platform_admin)).post(
+        "/api/v1/tenants/", {"name": "C", "slug": "c", "reason": "new customer"}, format="json"
+    )
+    assert response.status_code == 201
+    assert AuditEvent.objects.get(action="tenant.create", target_label="C").reason == "new customer"

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from apps.accounts.models import ApiToken, Membership, User
-from apps.accounts.roles import Role
+from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.tenancy.models import Tenant
 
@@ -87,9 +87,7 @@ class MembershipUpdateSerializer(StrictSerializer):
 
 class ServiceAccountSerializer(StrictModelSerializer):
     tenant = serializers.SlugRelatedField(source="owner_tenant", **_TENANT)
-    role = serializers.ChoiceField(
-        choices=[Role.TENANT_ADMIN, Role.MEMBER, Role.VIEWER], default=Role.MEMBER, write_only=True
-    )
+    role = serializers.ChoiceField(choices=SERVICE_ACCOUNT_ROLE_CHOICES, default=Role.MEMBER, write_only=True)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
     memberships = MembershipBriefSerializer(many=True, read_only=True)
 

@@ -51,6 +51,7 @@ class MembershipViewSet(
     serializer_class = MembershipSerializer
     filterset_class = MembershipFilterSet
     select_related = ("user", "tenant")
+    ordering_fields = ["created_at", "role"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def perform_create(self, serializer):
@@ -82,6 +83,7 @@ class ServiceAccountViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewset
     model = User
     serializer_class = ServiceAccountSerializer
     lookup_field = "username"
+    ordering_fields = ["username", "date_joined"]
     ordering = ["username"]
 
     def get_queryset(self):

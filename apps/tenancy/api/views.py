@@ -21,9 +21,7 @@ class TenantViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def perform_create(self, serializer):
-        data = dict(serializer.validated_data)
-        data.pop("reason", None)
-        serializer.instance = services.create_tenant(self.request.user, **data)
+        serializer.instance = services.create_tenant(self.request.user, **serializer.validated_data)
 
     def perform_update(self, serializer):
         data = dict(serializer.validated_data)
