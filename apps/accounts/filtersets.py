@@ -2,6 +2,7 @@ import django_filters
 
 from apps.accounts.models import ApiToken, Membership, User
 from apps.accounts.roles import Role
+from apps.core.filters import yes_no_any
 from apps.tenancy.filtersets import visible_tenants
 
 
@@ -29,7 +30,7 @@ class UserFilterSet(django_filters.FilterSet):
 class ApiTokenFilterSet(django_filters.FilterSet):
     tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
     user = django_filters.CharFilter(field_name="user__username")
-    active = django_filters.BooleanFilter(method="filter_active")
+    active = django_filters.BooleanFilter(method="filter_active", label="Active", widget=yes_no_any())
 
     class Meta:
         model = ApiToken

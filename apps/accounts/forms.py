@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from apps.accounts.models import User
-from apps.accounts.roles import Role
+from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
 from apps.tenancy.models import Tenant
 
 
@@ -31,6 +31,9 @@ class TokenForm(forms.Form):
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["tenant"].queryset = Tenant.objects.for_user(user, "view")
+        # Most tokens are for one team: preselect the user's first tenant rather than "Console-wide".
+        first = user.memberships.filter(tenant__isnull=False).order_by("tenant__path").values_list("tenant", flat=True)
+        self.fields["tenant"].initial = first.first()
         self.fields["user"].queryset = User.objects.filter(
             is_service_account=True, owner_tenant__in=Tenant.objects.for_user(user, "manage")
         )
@@ -52,7 +55,7 @@ class MembershipForm(forms.Form):
 class ServiceAccountForm(forms.Form):
     username = forms.CharField(max_length=150, help_text="e.g. ci-vision-team")
     tenant = TenantChoiceField(queryset=Tenant.objects.none())
-    role = forms.ChoiceField(choices=[(r, r) for r in (Role.MEMBER, Role.VIEWER, Role.TENANT_ADMIN)])
+    role = forms.ChoiceField(choices=SERVICE_ACCOUNT_ROLE_CHOICES, initial=Role.MEMBER)
     reason = forms.CharField(max_length=2000, required=False)
 
     def __init__(self, *args, user: User, **kwargs):

@@ -83,15 +83,15 @@ class MembershipListView(ScopedListView):
         context["can_manage"] = has_perm(self.request.user, "administer") or bool(
             allowed_tenant_ids(self.request.user, "manage")
         )
-        context["form"] = kwargs.get("form") or MembershipForm(user=self.request.user)
+        context["form"] = kwargs.get("form") or MembershipForm(user=self.request.user, auto_id="grant_%s")
         context["service_account_form"] = kwargs.get("service_account_form") or ServiceAccountForm(
-            user=self.request.user
+            user=self.request.user, auto_id="sa_%s"
         )
         context["role_choices"] = Membership._meta.get_field("role").choices
         return context
 
     def post(self, request, *args, **kwargs):
-        form = MembershipForm(request.POST, user=request.user)
+        form = MembershipForm(request.POST, user=request.user, auto_id="grant_%s")
         if form.is_valid():
             try:
                 membership = services.grant_membership(request.user, **form.cleaned_data)
@@ -161,15 +161,18 @@ class TokenListView(ScopedListView):
     template_name = "accounts/token_list.html"
     tenant_field = None
 
+    # The raw token survives exactly one redirect in the session, so a reload shows the list, not a new token.
+    SESSION_NEW_TOKEN = "new_api_token"
+
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        context.setdefault("form", TokenForm(user=self.request.user))
+        context.setdefault("form", TokenForm(user=self.request.user, auto_id="new_%s"))
+        context.setdefault("new_token", self.request.session.pop(self.SESSION_NEW_TOKEN, None))
         context["service_accounts"] = User.objects.for_user(self.request.user, "manage").filter(is_service_account=True)
         return context
 
     def post(self, request, *args, **kwargs):
-        form = TokenForm(request.POST, user=request.user)
-        raw = None
+        form = TokenForm(request.POST, user=request.user, auto_id="new_%s")
         if form.is_valid():
             data = form.cleaned_data
             try:
@@ -184,12 +187,13 @@ class TokenListView(ScopedListView):
             except ServiceError as exc:
                 apply_service_error(form, exc)
             else:
-                form = TokenForm(user=request.user)
+                request.session[self.SESSION_NEW_TOKEN] = raw
                 messages.success(request, f"Created token {token.name}. Copy it now: it will not be shown again.")
+                return redirect("accounts:tokens")
         self.filterset = self.get_filterset(self.get_filterset_class())
         self.object_list = self.filterset.qs
         return self.render_to_response(
-            self.get_context_data(form=form, new_token=raw, filter=self.filterset, object_list=self.object_list)
+            self.get_context_data(form=form, filter=self.filterset, object_list=self.object_list)
         )
 
 

@@ -1,5 +1,6 @@
 import django_filters
 
+from apps.core.filters import yes_no_any
 from apps.tenancy.models import Tenant
 
 
@@ -15,7 +16,9 @@ class TenantFilterSet(django_filters.FilterSet):
 
     q = django_filters.CharFilter(method="search", label="Search")
     parent = django_filters.ModelChoiceFilter(field_name="parent", to_field_name="slug", queryset=visible_tenants)
-    root = django_filters.BooleanFilter(field_name="parent", lookup_expr="isnull", label="Top-level only")
+    root = django_filters.BooleanFilter(
+        field_name="parent", lookup_expr="isnull", label="Top-level", widget=yes_no_any()
+    )
 
     class Meta:
         model = Tenant

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from apps.accounts.models import Membership
+from apps.accounts.models import ApiToken, Membership
 from apps.audit.models import AuditEvent
 from apps.operations.models import Operation
 from tests.utils.personas import fresh
@@ -72,10 +72,14 @@ def test_tenant_switcher_narrows_lists(personas, client):
 
 def test_token_page_shows_raw_token_once(personas, client):
     client.force_login(personas.member_a)
-    response = client.post(reverse("accounts:tokens"), {"name": "laptop", "tenant": personas.a.pk, "role": "member"})
+    response = client.post(
+        reverse("accounts:tokens"), {"name": "laptop", "tenant": personas.a.pk, "role": "member"}, follow=True
+    )
+    assert response.redirect_chain == [(reverse("accounts:tokens"), 302)]  # a reload cannot re-submit the form
     raw = response.context["new_token"]
-    assert raw and raw in response.content.decode()
+    assert raw and raw.startswith("gpuc_") and raw in response.content.decode()
     assert raw not in client.get(reverse("accounts:tokens")).content.decode()
+    assert ApiToken.objects.filter(name="laptop").count() == 1
 
 
 def test_token_form_error_for_a_role_the_user_lacks(personas, client):
@@ -106,3 +110,14 @@ def test_operation_detail_polls_while_running(personas, client):
     Operation.objects.filter(pk=op.pk).update(status="succeeded", progress=100)
     body = client.get(reverse("operations:operation_detail", args=[op.pk])).content.decode()
     assert "hx-trigger" not in body
+
+
+def test_filtering_keeps_the_switcher_tenant(personas, client):
+    """The filter form always submits an empty `tenant=`; that must not widen the list beyond the switcher."""
+    client.force_login(personas.platform_admin)
+    client.post(reverse("accounts:switch_tenant"), {"tenant": "b"})
+    page = client.get(reverse("audit:event_list") + "?tenant=&action=membership")
+    assert {e.tenant_id for e in page.context["object_list"]} == {personas.b.pk}
+    page = client.get(reverse("audit:event_list") + "?tenant=a")  # an explicit filter wins
+    assert {e.tenant_id for e in page.context["object_list"]} == {personas.a.pk}
+    assert "Showing tenant" not in page.content.decode()
