@@ -10,7 +10,7 @@ class MembershipFilterSet(django_filters.FilterSet):
     """Filters for memberships (UI and API)."""
 
     tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
-    user = django_filters.CharFilter(field_name="user__username")
+    user = django_filters.CharFilter(field_name="user__username", label="User")
     role = django_filters.ChoiceFilter(choices=Role.choices)
 
     class Meta:
@@ -29,7 +29,7 @@ class UserFilterSet(django_filters.FilterSet):
 
 class ApiTokenFilterSet(django_filters.FilterSet):
     tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
-    user = django_filters.CharFilter(field_name="user__username")
+    user = django_filters.CharFilter(field_name="user__username", label="User")
     active = django_filters.BooleanFilter(method="filter_active", label="Active", widget=yes_no_any())
 
     class Meta:

@@ -8,13 +8,13 @@ class AuditEventFilterSet(django_filters.FilterSet):
     """Filters for the audit log (UI and API)."""
 
     tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
-    actor = django_filters.CharFilter(field_name="actor_label", lookup_expr="istartswith")
-    action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith")
+    actor = django_filters.CharFilter(field_name="actor_label", lookup_expr="istartswith", label="Actor")
+    action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith", label="Action")
     target_type = django_filters.CharFilter()
     target_id = django_filters.CharFilter()
     request_id = django_filters.CharFilter()
-    since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lt")
+    since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte", label="Since (ISO 8601)")
+    until = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lt", label="Until (ISO 8601)")
 
     class Meta:
         model = AuditEvent
