@@ -45,6 +45,8 @@ INSTALLED_APPS = [
     "apps.tenancy",
     "apps.audit",
     "apps.operations",
+    "apps.fleet",
+    "apps.backends",
     "apps.dashboard",
 ]
 

@@ -1,0 +1,195 @@
+"""Typed values that cross the backend interface. Plain dataclasses: no Django, no network."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class WorkloadState(StrEnum):
+    """The console's workload states; each backend maps its own onto these."""
+
+    PENDING = "pending"  # accepted by the backend, waiting for resources
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    PREEMPTED = "preempted"  # evicted (drain, reclaim); the console may requeue it
+    UNKNOWN = "unknown"  # the backend no longer knows it
+
+    @property
+    def finished(self) -> bool:
+        return self in {
+            WorkloadState.SUCCEEDED,
+            WorkloadState.FAILED,
+            WorkloadState.CANCELLED,
+            WorkloadState.PREEMPTED,
+            WorkloadState.UNKNOWN,
+        }
+
+
+class Sharing(StrEnum):
+    WHOLE = "whole"
+    MIG = "mig"
+    TIME_SLICE = "time-slice"
+    HAMI = "hami"
+
+
+class Topology(StrEnum):
+    ANY = "any"
+    NODE = "node"  # all workers on one node
+    NVLINK = "nvlink"  # within one NVLink domain
+    LEAF = "leaf"  # within one leaf switch
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass
+class GpuInfo:
+    index: int
+    uuid: str
+    model: str  # the backend's model string (product label, DCGM modelName or GRES type); the console maps it
+    memory_mib: int
+    health: str = "healthy"  # healthy | warning | unhealthy | unknown
+    health_reason: str = ""
+    mig_enabled: bool = False
+    mig_instances: list[dict] = field(default_factory=list)
+    allocated_to: list[str] = field(default_factory=list)  # backend workload ids
+    allocated_fraction: float = 0.0
+
+
+@dataclass
+class NodeInfo:
+    name: str
+    state: str = "ready"  # ready | not-ready | down
+    state_reason: str = ""
+    unschedulable: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[Taint] = field(default_factory=list)
+    pool: str = ""
+    pool_purpose: str = ""
+    rack: str = ""
+    leaf_switch: str = ""
+    nvlink_domain: str = ""
+    gpu_model: str = ""
+    gpu_allocatable: int = 0
+    cpu_cores: int = 0
+    memory_mib: int = 0
+    gpus: list[GpuInfo] = field(default_factory=list)
+
+
+@dataclass
+class Inventory:
+    nodes: list[NodeInfo]
+    taken_at: datetime
+
+
+@dataclass
+class ConnectionReport:
+    ok: bool
+    server_version: str = ""
+    message: str = ""
+    features: dict[str, bool] = field(default_factory=dict)  # add-ons present, e.g. {"kueue": True}
+    notes: list[str] = field(default_factory=list)  # e.g. "node updates go through scontrol (REST lacks them)"
+
+
+@dataclass
+class WorkloadSpec:
+    """What the console asks a backend to run, already admitted. Renderers turn it into manifests/scripts."""
+
+    name: str  # unique per cluster; the backend keeps it as its id where it can
+    tenant: str
+    queue: str = ""
+    tier: str = "training"
+    priority: int = 500
+    gpu_model: str = ""  # console GPU model code, e.g. "h100"; empty: any
+    workers: int = 1
+    gpus_per_worker: int = 1
+    sharing: Sharing = Sharing.WHOLE
+    mig_profile: str = ""  # with Sharing.MIG, e.g. "3g.40gb"
+    gpu_fraction: float = 1.0  # with TIME_SLICE / HAMI: the share of one GPU per worker
+    gang_min: int | None = None  # workers that must start together; None: all
+    topology: Topology = Topology.ANY
+    duration_s: int | None = None  # simulator: how long it runs; real backends: max runtime
+    image: str = ""
+    command: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    manifest: object = None  # rendered backend object (manifests, sbatch script), when the backend needs it
+
+    @property
+    def total_gpus(self) -> float:
+        per = self.gpus_per_worker if self.sharing == Sharing.WHOLE else self.gpu_fraction
+        return self.workers * per
+
+
+@dataclass
+class Placement:
+    node: str
+    gpu_indexes: list[int]
+
+
+@dataclass
+class WorkloadStatus:
+    backend_id: str
+    state: WorkloadState
+    reason: str = ""  # e.g. the pending reason, the failure message
+    placements: list[Placement] = field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    events: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SubmitResult:
+    backend_id: str
+    state: WorkloadState
+    reason: str = ""
+
+
+@dataclass
+class DrainResult:
+    node: str
+    evicted: list[str]  # backend workload ids sent back to pending / preempted
+
+
+@dataclass
+class QuotaSpec:
+    """One queue's quota for one GPU model, in the console's terms; backends map it to theirs."""
+
+    tenant: str
+    queue: str
+    gpu_model: str
+    guaranteed: int
+    borrow_limit: int | None = None
+    lend_limit: int | None = None
+    weight: float = 1.0
+
+
+@dataclass
+class PushResult:
+    applied: int
+    unchanged: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+@dataclass
+class UsageRecord:
+    """GPU time used by one workload on one GPU model over [start, end)."""
+
+    backend_id: str
+    tenant: str
+    queue: str
+    gpu_model: str
+    gpu_fraction: float  # GPUs held (e.g. 8, or 1/7 for a 1g.10gb MIG slice)
+    start: datetime
+    end: datetime
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.gpu_fraction * (self.end - self.start).total_seconds()

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class FleetConfig(AppConfig):
+    """Clusters, node pools, nodes, GPUs and the GPU model catalog; inventory sync from the backends."""
+
+    name = "apps.fleet"
+    label = "fleet"
+    verbose_name = "Fleet"

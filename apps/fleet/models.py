@@ -1,0 +1,229 @@
+"""Clusters, node pools, nodes and GPUs as the console last saw them, plus the GPU model catalog."""
+
+from __future__ import annotations
+
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+
+from apps.core.validators import dns1123_label
+
+
+class FleetQuerySet(models.QuerySet):
+    """Fleet data is not tenant-owned: anyone holding a role may view it; changes need the right action."""
+
+    def for_user(self, user, action: str):
+        from apps.accounts.permissions import scope_for
+
+        scope = scope_for(user)
+        if action in scope.global_actions:
+            return self
+        if action == "view" and scope.tenant_actions:
+            return self
+        return self.none()
+
+
+class GpuModel(models.Model):
+    """A GPU product: memory, the names it appears under in labels and DCGM, and its MIG profiles."""
+
+    name = models.CharField(max_length=60, unique=True, help_text="e.g. H100-80GB-HBM3")
+    code = models.CharField(max_length=20, unique=True, validators=[dns1123_label], help_text="short name, e.g. h100")
+    vendor = models.CharField(max_length=40, default="NVIDIA")
+    memory_mib = models.PositiveIntegerField()
+    product_labels = models.JSONField(default=list, blank=True, help_text="values of nvidia.com/gpu.product")
+    dcgm_names = models.JSONField(default=list, blank=True, help_text="dcgm-exporter modelName values")
+    mig_profiles = models.JSONField(default=list, blank=True, help_text="[profile, compute slices of 7, memory GB]")
+    tdp_watts = models.PositiveIntegerField(default=0)
+    nvlink = models.BooleanField(default=False)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def mig_supported(self) -> bool:
+        return bool(self.mig_profiles)
+
+    @property
+    def memory_gb(self) -> int:
+        return round(self.memory_mib / 1024)
+
+    def mig_profile(self, name: str) -> tuple[str, int, int] | None:
+        for profile in self.mig_profiles:
+            if profile[0] == name:
+                return tuple(profile)
+        return None
+
+
+class ClusterKind(models.TextChoices):
+    KUBERNETES = "kubernetes", "Kubernetes"
+    SLURM = "slurm", "Slurm"
+    SIMULATED = "simulated", "Simulated"
+
+
+class ClusterStatus(models.TextChoices):
+    UNKNOWN = "unknown", "Not synced yet"
+    OK = "ok", "OK"
+    ERROR = "error", "Error"
+
+
+_env_name = RegexValidator(r"^[A-Z_][A-Z0-9_]{0,127}$", "An environment variable name: A-Z, 0-9 and _.")
+
+
+class Cluster(models.Model):
+    """A Kubernetes, Slurm or simulated cluster the console governs.
+
+    `connection` holds non-secret settings (URLs, context names, the simulator's fleet shape). The
+    secret (a token, a kubeconfig, a JWT key) is never stored here: `secret_env` names the
+    environment variable of the console's processes that holds it, so it is never shown back.
+    """
+
+    name = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
+    kind = models.CharField(max_length=20, choices=ClusterKind.choices)
+    description = models.TextField(blank=True, max_length=2000)
+    connection = models.JSONField(default=dict, blank=True)
+    secret_env = models.CharField(
+        max_length=128,
+        blank=True,
+        validators=[_env_name],
+        help_text="Name of the environment variable holding the secret",
+    )
+    status = models.CharField(max_length=20, choices=ClusterStatus.choices, default=ClusterStatus.UNKNOWN)
+    last_sync_at = models.DateTimeField(null=True, blank=True)
+    last_sync_duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    sync_enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PoolPurpose(models.TextChoices):
+    ONLINE_INFERENCE = "online-inference", "Online inference"
+    BATCH_TRAINING = "batch-training", "Batch training"
+    DEV = "dev", "Development"
+
+
+class NodePool(models.Model):
+    """A group of like nodes in a cluster, with a purpose and the taints that reserve it."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pools")
+    name = models.CharField(max_length=63, validators=[dns1123_label])
+    purpose = models.CharField(max_length=20, choices=PoolPurpose.choices, default=PoolPurpose.BATCH_TRAINING)
+    gpu_model = models.ForeignKey(GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    taints = models.JSONField(default=list, blank=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="nodepool_unique_per_cluster")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.name}"
+
+
+class NodeState(models.TextChoices):
+    READY = "ready", "Ready"
+    NOT_READY = "not-ready", "Not ready"
+    DOWN = "down", "Down"
+    VANISHED = "vanished", "Vanished"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class Node(models.Model):
+    """A GPU node as last reported by its backend.
+
+    `gpu_*` counts are kept per node at sync so that capacity and fragmentation are aggregates
+    over nodes (one row each), never over GPUs. `fingerprint` lets an unchanged resync skip the row.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    pool = models.ForeignKey(NodePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes")
+    gpu_model = models.ForeignKey(GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes")
+    labels = models.JSONField(default=dict, blank=True)
+    taints = models.JSONField(default=list, blank=True)
+    unschedulable = models.BooleanField(default=False, help_text="cordoned: no new work is placed here")
+    state = models.CharField(max_length=20, choices=NodeState.choices, default=NodeState.UNKNOWN, db_index=True)
+    state_reason = models.CharField(max_length=300, blank=True)
+    rack = models.CharField(max_length=100, blank=True, db_index=True)
+    leaf_switch = models.CharField(max_length=100, blank=True, db_index=True)
+    nvlink_domain = models.CharField(max_length=100, blank=True)
+    gpu_count = models.PositiveIntegerField(default=0)
+    gpu_allocatable = models.PositiveIntegerField(default=0)
+    gpu_allocated = models.PositiveIntegerField(default=0)
+    gpu_unhealthy = models.PositiveIntegerField(default=0)
+    cpu_cores = models.PositiveIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    fingerprint = models.CharField(max_length=64, blank=True)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    vanished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_per_cluster")]
+        indexes = [models.Index(fields=["cluster", "state"], name="node_cluster_state")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpu_free(self) -> int:
+        """GPUs that new work could use now: healthy, allocatable, unallocated, node schedulable and ready."""
+        if self.unschedulable or self.state != NodeState.READY:
+            return 0
+        return max(self.gpu_allocatable - self.gpu_allocated - self.gpu_unhealthy, 0)
+
+
+class GpuHealth(models.TextChoices):
+    HEALTHY = "healthy", "Healthy"
+    WARNING = "warning", "Warning"
+    UNHEALTHY = "unhealthy", "Unhealthy"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class Gpu(models.Model):
+    """One GPU of a node: identity, model, MIG layout, health and what is on it now."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField(validators=[MinValueValidator(0)])
+    uuid = models.CharField(max_length=64, db_index=True)
+    model = models.ForeignKey(GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    memory_mib = models.PositiveIntegerField(default=0)
+    mig_enabled = models.BooleanField(default=False)
+    mig_instances = models.JSONField(default=list, blank=True, help_text="[{profile, id, allocated_to}]")
+    health = models.CharField(max_length=20, choices=GpuHealth.choices, default=GpuHealth.UNKNOWN, db_index=True)
+    health_reason = models.CharField(max_length=300, blank=True)
+    allocated_to = models.CharField(
+        max_length=300, blank=True, help_text="workload(s) using it, as the backend names them"
+    )
+    allocated_fraction = models.FloatField(default=0.0, help_text="0 to 1: share of the GPU in use")
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index_per_node"),
+            models.CheckConstraint(
+                condition=Q(allocated_fraction__gte=0) & Q(allocated_fraction__lte=1), name="gpu_allocated_fraction_0_1"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/gpu{self.index}"
