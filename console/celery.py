@@ -14,6 +14,10 @@ app.autodiscover_tasks()
 
 # Periodic work, declared once. Apps add entries here as they gain periodic tasks.
 app.conf.beat_schedule = {
+    "sync-inventory": {
+        "task": "apps.fleet.tasks.sync_all_clusters_task",
+        "schedule": 60.0,
+    },
     "prune-finished-operations": {
         "task": "apps.operations.tasks.prune_operations_task",
         "schedule": 24 * 3600.0,

@@ -7,3 +7,6 @@ class FleetConfig(AppConfig):
     name = "apps.fleet"
     label = "fleet"
     verbose_name = "Fleet"
+
+    def ready(self) -> None:
+        from apps.fleet import operations  # noqa: F401 - registers the fleet operation handlers

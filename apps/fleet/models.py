@@ -98,6 +98,8 @@ class Cluster(models.Model):
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     sync_enabled = models.BooleanField(default=True)
+    # Set while a sync runs (claimed by compare-and-set) so two workers never sync one cluster at once.
+    sync_started_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = FleetQuerySet.as_manager()

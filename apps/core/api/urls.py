@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, ServiceAccountViewSet, UserViewSet
 from apps.audit.api.views import AuditEventViewSet
+from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, NodeViewSet
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.views import TenantViewSet
 
@@ -17,10 +18,15 @@ router.register("service-accounts", ServiceAccountViewSet, basename="service-acc
 router.register("tokens", ApiTokenViewSet, basename="token")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")
 router.register("operations", OperationViewSet, basename="operation")
+router.register("clusters", ClusterViewSet, basename="cluster")
+router.register("nodes", NodeViewSet, basename="node")
+router.register("gpus", GpuViewSet, basename="gpu")
+router.register("gpu-models", GpuModelViewSet, basename="gpu-model")
 
 app_name = "api"
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
+    path("capacity/", CapacityView.as_view(), name="capacity"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),

@@ -1,0 +1,148 @@
+from rest_framework import serializers
+
+from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
+from apps.fleet.models import Cluster, ClusterKind, Gpu, GpuModel, Node
+
+
+class GpuModelSerializer(serializers.ModelSerializer):
+    mig_supported = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = GpuModel
+        fields = [
+            "id",
+            "name",
+            "code",
+            "vendor",
+            "memory_mib",
+            "product_labels",
+            "dcgm_names",
+            "mig_supported",
+            "mig_profiles",
+            "tdp_watts",
+            "nvlink",
+        ]
+        read_only_fields = fields
+
+
+class ClusterSerializer(StrictModelSerializer):
+    kind = serializers.ChoiceField(choices=[ClusterKind.KUBERNETES, ClusterKind.SLURM])
+    node_count = serializers.IntegerField(read_only=True)
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "description",
+            "connection",
+            "secret_env",
+            "sync_enabled",
+            "status",
+            "last_sync_at",
+            "last_sync_duration_ms",
+            "last_error",
+            "last_error_at",
+            "node_count",
+            "created_at",
+            "reason",
+        ]
+        read_only_fields = [
+            "id",
+            "status",
+            "last_sync_at",
+            "last_sync_duration_ms",
+            "last_error",
+            "last_error_at",
+            "created_at",
+        ]
+        extra_kwargs = {"name": {"validators": []}}
+
+
+class ClusterUpdateSerializer(StrictSerializer):
+    description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    connection = serializers.JSONField(required=False)
+    secret_env = serializers.CharField(required=False, allow_blank=True, max_length=128)
+    sync_enabled = serializers.BooleanField(required=False)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    pool = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    gpu_free = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Node
+        fields = [
+            "id",
+            "cluster",
+            "name",
+            "pool",
+            "gpu_model",
+            "state",
+            "state_reason",
+            "unschedulable",
+            "rack",
+            "leaf_switch",
+            "nvlink_domain",
+            "gpu_count",
+            "gpu_allocatable",
+            "gpu_allocated",
+            "gpu_unhealthy",
+            "gpu_free",
+            "cpu_cores",
+            "memory_mib",
+            "labels",
+            "taints",
+            "last_seen_at",
+            "vanished_at",
+        ]
+        read_only_fields = fields
+
+
+class GpuSerializer(serializers.ModelSerializer):
+    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster = serializers.CharField(source="node.cluster.name", read_only=True)
+    model = serializers.SlugRelatedField(slug_field="code", read_only=True)
+
+    class Meta:
+        model = Gpu
+        fields = [
+            "id",
+            "cluster",
+            "node",
+            "index",
+            "uuid",
+            "model",
+            "memory_mib",
+            "mig_enabled",
+            "mig_instances",
+            "health",
+            "health_reason",
+            "allocated_to",
+            "allocated_fraction",
+        ]
+        read_only_fields = fields
+
+
+class CapacitySerializer(serializers.Serializer):
+    gpu_model = serializers.CharField()
+    nodes = serializers.IntegerField()
+    total = serializers.IntegerField()
+    allocatable = serializers.IntegerField()
+    allocated = serializers.IntegerField()
+    free = serializers.IntegerField()
+    cordoned = serializers.IntegerField()
+    unhealthy = serializers.IntegerField()
+    gpus_per_node = serializers.IntegerField()
+    whole_free_nodes = serializers.IntegerField()
+    largest_gang_leaf = serializers.IntegerField()
+    largest_gang_leaf_switch = serializers.CharField()
+    largest_free_on_one_node = serializers.IntegerField()
+    stranded = serializers.IntegerField()
+    fragmentation = serializers.FloatField()
+    largest_gang_text = serializers.CharField()

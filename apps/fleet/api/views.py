@@ -1,0 +1,133 @@
+from django.db.models import Count, Q
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.api.views import ScopedReadOnlyViewSet, ScopedViewSetMixin
+from apps.fleet import services
+from apps.fleet.api.serializers import (
+    CapacitySerializer,
+    ClusterSerializer,
+    ClusterUpdateSerializer,
+    GpuModelSerializer,
+    GpuSerializer,
+    NodeSerializer,
+)
+from apps.fleet.capacity import capacity_by_model
+from apps.fleet.filtersets import ClusterFilterSet, GpuFilterSet, GpuModelFilterSet, NodeFilterSet
+from apps.fleet.models import Cluster, Gpu, GpuModel, Node, NodeState
+from apps.operations.api.serializers import OperationSerializer
+from apps.operations.services import start_operation
+
+
+class ClusterViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
+    """Clusters the console governs. Platform admins add Kubernetes and Slurm clusters here (simulated ones
+    with `manage.py simulate create` or the simulator API); on-call may test the connection and sync now."""
+
+    model = Cluster
+    serializer_class = ClusterSerializer
+    filterset_class = ClusterFilterSet
+    lookup_field = "name"
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self):
+        return super().get_queryset().annotate(node_count=Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED)))
+
+    def perform_create(self, serializer):
+        data = dict(serializer.validated_data)
+        serializer.instance = services.create_cluster(self.request.user, **data)
+        serializer.instance.node_count = 0
+
+    @extend_schema(request=ClusterUpdateSerializer, responses=ClusterSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        body = ClusterUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        cluster = services.update_cluster(request.user, self.get_object(), **body.validated_data)
+        return Response(ClusterSerializer(self.get_queryset().get(pk=cluster.pk)).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, *args, **kwargs):
+        services.delete_cluster(request.user, self.get_object(), reason=request.query_params.get("reason", ""))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        request=None,
+        responses=inline_serializer(
+            "ConnectionReport",
+            {
+                "ok": serializers.BooleanField(),
+                "server_version": serializers.CharField(),
+                "message": serializers.CharField(),
+                "features": serializers.DictField(),
+                "notes": serializers.ListField(),
+            },
+        ),
+    )
+    @action(detail=True, methods=["post"], url_path="test-connection")
+    def test_connection(self, request, name=None):
+        report = services.check_connection(request.user, self.get_object())
+        return Response(
+            {
+                "ok": report.ok,
+                "server_version": report.server_version,
+                "message": report.message,
+                "features": report.features,
+                "notes": report.notes,
+            }
+        )
+
+    @extend_schema(request=None, responses={202: OperationSerializer})
+    @action(detail=True, methods=["post"])
+    def sync(self, request, name=None):
+        cluster = self.get_object()
+        operation = start_operation(
+            request.user,
+            "fleet.sync",
+            target=cluster,
+            params={"cluster_id": cluster.pk},
+            reason=str(request.data.get("reason", ""))[:2000] if request.data else "",
+        )
+        return Response(OperationSerializer(operation).data, status=status.HTTP_202_ACCEPTED)
+
+
+class NodeViewSet(ScopedReadOnlyViewSet):
+    """GPU nodes as last synced, filterable by cluster, pool, model, state, health and rack."""
+
+    model = Node
+    serializer_class = NodeSerializer
+    filterset_class = NodeFilterSet
+    select_related = ("cluster", "pool", "gpu_model")
+    ordering_fields = ["name", "gpu_allocated", "gpu_unhealthy", "last_seen_at"]
+
+
+class GpuViewSet(ScopedReadOnlyViewSet):
+    model = Gpu
+    serializer_class = GpuSerializer
+    filterset_class = GpuFilterSet
+    select_related = ("node__cluster", "model")
+
+
+class GpuModelViewSet(ScopedReadOnlyViewSet):
+    """The GPU model catalog."""
+
+    model = GpuModel
+    serializer_class = GpuModelSerializer
+    filterset_class = GpuModelFilterSet
+    pagination_class = None
+
+
+class CapacityView(APIView):
+    """Capacity per GPU model: totals, free, cordoned, unhealthy, and the largest gang that still fits."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("cluster", str, description="cluster name")],
+        responses=CapacitySerializer(many=True),
+    )
+    def get(self, request):
+        nodes = Node.objects.for_user(request.user, "view")
+        cluster = request.query_params.get("cluster")
+        if cluster:
+            nodes = nodes.filter(cluster__name=cluster)
+        return Response(CapacitySerializer(capacity_by_model(nodes), many=True).data)

@@ -1,0 +1,69 @@
+import django_filters
+from django.db.models import Q
+
+from apps.fleet.models import Cluster, ClusterKind, Gpu, GpuHealth, GpuModel, Node, NodeState, PoolPurpose
+
+
+class ClusterFilterSet(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=ClusterKind.choices)
+
+    class Meta:
+        model = Cluster
+        fields = ["kind", "status"]
+
+
+class NodeFilterSet(django_filters.FilterSet):
+    """Filters for the node list (UI and API)."""
+
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name")
+    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster")
+    pool = django_filters.CharFilter(field_name="pool__name", label="Pool")
+    purpose = django_filters.ChoiceFilter(field_name="pool__purpose", choices=PoolPurpose.choices, label="Purpose")
+    model = django_filters.CharFilter(field_name="gpu_model__code", label="GPU model")
+    state = django_filters.ChoiceFilter(choices=NodeState.choices)
+    health = django_filters.ChoiceFilter(
+        choices=[("healthy", "All GPUs healthy"), ("unhealthy", "Some GPU unhealthy")],
+        method="filter_health",
+        label="Health",
+    )
+    cordoned = django_filters.BooleanFilter(field_name="unschedulable", label="Cordoned")
+    rack = django_filters.CharFilter()
+    leaf_switch = django_filters.CharFilter()
+    has_free = django_filters.BooleanFilter(method="filter_has_free", label="Has free GPUs")
+
+    class Meta:
+        model = Node
+        fields = ["q", "cluster", "pool", "purpose", "model", "state", "health", "cordoned", "rack", "leaf_switch"]
+
+    def filter_health(self, queryset, name, value):
+        return queryset.filter(gpu_unhealthy__gt=0) if value == "unhealthy" else queryset.filter(gpu_unhealthy=0)
+
+    def filter_has_free(self, queryset, name, value):
+        from django.db.models import F
+
+        free = Q(
+            state=NodeState.READY, unschedulable=False, gpu_allocatable__gt=F("gpu_allocated") + F("gpu_unhealthy")
+        )
+        return queryset.filter(free) if value else queryset.exclude(free)
+
+
+class GpuFilterSet(django_filters.FilterSet):
+    cluster = django_filters.CharFilter(field_name="node__cluster__name", label="Cluster")
+    node = django_filters.CharFilter(field_name="node__name", label="Node")
+    model = django_filters.CharFilter(field_name="model__code", label="GPU model")
+    health = django_filters.ChoiceFilter(choices=GpuHealth.choices)
+    uuid = django_filters.CharFilter()
+    allocated = django_filters.BooleanFilter(method="filter_allocated")
+
+    class Meta:
+        model = Gpu
+        fields = ["cluster", "node", "model", "health", "uuid"]
+
+    def filter_allocated(self, queryset, name, value):
+        return queryset.filter(allocated_fraction__gt=0) if value else queryset.filter(allocated_fraction=0)
+
+
+class GpuModelFilterSet(django_filters.FilterSet):
+    class Meta:
+        model = GpuModel
+        fields = ["code", "vendor"]

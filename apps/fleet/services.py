@@ -1,0 +1,317 @@
+"""Fleet services: clusters and inventory sync. Each state change is permission-checked and audited."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.accounts.permissions import require
+from apps.accounts.roles import Action
+from apps.audit.services import record_event, snapshot
+from apps.backends.base import BackendError
+from apps.backends.registry import backend_class, get_backend
+from apps.backends.types import ConnectionReport
+from apps.core.errors import Conflict, InvalidInput
+from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields
+from apps.fleet.models import Cluster, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
+
+logger = logging.getLogger(__name__)
+
+SYNC_LEASE = timedelta(minutes=10)
+_NODE_UPDATE_FIELDS = [
+    "pool",
+    "gpu_model",
+    "labels",
+    "taints",
+    "unschedulable",
+    "state",
+    "state_reason",
+    "rack",
+    "leaf_switch",
+    "nvlink_domain",
+    "gpu_count",
+    "gpu_allocatable",
+    "gpu_allocated",
+    "gpu_unhealthy",
+    "cpu_cores",
+    "memory_mib",
+    "fingerprint",
+    "last_seen_at",
+    "vanished_at",
+]
+_GPU_UPDATE_FIELDS = [
+    "uuid",
+    "model",
+    "memory_mib",
+    "mig_enabled",
+    "mig_instances",
+    "health",
+    "health_reason",
+    "allocated_to",
+    "allocated_fraction",
+]
+
+
+#
+# Clusters
+#
+
+
+def _validated(cluster: Cluster) -> None:
+    try:
+        cluster.full_clean(exclude=["status"])
+    except ValidationError as exc:
+        raise InvalidInput("Invalid cluster.", exc.message_dict) from exc
+    try:
+        backend_class(cluster.kind)
+    except BackendError as exc:
+        raise InvalidInput(str(exc), {"kind": str(exc)}) from exc
+
+
+def create_cluster(
+    actor,
+    *,
+    name: str,
+    kind: str,
+    connection: dict | None = None,
+    secret_env: str = "",
+    description: str = "",
+    reason: str = "",
+) -> Cluster:
+    """Register a Kubernetes or Slurm cluster (simulated ones come from the simulator's create service)."""
+    require(actor, Action.ADMINISTER, None, "Only platform admins add clusters.")
+    cluster = Cluster(name=name, kind=kind, connection=connection or {}, secret_env=secret_env, description=description)
+    _validated(cluster)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                cluster.save()
+        except IntegrityError as exc:
+            raise Conflict(f"A cluster named {name!r} already exists.", {"name": "Already taken."}) from exc
+        record_event(actor, "cluster.create", cluster, reason=reason, after=snapshot(cluster))
+    return cluster
+
+
+def update_cluster(actor, cluster: Cluster, *, reason: str = "", **changes) -> Cluster:
+    """Change a cluster's description, connection settings, secret variable name or sync switch."""
+    require(actor, Action.ADMINISTER, None, "Only platform admins change clusters.")
+    allowed = {"description", "connection", "secret_env", "sync_enabled"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise InvalidInput("These fields cannot be changed.", {key: "Cannot be changed." for key in unknown})
+    before = snapshot(cluster)
+    for key, value in changes.items():
+        setattr(cluster, key, value)
+    _validated(cluster)
+    with transaction.atomic():
+        cluster.save(update_fields=[*changes.keys()])
+        record_event(actor, "cluster.update", cluster, reason=reason, before=before, after=snapshot(cluster))
+    return cluster
+
+
+def delete_cluster(actor, cluster: Cluster, *, reason: str = "") -> None:
+    """Forget a cluster and its inventory (the backend itself is untouched)."""
+    require(actor, Action.ADMINISTER, None, "Only platform admins delete clusters.")
+    with transaction.atomic():
+        record_event(actor, "cluster.delete", cluster, reason=reason, before=snapshot(cluster))
+        cluster.delete()
+
+
+def check_connection(actor, cluster: Cluster) -> ConnectionReport:
+    """Ask the backend whether it answers and what it has. Reads only: no audit event."""
+    require(actor, Action.OPERATE, None, "Testing a connection needs on-call or platform-admin.")
+    try:
+        return get_backend(cluster).test_connection()
+    except BackendError as exc:
+        return ConnectionReport(ok=False, message=str(exc))
+
+
+#
+# Inventory sync
+#
+
+
+@dataclass
+class SyncResult:
+    cluster: str
+    ok: bool
+    nodes: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    vanished: int = 0
+    duration_ms: int = 0
+    error: str = ""
+    skipped: bool = False
+
+
+def _claim(cluster_id: int) -> bool:
+    now = timezone.now()
+    from django.db.models import Q
+
+    return (
+        Cluster.objects.filter(
+            Q(sync_started_at__isnull=True) | Q(sync_started_at__lt=now - SYNC_LEASE), pk=cluster_id
+        ).update(sync_started_at=now)
+        == 1
+    )
+
+
+def sync_inventory(cluster_id: int) -> SyncResult:
+    """Read the backend's inventory and upsert nodes and GPUs in bulk; mark nodes that vanished.
+
+    The backend is called outside any transaction. Unchanged nodes (same fingerprint) cost nothing
+    but a bulk `last_seen_at` update, so the number of queries does not grow with the fleet. A
+    failing backend keeps the last good inventory and records the error on the cluster.
+    """
+    cluster = Cluster.objects.get(pk=cluster_id)
+    if not _claim(cluster_id):
+        return SyncResult(cluster=cluster.name, ok=True, skipped=True)
+    started = time.monotonic()
+    try:
+        try:
+            inventory = get_backend(cluster).inventory()
+        except BackendError as exc:
+            return _record_failure(cluster, started, exc)
+        except Exception as exc:  # an unexpected backend bug must not kill the periodic loop
+            logger.exception("inventory of %s failed", cluster.name)
+            return _record_failure(cluster, started, exc)
+        result = _apply_inventory(cluster, inventory)
+        result.duration_ms = int((time.monotonic() - started) * 1000)
+        Cluster.objects.filter(pk=cluster.pk).update(
+            status=ClusterStatus.OK,
+            last_sync_at=timezone.now(),
+            last_sync_duration_ms=result.duration_ms,
+            last_error="",
+        )
+        return result
+    finally:
+        Cluster.objects.filter(pk=cluster_id).update(sync_started_at=None)
+
+
+def _record_failure(cluster: Cluster, started: float, exc: Exception) -> SyncResult:
+    duration = int((time.monotonic() - started) * 1000)
+    message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, BackendError) else str(exc)
+    Cluster.objects.filter(pk=cluster.pk).update(
+        status=ClusterStatus.ERROR,
+        last_error=message[:2000],
+        last_error_at=timezone.now(),
+        last_sync_duration_ms=duration,
+    )
+    return SyncResult(cluster=cluster.name, ok=False, error=message, duration_ms=duration)
+
+
+def _pool_ids(cluster: Cluster, infos, resolver: ModelResolver) -> dict[str, int]:
+    wanted = {}
+    for info in infos:
+        if info.pool and info.pool not in wanted:
+            wanted[info.pool] = NodePool(
+                cluster=cluster,
+                name=info.pool,
+                purpose=info.pool_purpose or "batch-training",
+                gpu_model_id=resolver.resolve(info.gpu_model),
+            )
+    if not wanted:
+        return {}
+    NodePool.objects.bulk_create(wanted.values(), ignore_conflicts=True)
+    return dict(NodePool.objects.filter(cluster=cluster, name__in=wanted).values_list("name", "id"))
+
+
+def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
+    now = timezone.now()
+    resolver = ModelResolver(GpuModel.objects.all())
+    existing = {
+        name: (pk, fp, state)
+        for name, pk, fp, state in Node.objects.filter(cluster=cluster).values_list(
+            "name", "id", "fingerprint", "state"
+        )
+    }
+    reported = set()
+    changed_infos = []
+    for info in inventory.nodes:
+        reported.add(info.name)
+        fp = fingerprint(info)
+        prior = existing.get(info.name)
+        if not (prior and prior[1] == fp and prior[2] != NodeState.VANISHED):
+            changed_infos.append((info, fp))
+    # Pools are looked up only for changed nodes, so an unchanged resync costs no pool queries.
+    pools = _pool_ids(cluster, [info for info, _ in changed_infos], resolver)
+    changed: list[tuple[Node, list]] = [
+        (
+            Node(
+                cluster=cluster,
+                name=info.name,
+                pool_id=pools.get(info.pool),
+                fingerprint=fp,
+                last_seen_at=now,
+                vanished_at=None,
+                **node_fields(info, resolver),
+            ),
+            info.gpus,
+        )
+        for info, fp in changed_infos
+    ]
+
+    added = sum(1 for node, _ in changed if node.name not in existing)
+    vanished_names = [
+        name for name, (_, _, state) in existing.items() if name not in reported and state != NodeState.VANISHED
+    ]
+    with transaction.atomic():
+        if changed:
+            Node.objects.bulk_create(
+                [node for node, _ in changed],
+                update_conflicts=True,
+                unique_fields=["cluster", "name"],
+                update_fields=_NODE_UPDATE_FIELDS,
+            )
+            ids = dict(
+                Node.objects.filter(cluster=cluster, name__in=[n.name for n, _ in changed]).values_list("name", "id")
+            )
+            gpus = [Gpu(node_id=ids[node.name], **gpu_fields(g, resolver)) for node, infos in changed for g in infos]
+            keep = {(g.node_id, g.index) for g in gpus}
+            # GPUs a changed node no longer reports (fallen off the bus, removed) go; the rest are upserted.
+            stale = [
+                pk
+                for pk, node_id, index in Gpu.objects.filter(node_id__in=ids.values()).values_list(
+                    "id", "node_id", "index"
+                )
+                if (node_id, index) not in keep
+            ]
+            if stale:
+                Gpu.objects.filter(pk__in=stale).delete()
+            if gpus:
+                Gpu.objects.bulk_create(
+                    gpus, update_conflicts=True, unique_fields=["node", "index"], update_fields=_GPU_UPDATE_FIELDS
+                )
+        if vanished_names:
+            Node.objects.filter(cluster=cluster, name__in=vanished_names).update(
+                state=NodeState.VANISHED, vanished_at=now, gpu_allocated=0, fingerprint=""
+            )
+        # Everything still reported was seen now, changed or not: one UPDATE for the whole cluster.
+        Node.objects.filter(cluster=cluster).exclude(state=NodeState.VANISHED).update(last_seen_at=now)
+        if added or vanished_names:
+            record_event(
+                None,
+                "fleet.inventory_changed",
+                cluster,
+                after={
+                    "added": added,
+                    "vanished": len(vanished_names),
+                    "vanished_nodes": sorted(vanished_names)[:50],
+                },
+            )
+    return SyncResult(
+        cluster=cluster.name,
+        ok=True,
+        nodes=len(inventory.nodes),
+        added=added,
+        updated=len(changed) - added,
+        unchanged=len(inventory.nodes) - len(changed),
+        vanished=len(vanished_names),
+    )

@@ -1,0 +1,20 @@
+"""Periodic inventory sync: beat enqueues one task per enabled cluster; each syncs one cluster."""
+
+from celery import shared_task
+
+from apps.fleet.models import Cluster
+from apps.fleet.services import sync_inventory
+
+
+@shared_task
+def sync_all_clusters_task() -> int:
+    ids = list(Cluster.objects.filter(sync_enabled=True).values_list("id", flat=True))
+    for cluster_id in ids:
+        sync_cluster_task.delay(cluster_id)
+    return len(ids)
+
+
+@shared_task(acks_late=True)
+def sync_cluster_task(cluster_id: int) -> dict:
+    result = sync_inventory(cluster_id)
+    return {"ok": result.ok, "nodes": result.nodes, "error": result.error, "skipped": result.skipped}

@@ -1,0 +1,164 @@
+"""Inventory sync: bulk upserts, unchanged resyncs, vanished nodes, failing backends, constant query counts."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from apps.audit.models import AuditEvent
+from apps.backends.base import RetryableBackendError
+from apps.backends.types import GpuInfo, Inventory, NodeInfo, Taint
+from apps.fleet import services
+from apps.fleet.models import Cluster, ClusterStatus, Gpu, GpuModel, Node, NodeState
+
+
+class FakeBackend:
+    """Stands in for a backend's inventory() so sync is tested on its own."""
+
+    def __init__(self):
+        self.nodes: list[NodeInfo] = []
+        self.error: Exception | None = None
+
+    def inventory(self):
+        if self.error:
+            raise self.error
+        return Inventory(nodes=self.nodes, taken_at=datetime.now(UTC))
+
+
+def make_node(i: int, model="NVIDIA H100 80GB HBM3", gpus=8, allocated=0, leaf="leaf-1", unhealthy=()):
+    return NodeInfo(
+        name=f"gpu-{i:04d}",
+        state="ready",
+        pool="train",
+        pool_purpose="batch-training",
+        rack=f"rack-{i // 8}",
+        leaf_switch=leaf,
+        nvlink_domain=f"gpu-{i:04d}",
+        gpu_model=model,
+        gpu_allocatable=gpus,
+        cpu_cores=96,
+        memory_mib=2_000_000,
+        labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        taints=[Taint("nvidia.com/gpu", "present")] if i == 0 else [],
+        gpus=[
+            GpuInfo(
+                index=g,
+                uuid=f"GPU-{i:04d}-{g}",
+                model=model,
+                memory_mib=81559,
+                health="unhealthy" if g in unhealthy else "healthy",
+                allocated_to=["job-1"] if g < allocated else [],
+                allocated_fraction=1.0 if g < allocated else 0,
+            )
+            for g in range(gpus)
+        ],
+    )
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    backend = FakeBackend()
+    monkeypatch.setattr(services, "get_backend", lambda cluster: backend)
+    return backend
+
+
+@pytest.fixture
+def cluster(db):
+    return Cluster.objects.create(name="c1", kind="simulated")
+
+
+def test_first_sync_creates_nodes_and_gpus(cluster, fake):
+    fake.nodes = [make_node(i, allocated=i % 3) for i in range(10)]
+    result = services.sync_inventory(cluster.pk)
+    assert (result.ok, result.nodes, result.added, result.updated, result.vanished) == (True, 10, 10, 0, 0)
+    assert Node.objects.filter(cluster=cluster).count() == 10
+    assert Gpu.objects.filter(node__cluster=cluster).count() == 80
+    node = Node.objects.get(name="gpu-0002")
+    h100 = GpuModel.objects.get(code="h100")
+    assert node.gpu_model == h100 and node.gpu_allocated == 2 and node.pool.name == "train"
+    assert Gpu.objects.filter(node=node, index=0).get().model == h100
+    assert Node.objects.get(name="gpu-0000").taints == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    ]
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.OK and cluster.last_sync_at and cluster.last_sync_duration_ms is not None
+    assert AuditEvent.objects.filter(action="fleet.inventory_changed").get().after["added"] == 10
+
+
+def test_unchanged_resync_touches_only_last_seen(cluster, fake):
+    fake.nodes = [make_node(i) for i in range(10)]
+    services.sync_inventory(cluster.pk)
+    before = dict(Node.objects.values_list("name", "last_seen_at"))
+    result = services.sync_inventory(cluster.pk)
+    assert (result.added, result.updated, result.unchanged) == (0, 0, 10)
+    after = dict(Node.objects.values_list("name", "last_seen_at"))
+    assert all(after[n] > before[n] for n in before)
+    assert AuditEvent.objects.filter(action="fleet.inventory_changed").count() == 1  # only the first sync changed
+
+
+def test_changes_are_applied_and_vanished_nodes_marked(cluster, fake):
+    fake.nodes = [make_node(i) for i in range(5)]
+    services.sync_inventory(cluster.pk)
+    fake.nodes = [make_node(0, allocated=8), make_node(1, unhealthy=(3,)), make_node(2), make_node(3)]
+    fake.nodes[3].gpus.pop()  # GPU 7 of node 3 fell off the bus
+    fake.nodes[3].gpu_allocatable = 7
+    result = services.sync_inventory(cluster.pk)
+    assert (result.updated, result.unchanged, result.vanished) == (3, 1, 1)
+    assert Node.objects.get(name="gpu-0000").gpu_allocated == 8
+    assert Node.objects.get(name="gpu-0001").gpu_unhealthy == 1
+    assert Gpu.objects.get(node__name="gpu-0001", index=3).health == "unhealthy"
+    assert not Gpu.objects.filter(node__name="gpu-0003", index=7).exists()
+    gone = Node.objects.get(name="gpu-0004")
+    assert gone.state == NodeState.VANISHED and gone.vanished_at
+    event = AuditEvent.objects.filter(action="fleet.inventory_changed").order_by("-id").first()
+    assert event.after["vanished_nodes"] == ["gpu-0004"]
+    # A vanished node that comes back is live again.
+    fake.nodes.append(make_node(4))
+    services.sync_inventory(cluster.pk)
+    back = Node.objects.get(name="gpu-0004")
+    assert back.state == NodeState.READY and back.vanished_at is None
+
+
+def test_failing_backend_keeps_last_good_inventory(cluster, fake):
+    fake.nodes = [make_node(i) for i in range(3)]
+    services.sync_inventory(cluster.pk)
+    fake.error = RetryableBackendError("connection refused: https://k8s.example:6443")
+    result = services.sync_inventory(cluster.pk)
+    assert not result.ok and "connection refused" in result.error
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.ERROR and "connection refused" in cluster.last_error
+    assert Node.objects.filter(cluster=cluster).exclude(state=NodeState.VANISHED).count() == 3
+    fake.error = None
+    assert services.sync_inventory(cluster.pk).ok
+    cluster.refresh_from_db()
+    assert cluster.status == ClusterStatus.OK and cluster.last_error == ""
+
+
+def test_concurrent_sync_is_skipped(cluster, fake):
+    from django.utils import timezone
+
+    Cluster.objects.filter(pk=cluster.pk).update(sync_started_at=timezone.now())
+    assert services.sync_inventory(cluster.pk).skipped
+    assert not Node.objects.exists()
+
+
+def test_query_counts_equal_for_small_and_large_fleets(db, monkeypatch):
+    """Same number of queries for 10 and 300 nodes (first, all changed, unchanged): bulk statements, not per row."""
+    counts = {}
+    for size in (10, 300):
+        backend = FakeBackend()
+        backend.nodes = [make_node(i) for i in range(size)]
+        monkeypatch.setattr(services, "get_backend", lambda cluster, b=backend: b)
+        cluster = Cluster.objects.create(name=f"size-{size}", kind="simulated")
+        with CaptureQueriesContext(connection) as first:
+            services.sync_inventory(cluster.pk)
+        backend.nodes = [make_node(i, allocated=1) for i in range(size)]
+        with CaptureQueriesContext(connection) as changed:
+            services.sync_inventory(cluster.pk)
+        with CaptureQueriesContext(connection) as unchanged:
+            services.sync_inventory(cluster.pk)
+        counts[size] = (len(first), len(changed), len(unchanged))
+    assert counts[10] == counts[300], counts
+    first, changed, unchanged = counts[300]
+    assert first <= 16 and changed <= 16 and unchanged <= 9, counts
