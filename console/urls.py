@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/", include("apps.accounts.urls")),
     path("tenants/", include("apps.tenancy.urls")),
+    path("fleet/", include("apps.fleet.urls")),
     path("audit/", include("apps.audit.urls")),
     path("operations/", include("apps.operations.urls")),
     path("i18n/setlang/", set_language, name="set_language"),

@@ -1,0 +1,187 @@
+"""Fleet pages: clusters, nodes, one node, the GPU model catalog and the capacity view."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from apps.accounts.permissions import has_perm
+from apps.backends.base import BackendError
+from apps.backends.registry import get_backend
+from apps.core.errors import ServiceError
+from apps.core.forms import apply_service_error
+from apps.core.views import ScopedListView
+from apps.fleet import services
+from apps.fleet.capacity import capacity_by_model
+from apps.fleet.exporter_text import per_gpu
+from apps.fleet.filtersets import NodeFilterSet
+from apps.fleet.forms import ClusterForm
+from apps.fleet.models import Cluster, Gpu, GpuModel, Node, NodeState
+from apps.operations.models import Operation
+from apps.operations.services import start_operation
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def cluster_list(request):
+    clusters = Cluster.objects.for_user(request.user, "view").annotate(
+        node_count=Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED)),
+        gpu_count=Count("nodes__gpus", filter=~Q(nodes__state=NodeState.VANISHED)),
+    )
+    can_administer = has_perm(request.user, "administer")
+    form = ClusterForm(request.POST or None) if can_administer else None
+    if request.method == "POST" and form is not None and form.is_valid():
+        try:
+            cluster = services.create_cluster(request.user, **form.cleaned_data)
+        except ServiceError as exc:
+            apply_service_error(form, exc)
+        else:
+            messages.success(request, f"Added cluster {cluster.name}. Test the connection, then sync.")
+            return redirect("fleet:cluster_detail", name=cluster.name)
+    return render(
+        request,
+        "fleet/cluster_list.html",
+        {"clusters": clusters, "form": form, "capacity": capacity_by_model(Node.objects.all())},
+    )
+
+
+@require_safe
+@login_required
+def cluster_detail(request, name: str):
+    cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
+    nodes = Node.objects.filter(cluster=cluster)
+    return render(
+        request,
+        "fleet/cluster_detail.html",
+        {
+            "cluster": cluster,
+            "capacity": capacity_by_model(nodes),
+            "states": dict(nodes.values_list("state").annotate(n=Count("id")).values_list("state", "n")),
+            "can_operate": has_perm(request.user, "operate"),
+            "operations": Operation.objects.filter(target_type="fleet.cluster", target_id=str(cluster.pk))[:5],
+        },
+    )
+
+
+@require_POST
+@login_required
+def cluster_sync(request, name: str):
+    cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
+    try:
+        operation = start_operation(
+            request.user,
+            "fleet.sync",
+            target=cluster,
+            params={"cluster_id": cluster.pk},
+            reason=request.POST.get("reason", ""),
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("fleet:cluster_detail", name=name)
+    return redirect("operations:operation_detail", pk=operation.pk)
+
+
+@require_POST
+@login_required
+def cluster_test_connection(request, name: str):
+    cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
+    try:
+        report = services.check_connection(request.user, cluster)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        text = f"{report.server_version} {report.message}".strip()
+        if report.notes:
+            text += " · " + " · ".join(report.notes)
+        (messages.success if report.ok else messages.error)(
+            request, f"Connection {'OK' if report.ok else 'failed'}: {text}"
+        )
+    return redirect("fleet:cluster_detail", name=name)
+
+
+class NodeListView(ScopedListView):
+    model = Node
+    filterset_class = NodeFilterSet
+    select_related = ("cluster", "pool", "gpu_model")
+    template_name = "fleet/node_list.html"
+    tenant_field = None
+    paginate_by = 100
+
+
+@require_safe
+@login_required
+def node_detail(request, cluster: str, name: str):
+    node = get_object_or_404(
+        Node.objects.for_user(request.user, "view").select_related("cluster", "pool", "gpu_model"),
+        cluster__name=cluster,
+        name=name,
+    )
+    gpus = Gpu.objects.filter(node=node).select_related("model").order_by("index")
+    return render(
+        request,
+        "fleet/node_detail.html",
+        {"node": node, "gpus": gpus, "can_operate": has_perm(request.user, "operate")},
+    )
+
+
+@require_safe
+@login_required
+def gpu_models(request):
+    models = GpuModel.objects.for_user(request.user, "view").annotate(
+        node_count=Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED))
+    )
+    return render(request, "fleet/gpu_models.html", {"models": models})
+
+
+@require_safe
+@login_required
+def capacity(request):
+    nodes = Node.objects.for_user(request.user, "view")
+    cluster_name = request.GET.get("cluster", "")
+    if cluster_name:
+        nodes = nodes.filter(cluster__name=cluster_name)
+    return render(
+        request,
+        "fleet/capacity.html",
+        {
+            "capacity": capacity_by_model(nodes),
+            "clusters": Cluster.objects.for_user(request.user, "view"),
+            "cluster_name": cluster_name,
+        },
+    )
+
+
+TELEMETRY_METRICS = (
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_XID_ERRORS",
+)
+
+
+@require_safe
+@login_required
+def node_telemetry(request, cluster: str, name: str):
+    """The node's current DCGM readings, polled by the node page. Read straight from its exporter."""
+    node = get_object_or_404(
+        Node.objects.for_user(request.user, "view").select_related("cluster"), cluster__name=cluster, name=name
+    )
+    rows, error = [], ""
+    reader = getattr(get_backend(node.cluster), "node_metrics_text", None)
+    if reader is None:
+        error = "No DCGM exporter is configured for this cluster yet."
+    else:
+        try:
+            readings = per_gpu(reader(node.name), TELEMETRY_METRICS)
+        except BackendError as exc:
+            error = str(exc)
+        else:
+            rows = [
+                {"gpu": gpu, **{metric.rsplit("_", 1)[-1].lower(): value for metric, value in values.items()}}
+                for gpu, values in sorted(readings.items(), key=lambda item: int(item[0]))
+            ]
+    return render(request, "fleet/_node_telemetry.html", {"rows": rows, "error": error})
