@@ -18,4 +18,5 @@ urlpatterns = [
     path("i18n/setlang/", set_language, name="set_language"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.core.api.urls")),
+    path("simulator/", include("apps.backends.simulator.urls")),
 ]

@@ -89,12 +89,12 @@ class Membership(models.Model):
                 violation_error_message="This user already has this console-wide role.",
             ),
             models.CheckConstraint(
-                condition=~Q(role__in=list(GLOBAL_ROLES)) | Q(tenant__isnull=True),
+                condition=~Q(role__in=sorted(GLOBAL_ROLES)) | Q(tenant__isnull=True),
                 name="membership_global_role_no_tenant",
                 violation_error_message="platform-admin and on-call are console-wide roles: leave the tenant empty.",
             ),
             models.CheckConstraint(
-                condition=~Q(role__in=list(TENANT_ROLES)) | Q(tenant__isnull=False),
+                condition=~Q(role__in=sorted(TENANT_ROLES)) | Q(tenant__isnull=False),
                 name="membership_tenant_role_needs_tenant",
                 violation_error_message="tenant-admin and member need a tenant.",
             ),
@@ -145,7 +145,7 @@ class ApiToken(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(
-                condition=~Q(role__in=list(TENANT_ROLES)) | Q(tenant__isnull=False),
+                condition=~Q(role__in=sorted(TENANT_ROLES)) | Q(tenant__isnull=False),
                 name="token_tenant_role_needs_tenant",
                 violation_error_message="A tenant-admin or member token needs a tenant.",
             ),

@@ -81,10 +81,10 @@ def capacity_by_model(nodes=None, cluster=None) -> list[ModelCapacity]:
         if unschedulable or state != NodeState.READY:
             cap.cordoned += count
             continue
-        free = max(allocatable - allocated - unhealthy, 0)
+        free = max(allocatable - allocated, 0)  # allocatable already leaves unhealthy GPUs out
         cap.free += free
         cap.largest_free_on_one_node = max(cap.largest_free_on_one_node, free)
-        if free == count:
+        if free == count:  # a whole node: every GPU healthy and free
             cap.whole_free_nodes += 1
             leaf_whole[model_id][leaf or "(none)"] += 1
         else:

@@ -41,9 +41,7 @@ class NodeFilterSet(django_filters.FilterSet):
     def filter_has_free(self, queryset, name, value):
         from django.db.models import F
 
-        free = Q(
-            state=NodeState.READY, unschedulable=False, gpu_allocatable__gt=F("gpu_allocated") + F("gpu_unhealthy")
-        )
+        free = Q(state=NodeState.READY, unschedulable=False, gpu_allocatable__gt=F("gpu_allocated"))
         return queryset.filter(free) if value else queryset.exclude(free)
 
 

@@ -164,6 +164,7 @@ class Node(models.Model):
     leaf_switch = models.CharField(max_length=100, blank=True, db_index=True)
     nvlink_domain = models.CharField(max_length=100, blank=True)
     gpu_count = models.PositiveIntegerField(default=0)
+    # As Kubernetes reports it: GPUs the scheduler may hand out, unhealthy ones already left out.
     gpu_allocatable = models.PositiveIntegerField(default=0)
     gpu_allocated = models.PositiveIntegerField(default=0)
     gpu_unhealthy = models.PositiveIntegerField(default=0)
@@ -186,10 +187,10 @@ class Node(models.Model):
 
     @property
     def gpu_free(self) -> int:
-        """GPUs that new work could use now: healthy, allocatable, unallocated, node schedulable and ready."""
+        """GPUs that new work could use now: allocatable (so healthy), unallocated, on a ready uncordoned node."""
         if self.unschedulable or self.state != NodeState.READY:
             return 0
-        return max(self.gpu_allocatable - self.gpu_allocated - self.gpu_unhealthy, 0)
+        return max(self.gpu_allocatable - self.gpu_allocated, 0)
 
 
 class GpuHealth(models.TextChoices):

@@ -19,7 +19,7 @@ from apps.backends.registry import backend_class, get_backend
 from apps.backends.types import ConnectionReport
 from apps.core.errors import Conflict, InvalidInput
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields
-from apps.fleet.models import Cluster, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
+from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +84,12 @@ def create_cluster(
     description: str = "",
     reason: str = "",
 ) -> Cluster:
-    """Register a Kubernetes or Slurm cluster (simulated ones come from the simulator's create service)."""
+    """Register a cluster. For `simulated`, `connection` is the fleet shape and the simulator creates it."""
     require(actor, Action.ADMINISTER, None, "Only platform admins add clusters.")
+    if kind == ClusterKind.SIMULATED:
+        from apps.backends.simulator.services import create_simulated_cluster
+
+        return create_simulated_cluster(actor, name, connection or {}, description=description)
     cluster = Cluster(name=name, kind=kind, connection=connection or {}, secret_env=secret_env, description=description)
     _validated(cluster)
     with transaction.atomic():

@@ -13,4 +13,5 @@ urlpatterns = [
     path("clusters/<str:name>/test-connection/", views.cluster_test_connection, name="cluster_test_connection"),
     path("clusters/<str:cluster>/nodes/<str:name>/", views.node_detail, name="node_detail"),
     path("clusters/<str:cluster>/nodes/<str:name>/telemetry/", views.node_telemetry, name="node_telemetry"),
+    path("clusters/<str:cluster>/nodes/<str:name>/fault/", views.node_fault, name="node_fault"),
 ]

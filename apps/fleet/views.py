@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from apps.accounts.permissions import has_perm
 from apps.backends.base import BackendError
 from apps.backends.registry import get_backend
-from apps.core.errors import ServiceError
+from apps.core.errors import InvalidInput, ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.views import ScopedListView
 from apps.fleet import services
@@ -120,11 +120,62 @@ def node_detail(request, cluster: str, name: str):
         name=name,
     )
     gpus = Gpu.objects.filter(node=node).select_related("model").order_by("index")
+    simulated = node.cluster.kind == "simulated"
+    faults = []
+    if simulated:
+        from apps.backends.models import SimFault
+
+        faults = SimFault.objects.filter(sim__cluster=node.cluster, node=node.name).order_by("-id")[:20]
     return render(
         request,
         "fleet/node_detail.html",
-        {"node": node, "gpus": gpus, "can_operate": has_perm(request.user, "operate")},
+        {
+            "node": node,
+            "gpus": gpus,
+            "can_operate": has_perm(request.user, "operate"),
+            "simulated": simulated,
+            "faults": faults,
+            "fault_kinds": _fault_kinds(),
+        },
     )
+
+
+def _fault_kinds() -> list[tuple[str, str]]:
+    from apps.backends.simulator.faults import EFFECTS
+
+    return [(kind.value, effect.message) for kind, effect in EFFECTS.items()]
+
+
+@require_POST
+@login_required
+def node_fault(request, cluster: str, name: str):
+    """Inject (or, with `clear=<id>`, clear) a simulated fault on this node."""
+    from apps.backends.models import SimFault
+    from apps.backends.simulator import services as simulator
+
+    node = get_object_or_404(
+        Node.objects.for_user(request.user, "view").select_related("cluster"), cluster__name=cluster, name=name
+    )
+    reason = request.POST.get("reason", "")[:500]
+    try:
+        clear = request.POST.get("clear", "")
+        if clear:
+            if not clear.isdigit():
+                raise InvalidInput("Which fault? Give its id.", {"clear": "A fault id."})
+            fault = get_object_or_404(SimFault, pk=int(clear), sim__cluster=node.cluster, node=node.name)
+            simulator.clear_fault(request.user, fault, reason)
+            messages.success(request, f"Cleared {fault}. The next sync shows the node's new state.")
+        else:
+            gpu = request.POST.get("gpu", "")
+            if gpu and not gpu.isdigit():
+                raise InvalidInput("GPU must be an index.", {"gpu": "A number."})
+            fault = simulator.inject_fault(
+                request.user, node.cluster, node.name, request.POST.get("kind", ""), int(gpu) if gpu else None, reason
+            )
+            messages.success(request, f"Injected {fault}. The next sync shows its effect.")
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    return redirect("fleet:node_detail", cluster=cluster, name=name)
 
 
 @require_safe

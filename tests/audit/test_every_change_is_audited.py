@@ -23,6 +23,8 @@ UNSAFE = {"post", "put", "patch", "delete"}
 EXEMPT = {
     ("accounts:switch_tenant", "post"): "session preference (which tenant the pages show), not console state",
     ("set_language", "post"): "language cookie, not console state",
+    ("api:cluster-test-connection", "post"): "reads only: asks the backend whether it answers",
+    ("fleet:cluster_test_connection", "post"): "reads only: asks the backend whether it answers",
 }
 SKIP_NAMESPACES = {"admin"}  # Django admin: covered by tests/audit/test_append_only.py::test_admin_*
 
@@ -48,11 +50,32 @@ def _api_methods(callback) -> set[str]:
 
 
 def _sample_kwargs(route: str, personas) -> dict:
-    values = {"pk": personas.token_a.pk, "slug": personas.a.slug, "username": personas.ci_a.username}
+    # "walk" names both a cluster and a node in it (see _walk_cluster), so every fleet route resolves.
+    values = {
+        "pk": personas.token_a.pk,
+        "slug": personas.a.slug,
+        "username": personas.ci_a.username,
+        "name": "walk",
+        "cluster": "walk",
+        "node": "walk",
+    }
     return {name: values[name] for name in re.findall(r"<(?:\w+:)?(\w+)>", route) if name in values}
 
 
+def _walk_cluster():
+    from apps.backends.simulator.services import create_simulated_cluster
+    from apps.fleet.models import Cluster, Node
+
+    cluster = Cluster.objects.filter(name="walk").first() or create_simulated_cluster(
+        None, "walk", {"nodes": 2, "gpus_per_node": 2, "models": {"h100": 1.0}, "seed": 3}
+    )
+    Node.objects.get_or_create(cluster=cluster, name="walk")
+    Node.objects.get_or_create(cluster=cluster, name="gpu-0001")
+    return cluster
+
+
 def discover(personas, client) -> set[tuple[str, str]]:
+    _walk_cluster()
     found: set[tuple[str, str]] = set()
     for name, route, callback in _walk(get_resolver()):
         if "format" in route:
@@ -82,11 +105,16 @@ def _api(api, personas, who="platform_admin"):
 
 
 CASES: dict[tuple[str, str], Callable] = {}
+SETUPS: dict[tuple[str, str], Callable] = {}
 
 
-def case(name: str, method: str):
+def case(name: str, method: str, setup: Callable | None = None):
+    """Register the request for (route, method); `setup(personas)` runs first and its events are not counted."""
+
     def register(fn):
         CASES[(name, method)] = fn
+        if setup is not None:
+            SETUPS[(name, method)] = setup
         return fn
 
     return register
@@ -148,6 +176,81 @@ def _(personas, api, client):
 def _(personas, api, client):
     return _api(api, personas, "tenant_admin_a").post(
         f"/api/v1/tokens/{personas.token_a.pk}/revoke/", {}, format="json"
+    )
+
+
+@case("api:cluster-list", "post")
+def _(personas, api, client):
+    shape = {"nodes": 2, "gpus_per_node": 2, "models": {"a100": 1.0}, "seed": 1}
+    return _api(api, personas).post(
+        "/api/v1/clusters/", {"name": "sim-new", "kind": "simulated", "connection": shape}, format="json"
+    )
+
+
+@case("api:cluster-detail", "patch")
+def _(personas, api, client):
+    _walk_cluster()
+    return _api(api, personas).patch("/api/v1/clusters/walk/", {"description": "lab fleet"}, format="json")
+
+
+@case("api:cluster-detail", "delete")
+def _(personas, api, client):
+    _walk_cluster()
+    return _api(api, personas).delete("/api/v1/clusters/walk/?reason=decommissioned")
+
+
+@case("api:cluster-sync", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _api(api, personas, "oncall").post("/api/v1/clusters/walk/sync/", {}, format="json")
+
+
+@case("api:sim-fault-list", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _api(api, personas, "oncall").post(
+        "/api/v1/simulator/faults/", {"cluster": "walk", "node": "gpu-0001", "kind": "xid79", "gpu": 1}, format="json"
+    )
+
+
+def _inject_thermal(personas):
+    from apps.backends.simulator.services import inject_fault
+
+    return inject_fault(None, _walk_cluster(), "gpu-0001", "thermal", 0)
+
+
+@case("api:sim-fault-detail", "delete", setup=_inject_thermal)
+def _(personas, api, client, fault):
+    return _api(api, personas, "oncall").delete(f"/api/v1/simulator/faults/{fault.pk}/?reason=fixed")
+
+
+@case("api:sim-advance", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _api(api, personas, "oncall").post(
+        "/api/v1/simulator/advance/", {"cluster": "walk", "minutes": 5}, format="json"
+    )
+
+
+@case("fleet:cluster_list", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("fleet:cluster_list"),
+        {"name": "sim-html", "kind": "simulated", "connection": '{"nodes": 2, "models": {"l40s": 1}}'},
+    )
+
+
+@case("fleet:cluster_sync", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _logged_in(client, personas, "oncall").post(reverse("fleet:cluster_sync", args=["walk"]))
+
+
+@case("fleet:node_fault", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _logged_in(client, personas, "oncall").post(
+        reverse("fleet:node_fault", args=["walk", "gpu-0001"]), {"kind": "nvlink", "gpu": "0", "reason": "drill"}
     )
 
 
@@ -234,10 +337,13 @@ def test_every_state_changing_endpoint_has_a_case(personas, client):
 
 @pytest.mark.parametrize("key", sorted(CASES), ids=lambda k: f"{k[0]}:{k[1]}")
 def test_change_writes_exactly_one_audit_event(personas, api, client, key):
+    _walk_cluster()  # fleet cases act on it; creating it is setup, not the change under test
+    setup = SETUPS.get(key)
+    extra = (setup(personas),) if setup else ()
     before = AuditEvent.objects.count()
     last_id = AuditEvent.objects.order_by("-id").values_list("id", flat=True).first()
-    response = CASES[key](personas, api, client)
-    assert response.status_code in {200, 201, 204, 302}, getattr(response, "content", b"")[:500]
+    response = CASES[key](personas, api, client, *extra)
+    assert response.status_code in {200, 201, 202, 204, 302}, getattr(response, "content", b"")[:500]
     if response.status_code == 302:  # HTML forms redirect on success; errors re-render with 200
         assert "messages" not in response.cookies or "error" not in str(response.cookies["messages"].value)
     new = list(AuditEvent.objects.filter(id__gt=last_id or 0))

@@ -21,7 +21,7 @@ def fleet(db):
             state=state,
             unschedulable=unschedulable,
             gpu_count=count,
-            gpu_allocatable=count,
+            gpu_allocatable=count - unhealthy,
             gpu_allocated=allocated,
             gpu_unhealthy=unhealthy,
         )

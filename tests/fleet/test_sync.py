@@ -36,7 +36,7 @@ def make_node(i: int, model="NVIDIA H100 80GB HBM3", gpus=8, allocated=0, leaf="
         leaf_switch=leaf,
         nvlink_domain=f"gpu-{i:04d}",
         gpu_model=model,
-        gpu_allocatable=gpus,
+        gpu_allocatable=gpus - len(unhealthy),
         cpu_cores=96,
         memory_mib=2_000_000,
         labels={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},

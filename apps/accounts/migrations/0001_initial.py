@@ -98,7 +98,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='membership',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('role__in', ['platform-admin', 'on-call']), _negated=True), ('tenant__isnull', True), _connector='OR'), name='membership_global_role_no_tenant', violation_error_message='platform-admin and on-call are console-wide roles: leave the tenant empty.'),
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('role__in', ['on-call', 'platform-admin']), _negated=True), ('tenant__isnull', True), _connector='OR'), name='membership_global_role_no_tenant', violation_error_message='platform-admin and on-call are console-wide roles: leave the tenant empty.'),
         ),
         migrations.AddConstraint(
             model_name='membership',

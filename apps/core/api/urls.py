@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, ServiceAccountViewSet, UserViewSet
 from apps.audit.api.views import AuditEventViewSet
+from apps.backends.simulator.api import AdvanceView, FaultViewSet
 from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, NodeViewSet
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.views import TenantViewSet
@@ -22,11 +23,13 @@ router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 router.register("gpu-models", GpuModelViewSet, basename="gpu-model")
+router.register("simulator/faults", FaultViewSet, basename="sim-fault")
 
 app_name = "api"
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("capacity/", CapacityView.as_view(), name="capacity"),
+    path("simulator/advance/", AdvanceView.as_view(), name="sim-advance"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),

@@ -26,7 +26,12 @@ class GpuModelSerializer(serializers.ModelSerializer):
 
 
 class ClusterSerializer(StrictModelSerializer):
-    kind = serializers.ChoiceField(choices=[ClusterKind.KUBERNETES, ClusterKind.SLURM])
+    kind = serializers.ChoiceField(choices=ClusterKind.choices)
+    connection = serializers.JSONField(
+        required=False,
+        help_text='Non-secret settings. For kind "simulated", the fleet shape: '
+        '{"nodes": 32, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.5}, "seed": 1}',
+    )
     node_count = serializers.IntegerField(read_only=True)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 

@@ -1,0 +1,126 @@
+"""The Backend interface over the simulation engine: what a `simulated` cluster answers.
+
+Each method is one `Engine.open()` block (lock, load, tick, act, save). Times the simulator reports
+(inventory `taken_at`, workload start/finish, usage spans) are simulated time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from apps.backends.base import Backend
+from apps.backends.simulator import reports
+from apps.backends.simulator.engine import Engine
+from apps.backends.types import (
+    ConnectionReport,
+    DrainResult,
+    Inventory,
+    PushResult,
+    QuotaSpec,
+    SubmitResult,
+    Taint,
+    UsageRecord,
+    WorkloadSpec,
+    WorkloadStatus,
+)
+
+VERSION = "gpu-console simulator 1"
+
+
+class SimulatorBackend(Backend):
+    """A seeded, in-database GPU fleet that behaves like a scheduler (see apps/backends/simulator/engine.py)."""
+
+    kind = "simulated"
+
+    def test_connection(self) -> ConnectionReport:
+        with Engine.open(self.cluster) as engine:
+            running = sum(1 for w in engine.workloads.values() if w.state == "running")
+            pending = sum(1 for w in engine.workloads.values() if w.state == "pending")
+            return ConnectionReport(
+                ok=True,
+                server_version=VERSION,
+                message=(
+                    f"simulated fleet: {engine.shape.describe()}; simulated time "
+                    f"{engine.now.isoformat(timespec='seconds')}; {running} running, {pending} pending"
+                ),
+                features={"gang": True, "mig": True, "time-slicing": True, "hami": True, "topology": True},
+                notes=["times are simulated: real time plus the offset `simulate advance` adds"],
+            )
+
+    def inventory(self) -> Inventory:
+        with Engine.open(self.cluster) as engine:
+            return reports.inventory(engine)
+
+    def submit(self, spec: WorkloadSpec) -> SubmitResult:
+        with Engine.open(self.cluster) as engine:
+            return engine.submit(spec)
+
+    def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:
+        with Engine.open(self.cluster) as engine:
+            return reports.statuses(engine, list(backend_ids))
+
+    def cancel(self, backend_id: str) -> WorkloadStatus:
+        with Engine.open(self.cluster) as engine:
+            return reports.workload_status(engine, engine.cancel(backend_id))
+
+    def cordon(self, node: str, reason: str = "") -> None:
+        with Engine.open(self.cluster) as engine:
+            engine.cordon(node, reason)
+
+    def uncordon(self, node: str) -> None:
+        with Engine.open(self.cluster) as engine:
+            engine.uncordon(node)
+
+    def drain(self, node: str, reason: str = "") -> DrainResult:
+        with Engine.open(self.cluster) as engine:
+            return engine.drain(node, reason)
+
+    def resume(self, node: str) -> None:
+        with Engine.open(self.cluster) as engine:
+            engine.resume(node)
+
+    def taint(self, node: str, taint: Taint) -> None:
+        with Engine.open(self.cluster) as engine:
+            engine.taint(node, taint)
+
+    def untaint(self, node: str, key: str) -> None:
+        with Engine.open(self.cluster) as engine:
+            engine.untaint(node, key)
+
+    def push_quota(self, quotas: list[QuotaSpec]) -> PushResult:
+        rows = {
+            f"{q.tenant}/{q.queue}/{q.gpu_model}": {
+                "guaranteed": q.guaranteed,
+                "borrow_limit": q.borrow_limit,
+                "lend_limit": q.lend_limit,
+                "weight": q.weight,
+            }
+            for q in quotas
+        }
+        with Engine.open(self.cluster) as engine:
+            applied, unchanged = engine.push_quotas(rows)
+        return PushResult(applied=applied, unchanged=unchanged, messages=[f"stored {len(rows)} quota rows"])
+
+    def usage_since(self, since: datetime) -> list[UsageRecord]:
+        with Engine.open(self.cluster) as engine:
+            return reports.usage_since(engine, since)
+
+    # Simulator-only operations (the services and the `simulate` command use these).
+
+    def advance(self, seconds: float) -> None:
+        with Engine.open(self.cluster) as engine:
+            engine.advance(seconds)
+
+    # Telemetry (not part of the Backend interface: real clusters are scraped at their exporters' URLs)
+
+    def node_metrics_text(self, node: str) -> str:
+        """The node's dcgm-exporter text, as its HTTP endpoint would answer; 503/404 become backend errors."""
+        from apps.backends.base import NotFoundError, RetryableBackendError
+        from apps.backends.simulator.exporter import scrape
+
+        answer = scrape(self.cluster.name, node)
+        if answer.status == 404:
+            raise NotFoundError(answer.body.strip())
+        if answer.status != 200:
+            raise RetryableBackendError(f"exporter on {node} answered {answer.status}: {answer.body.strip()}")
+        return answer.body

@@ -1,0 +1,74 @@
+"""What one node's simulated dcgm-exporter answers to a scrape, loading only that node's state.
+
+A 1,280-node fleet scraped every 15 s is about 85 scrapes a second, so a scrape must not load the
+whole simulation: it reads the cluster row, the node's faults and the node's open allocations (three
+queries) and takes no lock. Only when a run has ended since the state was last saved (`is_due`) does
+it tick the engine once, and then it renders from that loaded state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apps.backends.models import SimAllocation, SimCluster, SimFault
+from apps.backends.simulator import reports
+from apps.backends.simulator.engine import Engine, is_due
+from apps.backends.simulator.faults import EFFECTS, SILENCES_EXPORTER, FaultKind
+from apps.backends.simulator.hardware import MODELS
+from apps.backends.simulator.placement import GpuSlot, occupy
+from apps.backends.simulator.shape import nodes_by_name
+from apps.backends.simulator.telemetry import render_node_metrics
+
+
+@dataclass(frozen=True)
+class ExporterAnswer:
+    status: int  # 200, 404 (no such simulated cluster or node), 503 (exporter or node down)
+    body: str
+
+
+def scrape(cluster_name: str, node_name: str) -> ExporterAnswer:
+    sim = (
+        SimCluster.objects.select_related("cluster")
+        .filter(cluster__name=cluster_name, cluster__kind="simulated")
+        .first()
+    )
+    if sim is None:
+        return ExporterAnswer(404, f"no simulated cluster {cluster_name!r}\n")
+    shape = sim.fleet_shape()
+    spec = nodes_by_name(shape).get(node_name)
+    if spec is None:
+        return ExporterAnswer(404, f"no node {node_name!r} in simulated cluster {cluster_name!r}\n")
+    if is_due(sim):
+        with Engine.open(sim.cluster) as engine:
+            silenced = _silenced(engine.active_faults(node_name))
+            if silenced:
+                return silenced
+            return ExporterAnswer(200, reports.node_metrics(engine, node_name))
+    faults = list(SimFault.objects.filter(sim=sim, node=node_name).order_by("id"))
+    silenced = _silenced([f for f in faults if f.active])
+    if silenced:
+        return silenced
+    slots = [GpuSlot(gpu.index) for gpu in spec.gpus]
+    for allocation in SimAllocation.objects.filter(sim=sim, node=node_name, ended_at__isnull=True).select_related(
+        "workload"
+    ):
+        for index in allocation.gpu_indexes:
+            occupy(slots[index], allocation.mode, allocation.share, allocation)
+    text = render_node_metrics(
+        spec,
+        MODELS[spec.model],
+        reports.gpu_loads(slots),
+        faults,
+        seed=shape.seed,
+        now=sim.sim_now(),
+        booted_at=sim.booted_at,
+        hostname_label=shape.hostname_label,
+    )
+    return ExporterAnswer(200, text)
+
+
+def _silenced(active_faults: list[SimFault]) -> ExporterAnswer | None:
+    for fault in active_faults:
+        if fault.kind in SILENCES_EXPORTER:
+            return ExporterAnswer(503, f"{EFFECTS[FaultKind(fault.kind)].message}\n")
+    return None

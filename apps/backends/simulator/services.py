@@ -1,0 +1,173 @@
+"""Services that change simulated clusters: create one, inject and clear faults, move its clock.
+
+Each checks permission, validates, runs in one transaction and writes exactly one audit event.
+`actor=None` means the system acting from the command line (`manage.py simulate`): the permission
+check is skipped and the audit event names the actor "system".
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.accounts.permissions import require
+from apps.accounts.roles import Action
+from apps.audit.services import record_event, snapshot
+from apps.backends.models import SimCluster, SimFault
+from apps.backends.simulator.engine import Engine
+from apps.backends.simulator.faults import EFFECTS, GPU_KINDS, parse_kind
+from apps.backends.simulator.seeding import rng
+from apps.backends.simulator.shape import FleetShape, ShapeError, nodes_by_name
+from apps.core.errors import Conflict, InvalidInput, NotFound
+from apps.fleet.models import Cluster, ClusterKind
+
+MAX_ADVANCE_MINUTES = 30 * 24 * 60  # one call simulates at most 30 days: the event loop's work is bounded
+
+
+def _authorize(actor, action: str, message: str) -> None:
+    if actor is None:  # the system, from `manage.py simulate`
+        return
+    require(actor, action, None, message)
+
+
+def _simulation(cluster: Cluster) -> SimCluster:
+    if cluster.kind != ClusterKind.SIMULATED:
+        raise InvalidInput(
+            f"Cluster {cluster.name} is a {cluster.kind} cluster, not a simulated one.",
+            {"cluster": "Not a simulated cluster."},
+        )
+    sim = SimCluster.objects.filter(cluster=cluster).first()
+    if sim is None:
+        raise NotFound(f"Cluster {cluster.name} has no simulation.", {"cluster": "No simulation."})
+    return sim
+
+
+def _shape(shape: FleetShape | dict) -> FleetShape:
+    try:
+        value = shape if isinstance(shape, FleetShape) else FleetShape.from_dict(dict(shape))
+        return value.validate()
+    except ShapeError as exc:
+        raise InvalidInput(f"Invalid fleet shape: {exc.message}", {exc.field: exc.message}) from exc
+    except TypeError as exc:  # from_dict with a missing required field
+        raise InvalidInput(f"Invalid fleet shape: {exc}", {"nodes": "Required."}) from exc
+
+
+def create_simulated_cluster(actor, name: str, shape: FleetShape | dict, description: str = "") -> Cluster:
+    """Create a `simulated` cluster with the fleet `shape` (platform admins). Returns the fleet Cluster."""
+    _authorize(actor, Action.ADMINISTER, "Only platform admins create clusters.")
+    shape = _shape(shape)
+    cluster = Cluster(name=name, kind=ClusterKind.SIMULATED, description=description, connection=shape.to_dict())
+    try:
+        cluster.full_clean(validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        raise InvalidInput("Invalid cluster.", exc.message_dict) from exc
+    # Real GPUs have been up a while: boot the fleet 1-30 simulated days ago, so counters start non-zero.
+    booted_at = timezone.now() - timedelta(days=rng(shape.seed, "boot").uniform(1, 30))
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                cluster.save()
+        except IntegrityError as exc:
+            raise Conflict(f"A cluster named {name!r} already exists.", {"name": "Already taken."}) from exc
+        SimCluster.objects.create(cluster=cluster, seed=shape.seed, shape=shape.to_dict(), booted_at=booted_at)
+        record_event(
+            actor, "cluster.create", cluster, reason=f"simulated fleet: {shape.describe()}", after=snapshot(cluster)
+        )
+    return cluster
+
+
+def _check_target(sim: SimCluster, cluster: Cluster, node: str, kind: str, gpu: int | None) -> None:
+    spec = nodes_by_name(sim.fleet_shape()).get(node)
+    if spec is None:
+        raise NotFound(
+            f"No node {node!r} in simulated cluster {cluster.name}.", {"node": f"No node {node!r} in {cluster.name}."}
+        )
+    if gpu is None:
+        return
+    if kind not in GPU_KINDS:
+        raise InvalidInput(f"A {kind} fault hits the whole node; do not name a GPU.", {"gpu": "Not for this kind."})
+    if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < len(spec.gpus):
+        message = f"No GPU {gpu} on node {node} (it has {len(spec.gpus)}: 0 to {len(spec.gpus) - 1})."
+        raise NotFound(message, {"gpu": message})
+
+
+def inject_fault(actor, cluster: Cluster, node: str, kind: str, gpu: int | None = None, reason: str = "") -> SimFault:
+    """Inject a fault on `node` (and GPU `gpu`; every GPU of the node when None) of a simulated cluster."""
+    _authorize(actor, Action.OPERATE, "Only on-call engineers and platform admins inject faults.")
+    try:
+        kind = parse_kind(kind)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), {"kind": str(exc)}) from exc
+    sim = _simulation(cluster)
+    _check_target(sim, cluster, node, kind, gpu)
+    with transaction.atomic():
+        with Engine.open(cluster) as engine:
+            fault, created = engine.inject(node, kind, gpu, reason)
+        if not created:
+            raise Conflict(f"{fault} is already active (fault {fault.pk}).", {"kind": "Already active."})
+        record_event(
+            actor,
+            "simulator.fault.inject",
+            fault,
+            reason=reason,
+            after={
+                "cluster": cluster.name,
+                "node": node,
+                "gpu": gpu,
+                "kind": kind.value,
+                "effect": EFFECTS[kind].message,
+            },
+            target_label=f"{cluster.name}: {fault}",
+        )
+    return fault
+
+
+def clear_fault(actor, fault: SimFault, reason: str = "") -> SimFault:
+    """Clear an active fault: its GPUs (or node) return to service; counters keep what it added."""
+    _authorize(actor, Action.OPERATE, "Only on-call engineers and platform admins clear faults.")
+    if not fault.active:
+        raise Conflict(f"{fault} was already cleared.", {"fault": "Already cleared."})
+    cluster = fault.sim.cluster
+    with transaction.atomic():
+        with Engine.open(cluster) as engine:
+            cleared = engine.clear(fault.pk)
+        record_event(
+            actor,
+            "simulator.fault.clear",
+            cleared,
+            reason=reason,
+            before={"active": True},
+            after={"active": False, "cleared_at": cleared.cleared_at},
+            target_label=f"{cluster.name}: {cleared}",
+        )
+    fault.cleared_at = cleared.cleared_at
+    return cleared
+
+
+def advance_time(actor, cluster: Cluster, minutes: float, reason: str = "") -> SimCluster:
+    """Move a simulated cluster's clock forward: runs end, queued work starts, counters grow."""
+    _authorize(actor, Action.OPERATE, "Only on-call engineers and platform admins move simulated time.")
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not math.isfinite(minutes):
+        raise InvalidInput("Minutes must be a number.", {"minutes": "A number."})
+    if not 0 < minutes <= MAX_ADVANCE_MINUTES:
+        message = f"Advance by more than 0 and at most {MAX_ADVANCE_MINUTES} minutes (30 days), not {minutes:g}."
+        raise InvalidInput(message, {"minutes": message})
+    _simulation(cluster)
+    with transaction.atomic():
+        with Engine.open(cluster) as engine:
+            before = engine.now
+            engine.advance(minutes * 60)
+            after = engine.now
+        record_event(
+            actor,
+            "simulator.time.advance",
+            cluster,
+            reason=reason or f"advance {minutes:g} minutes",
+            before={"sim_time": before},
+            after={"sim_time": after},
+        )
+    return engine.sim

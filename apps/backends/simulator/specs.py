@@ -1,0 +1,132 @@
+"""Workload specs as the simulator takes them: validation, the placement request, seeded run length and outcome.
+
+Pure Python. A spec the simulator cannot ever run (an unknown model, a MIG profile the model lacks,
+more GPUs per worker than a node has) is a permanent error at submission, as a real API server's
+validation would be; a spec that merely does not fit now is accepted and waits with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from apps.backends.base import PermanentBackendError
+from apps.backends.simulator.hardware import MIG_SLICES, MODELS
+from apps.backends.simulator.placement import Demand, Request, tolerations_from_labels
+from apps.backends.simulator.seeding import rng
+from apps.backends.simulator.shape import FleetShape
+from apps.backends.types import Sharing, Topology, WorkloadSpec
+
+OUTCOME_LABEL = "sim/outcome"  # "succeed" or "fail" overrides the seeded outcome (tests, demos)
+FAILURE_RATE = 0.05  # share of workloads the seed makes fail, part-way through their run
+MEDIAN_DURATION_S = 3600  # sampled durations: log-normal around an hour, 5 minutes to 12 hours
+MIN_DURATION_S, MAX_DURATION_S = 300, 12 * 3600
+MAX_WORKERS = 10_000
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How long a workload runs and whether it fails, fixed at submission."""
+
+    duration_s: int
+    fail_after_s: int | None
+
+
+def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
+    """Validate `spec` against the catalog and the fleet shape; PermanentBackendError says what is wrong."""
+
+    def bad(message: str) -> PermanentBackendError:
+        return PermanentBackendError(f"workload {spec.name!r}: {message}")
+
+    if not spec.name or len(spec.name) > 253:
+        raise bad("a name of 1 to 253 characters is required")
+    if spec.gpu_model and spec.gpu_model not in MODELS:
+        raise bad(f"unknown GPU model {spec.gpu_model!r}; known: {', '.join(sorted(MODELS))}")
+    if not isinstance(spec.workers, int) or not 1 <= spec.workers <= MAX_WORKERS:
+        raise bad(f"workers must be between 1 and {MAX_WORKERS}, not {spec.workers!r}")
+    gang = spec.workers if spec.gang_min is None else spec.gang_min
+    if not isinstance(gang, int) or not 1 <= gang <= spec.workers:
+        raise bad(f"gang_min must be between 1 and workers ({spec.workers}), not {spec.gang_min!r}")
+    try:
+        sharing, topology = Sharing(spec.sharing), Topology(spec.topology)
+    except ValueError as exc:
+        raise bad(str(exc)) from None
+    if sharing != Sharing.WHOLE and spec.gpus_per_worker != 1:
+        raise bad(f"with {sharing} sharing each worker uses part of one GPU: gpus_per_worker must be 1")
+    if sharing == Sharing.WHOLE:
+        if not isinstance(spec.gpus_per_worker, int) or not 1 <= spec.gpus_per_worker <= shape.gpus_per_node:
+            raise bad(f"gpus_per_worker must be between 1 and {shape.gpus_per_node} (GPUs per node here)")
+        demand = Demand("whole", spec.gpus_per_worker)
+    elif sharing == Sharing.MIG:
+        demand = Demand("mig", _mig_slices(spec, bad), spec.mig_profile)
+    else:
+        fraction = spec.gpu_fraction
+        if not isinstance(fraction, int | float) or not math.isfinite(fraction) or not 0 < fraction <= 1:
+            raise bad(f"gpu_fraction must be above 0 and at most 1, not {fraction!r}")
+        demand = Demand("shared", float(fraction))
+    if spec.duration_s is not None and (not isinstance(spec.duration_s, int) or spec.duration_s < 1):
+        raise bad(f"duration_s must be a positive number of seconds, not {spec.duration_s!r}")
+    if spec.labels.get(OUTCOME_LABEL, "succeed") not in ("succeed", "fail"):
+        raise bad(f"label {OUTCOME_LABEL} must be 'succeed' or 'fail'")
+    return Request(
+        model=spec.gpu_model,
+        workers=spec.workers,
+        required=gang,
+        demand=demand,
+        topology=topology,
+        tolerations=tolerations_from_labels(spec.labels),
+    )
+
+
+def _mig_slices(spec: WorkloadSpec, bad) -> int:
+    if not spec.mig_profile:
+        raise bad("MIG sharing needs a mig_profile, e.g. 1g.10gb")
+    candidates = [spec.gpu_model] if spec.gpu_model else sorted(MODELS)
+    for code in candidates:
+        slices = MODELS[code].mig_slices.get(spec.mig_profile)
+        if slices:
+            return slices
+    if spec.gpu_model:
+        offered = ", ".join(MODELS[spec.gpu_model].mig_slices) or "none: it does not support MIG"
+        raise bad(f"{spec.gpu_model} has no MIG profile {spec.mig_profile!r}; profiles: {offered}")
+    raise bad(f"no GPU model offers MIG profile {spec.mig_profile!r}")
+
+
+def run_plan(seed: int, spec: WorkloadSpec) -> RunPlan:
+    """Duration (declared or drawn) and outcome, from the seed and the name only: reproducible anywhere."""
+    draw = rng(seed, "workload", spec.name)
+    # Always draw the same values in the same order, whichever branch uses them.
+    sampled = draw.lognormvariate(math.log(MEDIAN_DURATION_S), 0.9)
+    fails = draw.random() < FAILURE_RATE
+    fail_point = draw.uniform(0.05, 0.95)
+    duration = spec.duration_s or int(min(max(sampled, MIN_DURATION_S), MAX_DURATION_S))
+    override = spec.labels.get(OUTCOME_LABEL)
+    if override is not None:
+        fails = override == "fail"
+    return RunPlan(duration, max(1, int(duration * fail_point)) if fails else None)
+
+
+def spec_to_json(spec: WorkloadSpec) -> dict:
+    """The spec as stored; the rendered manifest is the real backends' business and is not kept."""
+    data = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "manifest"}
+    data.update(
+        sharing=Sharing(spec.sharing).value,
+        topology=Topology(spec.topology).value,
+        labels=dict(spec.labels),
+        command=list(spec.command),
+    )
+    return data
+
+
+def spec_from_json(data: dict) -> WorkloadSpec:
+    spec = WorkloadSpec(**data)
+    spec.sharing, spec.topology = Sharing(spec.sharing), Topology(spec.topology)
+    return spec
+
+
+def share_label(demand: Demand) -> str:
+    if demand.mode == "mig":
+        return f"MIG {demand.profile} ({int(demand.size)}/{MIG_SLICES})"
+    if demand.mode == "shared":
+        return f"{demand.size:g} GPU"
+    return f"{int(demand.size)} GPU{'s' if demand.size > 1 else ''}"
