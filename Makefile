@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test install lint clean
+.PHONY: demo test install lint clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,3 +41,9 @@ lint: $(STAMP)
 
 clean:
 	rm -rf var .pytest_cache .ruff_cache test-artifacts
+
+# Benchmarks (not part of the test run); results are written down in bench/README.md.
+BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console_bench
+
+bench: $(STAMP)
+	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/fleet_bench.py

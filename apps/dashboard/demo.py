@@ -9,6 +9,7 @@ from __future__ import annotations
 from apps.accounts import services as accounts
 from apps.accounts.models import Membership, User
 from apps.accounts.roles import Role
+from apps.backends.types import Topology
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Tenant
 
@@ -62,4 +63,49 @@ def seed_demo(admin_username: str, password: str) -> list[tuple[str, str]]:
             role=Role.MEMBER,
             reason="demo CI pipeline",
         )
+    seed_fleet(admin)
     return logins
+
+
+DEMO_CLUSTER = "sim-a"
+DEMO_SHAPE = {"nodes": 32, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.25, "l40s": 0.25}, "seed": 42}
+
+# Background load so the fleet has something running: (name, tenant, model, workers, GPUs each, topology, hours).
+DEMO_LOAD = [
+    ("llm-pretrain-70b", "acme-llm", "h100", 4, 8, Topology.LEAF, 8),
+    ("llm-sft-8b", "acme-llm", "h100", 1, 8, Topology.NODE, 3),
+    ("vision-detector", "acme-vision", "a100", 2, 8, Topology.LEAF, 5),
+    ("vision-eval", "acme-vision", "l40s", 1, 4, Topology.NODE, 2),
+    ("rl-ppo-sweep", "lab-rl", "a100", 3, 2, Topology.ANY, 4),
+    ("rl-notebook", "lab-rl", "l40s", 1, 1, Topology.ANY, 6),
+]
+
+
+def seed_fleet(admin) -> None:
+    """A simulated 32 × 8 GPU cluster with some work on it, synced once so the pages show it at once."""
+    from apps.backends.registry import get_backend
+    from apps.backends.simulator.services import create_simulated_cluster
+    from apps.backends.types import WorkloadSpec
+    from apps.fleet.models import Cluster
+    from apps.fleet.services import sync_inventory
+
+    cluster = Cluster.objects.filter(name=DEMO_CLUSTER).first()
+    if cluster is None:
+        cluster = create_simulated_cluster(
+            admin, DEMO_CLUSTER, DEMO_SHAPE, description="The demo's simulated fleet: 32 nodes × 8 GPUs."
+        )
+        backend = get_backend(cluster)
+        for name, tenant, model, workers, gpus, topology, hours in DEMO_LOAD:
+            backend.submit(
+                WorkloadSpec(
+                    name=name,
+                    tenant=tenant,
+                    gpu_model=model,
+                    workers=workers,
+                    gpus_per_worker=gpus,
+                    topology=topology,
+                    duration_s=hours * 3600,
+                    labels={"sim/outcome": "succeed"},
+                )
+            )
+    sync_inventory(cluster.pk)
