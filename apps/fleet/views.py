@@ -28,7 +28,7 @@ from apps.operations.services import start_operation
 @login_required
 def cluster_list(request):
     clusters = Cluster.objects.for_user(request.user, "view").annotate(
-        node_count=Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED)),
+        node_count=Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED), distinct=True),
         gpu_count=Count("nodes__gpus", filter=~Q(nodes__state=NodeState.VANISHED)),
     )
     can_administer = has_perm(request.user, "administer")

@@ -162,3 +162,9 @@ def test_fault_form_on_node_page(sim, personas, client):
     assert 'data-testid="telemetry-error"' in telemetry and "503" in telemetry
     response = client.post(url, {"kind": "bogus"}, follow=True)
     assert "bogus" in response.content.decode()  # the service's message is shown
+
+
+def test_cluster_list_counts_nodes_and_gpus(sim, personas, client):
+    client.force_login(personas.member_a)
+    row = next(c for c in client.get(reverse("fleet:cluster_list")).context["clusters"] if c.name == "sim")
+    assert (row.node_count, row.gpu_count) == (4, 32)
