@@ -168,3 +168,19 @@ def test_cluster_list_counts_nodes_and_gpus(sim, personas, client):
     client.force_login(personas.member_a)
     row = next(c for c in client.get(reverse("fleet:cluster_list")).context["clusters"] if c.name == "sim")
     assert (row.node_count, row.gpu_count) == (4, 32)
+
+
+def test_failing_cluster_shows_its_error_and_keeps_inventory(sim, personas, client, monkeypatch):
+    from apps.backends.base import RetryableBackendError
+    from apps.fleet import services
+
+    class Down:
+        def inventory(self):
+            raise RetryableBackendError("connect timeout after 10 s: https://sim.invalid:6443")
+
+    monkeypatch.setattr(services, "get_backend", lambda cluster: Down())
+    assert not sync_inventory(sim.pk).ok
+    client.force_login(personas.member_a)
+    page = client.get(reverse("fleet:cluster_detail", args=["sim"])).content.decode()
+    assert "Last sync failed" in page and "connect timeout after 10 s" in page
+    assert client.get(reverse("fleet:node_list") + "?cluster=sim").context["paginator"].count == 4
