@@ -14,6 +14,10 @@ app.autodiscover_tasks()
 
 # Periodic work, declared once. Apps add entries here as they gain periodic tasks.
 app.conf.beat_schedule = {
+    "admission-pass": {
+        "task": "apps.tenancy.tasks.admission_pass_task",
+        "schedule": 15.0,
+    },
     "sync-inventory": {
         "task": "apps.fleet.tasks.sync_all_clusters_task",
         "schedule": 60.0,

@@ -9,9 +9,16 @@ class ServiceError(Exception):
     status_code = 400
     code = "invalid"
 
-    def __init__(self, message: str, fields: dict[str, list[str] | str] | None = None, code: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        fields: dict[str, list[str] | str] | None = None,
+        code: str | None = None,
+        data: dict | None = None,
+    ):
         super().__init__(message)
         self.message = message
+        self.data = data or {}  # extra structured detail for API clients, e.g. a preemption impact
         self.fields = {key: value if isinstance(value, list) else [value] for key, value in (fields or {}).items()}
         if code:
             self.code = code

@@ -267,10 +267,10 @@ def release(snapshot: Snapshot, held_id: int) -> None:
     if held.model in snapshot.free_capacity:
         snapshot.free_capacity[held.model] += held.gpus
     snapshot.user_used[(held.queue, held.model, held.user)] -= held.gpus
-    _rebalance(snapshot, held.queue, held.model)
+    rebalance(snapshot, held.queue, held.model)
 
 
-def _rebalance(snapshot: Snapshot, queue: int, model: str) -> None:
+def rebalance(snapshot: Snapshot, queue: int, model: str) -> None:
     """When a queue's own guarantee frees up while it still borrows, its borrowed GPUs move onto it.
 
     Borrowing is use above the guarantee (as in Kueue); this keeps each holder's `borrowed_from`

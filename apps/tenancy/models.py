@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.validators import MaxLengthValidator
 from django.db import models
+from django.db.models import Q
 
 from apps.core.validators import dns1123_label
 
@@ -60,3 +61,212 @@ class Tenant(models.Model):
 
     def is_descendant_of(self, other: Tenant) -> bool:
         return self.path.startswith(other.path)
+
+
+class TenantScopedQuerySet(models.QuerySet):
+    """Rows that belong to a tenant through `tenant_field`; visible where the user may `action` on it."""
+
+    tenant_field = "tenant"
+
+    def for_user(self, user, action: str):
+        from apps.accounts.permissions import allowed_tenant_ids
+
+        ids = allowed_tenant_ids(user, action)
+        return self if ids is None else self.filter(**{f"{self.tenant_field}__in": ids})
+
+
+class QueueQuerySet(TenantScopedQuerySet):
+    tenant_field = "tenant_id"
+
+
+class QuotaQuerySet(TenantScopedQuerySet):
+    tenant_field = "queue__tenant_id"
+
+
+class PriorityTier(models.Model):
+    """A workload priority class: its value, whether it can be preempted, whether it may borrow quota."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
+    value = models.IntegerField(help_text="higher runs first and is preempted last")
+    preemptible = models.BooleanField(default=True)
+    may_borrow = models.BooleanField(default=True)
+    description = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-value"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Queue(models.Model):
+    """Where a tenant's workloads wait and run; holds the tenant's GPU quota, per GPU model."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="queues")
+    name = models.CharField(max_length=63, validators=[dns1123_label])
+    description = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = QueueQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__path", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "name"],
+                name="queue_unique_per_tenant",
+                violation_error_message="This tenant already has a queue with that name.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name}"
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.tenant.slug}-{self.name}"
+
+
+class QueueBinding(models.Model):
+    """Where a queue lives on one cluster: Kubernetes namespaces and/or a Slurm account."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="bindings")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="queue_bindings")
+    namespaces = models.JSONField(default=list, blank=True)
+    slurm_account = models.CharField(max_length=63, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["queue", "cluster"], name="binding_one_per_cluster")]
+
+    def __str__(self) -> str:
+        return f"{self.queue} on {self.cluster}"
+
+
+class Quota(models.Model):
+    """A queue's quota for one GPU model (Kueue nominalQuota / borrowingLimit / lendingLimit, per flavor)."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="quotas")
+    gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
+    guaranteed = models.PositiveIntegerField(default=0)
+    borrow_limit = models.PositiveIntegerField(null=True, blank=True, help_text="empty: unlimited")
+    lend_limit = models.PositiveIntegerField(null=True, blank=True, help_text="empty: all of the unused guarantee")
+    weight = models.FloatField(default=1.0)
+    per_user_limit = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = QuotaQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["queue__tenant__path", "queue__name", "gpu_model__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "gpu_model"], name="quota_one_per_model"),
+            models.CheckConstraint(
+                condition=Q(lend_limit__isnull=True) | Q(lend_limit__lte=models.F("guaranteed")),
+                name="quota_lend_within_guarantee",
+                violation_error_message="The lend limit cannot exceed the guarantee.",
+            ),
+            models.CheckConstraint(
+                condition=Q(weight__gt=0),
+                name="quota_weight_positive",
+                violation_error_message="The weight must be positive.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.gpu_model.code}: {self.guaranteed}"
+
+
+class TenantBudget(models.Model):
+    """The most guarantee a tenant's subtree may hold for one GPU model; children must fit inside it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="budgets")
+    gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
+    guaranteed = models.PositiveIntegerField()
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "gpu_model"], name="budget_one_per_model")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug} {self.gpu_model.code}: {self.guaranteed}"
+
+
+class AdmissionState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ADMITTED = "admitted", "Admitted"
+    REJECTED = "rejected", "Rejected"
+    RELEASED = "released", "Released"
+
+
+class AdmissionQuerySet(TenantScopedQuerySet):
+    tenant_field = "queue__tenant_id"
+
+
+class Admission(models.Model):
+    """A workload's claim on quota (Kueue's Workload object): pending with a reason, admitted, or released.
+
+    The workloads app creates one per workload and releases it when the workload ends; the admission
+    pass admits pending ones in order. `borrowed_from` records which queues lent GPUs.
+    """
+
+    name = models.CharField(max_length=253)
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="admissions")
+    gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
+    gpus = models.PositiveIntegerField()
+    gang = models.PositiveIntegerField(default=1)
+    tier = models.ForeignKey(PriorityTier, on_delete=models.PROTECT, related_name="+")
+    user = models.CharField(max_length=150, blank=True)
+    state = models.CharField(max_length=20, choices=AdmissionState.choices, default=AdmissionState.PENDING)
+    decision = models.CharField(max_length=20, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
+    borrowed_from = models.JSONField(default=dict, blank=True)
+    reclaim_plan = models.JSONField(default=list, blank=True)
+    submitted_at = models.DateTimeField(db_index=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AdmissionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["submitted_at", "id"]
+        indexes = [models.Index(fields=["state", "gpu_model"], name="admission_state_model")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.gpus} × {self.gpu_model.code}, {self.state})"
+
+
+class QuotaRequestState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    PARTIAL = "partial", "Approved in part"
+    REJECTED = "rejected", "Rejected"
+
+
+class QuotaRequestQuerySet(TenantScopedQuerySet):
+    tenant_field = "queue__tenant_id"
+
+
+class QuotaRequest(models.Model):
+    """A tenant admin's request for more quota, decided by a platform admin."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="quota_requests")
+    gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
+    guaranteed = models.PositiveIntegerField(help_text="the guarantee asked for (the new total)")
+    borrow_limit = models.PositiveIntegerField(null=True, blank=True)
+    justification = models.TextField(max_length=4000)
+    requested_by = models.ForeignKey("accounts.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    state = models.CharField(max_length=20, choices=QuotaRequestState.choices, default=QuotaRequestState.PENDING)
+    granted = models.PositiveIntegerField(null=True, blank=True)
+    decided_by = models.ForeignKey("accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    decision_reason = models.TextField(blank=True, max_length=4000)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    objects = QuotaRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.queue} {self.gpu_model.code} → {self.guaranteed} ({self.state})"

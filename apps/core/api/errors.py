@@ -44,7 +44,10 @@ def error_body(message: str, code: str, fields: dict[str, list[str]] | None = No
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ServiceError):
-        return Response(error_body(exc.message, exc.code, exc.fields), status=exc.status_code)
+        body = error_body(exc.message, exc.code, exc.fields)
+        if exc.data:
+            body["detail"] = exc.data
+        return Response(body, status=exc.status_code)
     if isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {}
         fields = {("non_field_errors" if key == "__all__" else key): value for key, value in fields.items()}

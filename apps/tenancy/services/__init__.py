@@ -1,0 +1,35 @@
+"""Tenancy services: tenants, queues and quotas, admission, quota requests. Each change is audited once."""
+
+from apps.tenancy.services.admissions import preview_admission, release_admission, run_admission_pass, submit_admission
+from apps.tenancy.services.quota_requests import decide_quota_request, request_quota
+from apps.tenancy.services.quotas import (
+    bind_queue,
+    create_queue,
+    delete_queue,
+    preview_quota,
+    set_budget,
+    set_quota,
+    update_queue,
+    update_tier,
+)
+from apps.tenancy.services.tenants import create_tenant, delete_tenant, update_tenant
+
+__all__ = [
+    "bind_queue",
+    "create_queue",
+    "create_tenant",
+    "decide_quota_request",
+    "delete_queue",
+    "delete_tenant",
+    "preview_admission",
+    "preview_quota",
+    "release_admission",
+    "request_quota",
+    "run_admission_pass",
+    "set_budget",
+    "set_quota",
+    "submit_admission",
+    "update_queue",
+    "update_tenant",
+    "update_tier",
+]

@@ -1,0 +1,154 @@
+"""Admission of workloads against quota: submit a claim, run the ordered pass, release, preview."""
+
+from __future__ import annotations
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.accounts.permissions import require
+from apps.accounts.roles import Action
+from apps.audit.services import record_event
+from apps.core.errors import InvalidInput
+from apps.fleet.models import GpuModel
+from apps.tenancy.admission import Decision, Request, Result, admission_pass, decide, rebalance
+from apps.tenancy.models import Admission, AdmissionState, PriorityTier, Queue
+
+
+def _serialize() -> None:
+    """Admission decisions read many rows and write a few: take them one at a time (no backend call inside)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(4243)")
+
+
+def _request(queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int, user: str) -> Request:
+    from apps.tenancy.admission import Tier
+
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise InvalidInput("Ask for at least one GPU.", {"gpus": "1 or more."})
+    if not isinstance(gang, int) or isinstance(gang, bool) or gang < 1:
+        raise InvalidInput("A gang is at least one worker.", {"gang": "1 or more."})
+    return Request(
+        queue.pk, gpu_model.code, gpus, Tier(tier.name, tier.value, tier.preemptible, tier.may_borrow), gang, user
+    )
+
+
+def preview_admission(
+    actor, *, queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int = 1, user: str = ""
+) -> Result:
+    """What would happen to this request now (read-only)."""
+    from apps.tenancy.snapshot import build_snapshot
+
+    require(actor, Action.VIEW, queue.tenant, f"You may not view tenant {queue.tenant.slug}.")
+    snapshot, _ = build_snapshot()
+    return decide(snapshot, _request(queue, gpu_model, gpus, tier, gang, user or actor.get_username()))
+
+
+def submit_admission(
+    *, name: str, queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int = 1, user: str = ""
+) -> Admission:
+    """Create a workload's claim and decide it at once. Called by the workloads services inside their
+    transaction (they check permission and write the audit event for the whole submission)."""
+    from apps.tenancy.snapshot import build_snapshot
+
+    request = _request(queue, gpu_model, gpus, tier, gang, user)
+    now = timezone.now()
+    with transaction.atomic():
+        _serialize()
+        snapshot, _ = build_snapshot()
+        result = decide(snapshot, request)
+        state = {
+            Decision.ADMIT: AdmissionState.ADMITTED,
+            Decision.BORROW: AdmissionState.ADMITTED,
+            Decision.REJECT: AdmissionState.REJECTED,
+        }.get(result.decision, AdmissionState.PENDING)
+        return Admission.objects.create(
+            name=name,
+            queue=queue,
+            gpu_model=gpu_model,
+            gpus=gpus,
+            gang=gang,
+            tier=tier,
+            user=user,
+            state=state,
+            decision=result.decision,
+            reason=result.reason[:500],
+            borrowed_from={str(k): v for k, v in result.borrow.items()},
+            reclaim_plan=[list(p) for p in result.reclaim],
+            submitted_at=now,
+            admitted_at=now if state == AdmissionState.ADMITTED else None,
+        )
+
+
+def release_admission(admission: Admission) -> None:
+    """The workload ended (or was preempted): give its GPUs back and let pending work in."""
+    from apps.tenancy.tasks import admission_pass_task
+
+    updated = Admission.objects.filter(
+        pk=admission.pk, state__in=[AdmissionState.ADMITTED, AdmissionState.PENDING]
+    ).update(state=AdmissionState.RELEASED, released_at=timezone.now())
+    if updated:
+        transaction.on_commit(lambda: admission_pass_task.delay())
+
+
+def run_admission_pass() -> dict:
+    """Re-order every pending claim and admit what fits, in a constant number of queries.
+
+    Borrowing that a queue's own freed guarantee now covers is handed back to its lenders first.
+    Reclaim plans are recorded on the claim; the workloads layer preempts the victims.
+    """
+    from apps.tenancy.snapshot import build_snapshot, pending_requests
+
+    now = timezone.now()
+    with transaction.atomic():
+        _serialize()
+        snapshot, tier_map = build_snapshot()
+        before = {pk: dict(h.borrowed_from) for pk, h in snapshot.held.items()}
+        for queue, model in {(h.queue, h.model) for h in snapshot.held.values() if h.borrowed_from}:
+            rebalance(snapshot, queue, model)
+        pending = pending_requests(tier_map)
+        results = admission_pass(snapshot, pending, now)
+
+        rows = {
+            a.pk: a
+            for a in Admission.objects.filter(
+                pk__in=[r.id for r, _ in results]
+                + [pk for pk, h in snapshot.held.items() if before.get(pk) != h.borrowed_from and pk in before]
+            ).only("id", "state", "decision", "reason", "borrowed_from", "reclaim_plan", "admitted_at")
+        }
+        changed: list[Admission] = []
+        admitted = 0
+        for request, result in results:
+            row = rows[request.id]
+            reason = result.reason[:500]
+            plan = [list(p) for p in result.reclaim]
+            if result.admitted:
+                row.state, row.admitted_at = AdmissionState.ADMITTED, now
+                row.borrowed_from = {str(k): v for k, v in result.borrow.items()}
+                admitted += 1
+            elif result.decision == Decision.REJECT:
+                row.state = AdmissionState.REJECTED
+            if row.state != AdmissionState.PENDING or (row.decision, row.reason, row.reclaim_plan) != (
+                result.decision.value,
+                reason,
+                plan,
+            ):
+                row.decision, row.reason, row.reclaim_plan = result.decision, reason, plan
+                changed.append(row)
+        for pk, held in snapshot.held.items():
+            if pk in before and before[pk] != held.borrowed_from and pk in rows:
+                rows[pk].borrowed_from = {str(k): v for k, v in held.borrowed_from.items()}
+                changed.append(rows[pk])
+        if changed:
+            Admission.objects.bulk_update(
+                changed, ["state", "decision", "reason", "borrowed_from", "reclaim_plan", "admitted_at"]
+            )
+        if admitted:
+            record_event(
+                None,
+                "admission.pass",
+                target_type="tenancy.admission",
+                target_label=f"{admitted} admitted",
+                after={"admitted": admitted, "pending": len(results) - admitted},
+            )
+    return {"pending": len(results), "admitted": admitted, "updated": len(changed)}

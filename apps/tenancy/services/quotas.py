@@ -1,0 +1,353 @@
+"""Queues, their cluster bindings, quotas per GPU model, tenant budgets and priority tiers."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connection, transaction
+
+from apps.accounts.permissions import has_perm, require
+from apps.accounts.roles import Action
+from apps.audit.services import record_event, snapshot
+from apps.core.errors import Conflict, Forbidden, InvalidInput
+from apps.fleet.models import Cluster, GpuModel
+from apps.tenancy.admission import UNLIMITED, Impact, preview_quota_change
+from apps.tenancy.models import PriorityTier, Queue, QueueBinding, Quota, Tenant, TenantBudget
+
+_SLURM_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _clean(instance, message: str) -> None:
+    try:
+        instance.full_clean(validate_constraints=False)
+    except ValidationError as exc:
+        raise InvalidInput(message, exc.message_dict) from exc
+
+
+def _enqueue_admission_pass() -> None:
+    from apps.tenancy.tasks import admission_pass_task
+
+    transaction.on_commit(lambda: admission_pass_task.delay())
+
+
+#
+# Queues
+#
+
+
+def create_queue(actor, *, tenant: Tenant, name: str, description: str = "", reason: str = "") -> Queue:
+    """A new queue in `tenant` (its managers)."""
+    require(actor, Action.MANAGE, tenant, f"You may not manage tenant {tenant.slug}.")
+    queue = Queue(tenant=tenant, name=name, description=description)
+    _clean(queue, "Invalid queue.")
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                queue.save()
+        except IntegrityError as exc:
+            raise Conflict(f"{tenant.slug} already has a queue named {name!r}.", {"name": "Already taken."}) from exc
+        record_event(actor, "queue.create", queue, tenant=tenant, reason=reason, after=snapshot(queue))
+    return queue
+
+
+def update_queue(actor, queue: Queue, *, description: str, reason: str = "") -> Queue:
+    require(actor, Action.MANAGE, queue.tenant, f"You may not manage tenant {queue.tenant.slug}.")
+    before = snapshot(queue)
+    queue.description = description
+    _clean(queue, "Invalid queue.")
+    with transaction.atomic():
+        queue.save(update_fields=["description"])
+        record_event(
+            actor, "queue.update", queue, tenant=queue.tenant, reason=reason, before=before, after=snapshot(queue)
+        )
+    return queue
+
+
+def delete_queue(actor, queue: Queue, *, reason: str = "") -> None:
+    """Delete a queue that holds no admitted or pending work."""
+    require(actor, Action.MANAGE, queue.tenant, f"You may not manage tenant {queue.tenant.slug}.")
+    if queue.admissions.filter(state__in=["pending", "admitted"]).exists():
+        raise Conflict("The queue still has pending or running work.", {"queue": "Not empty."})
+    with transaction.atomic():
+        record_event(actor, "queue.delete", queue, tenant=queue.tenant, reason=reason, before=snapshot(queue))
+        queue.quotas.all().delete()
+        queue.delete()
+
+
+def bind_queue(
+    actor,
+    queue: Queue,
+    *,
+    cluster: Cluster,
+    namespaces: list[str] | None = None,
+    slurm_account: str = "",
+    reason: str = "",
+) -> QueueBinding:
+    """Bind a queue on one cluster to Kubernetes namespaces and/or a Slurm account (platform admins)."""
+    require(actor, Action.ADMINISTER, None, "Only platform admins bind queues to clusters.")
+    namespaces = list(namespaces or [])
+    bad = [ns for ns in namespaces if not isinstance(ns, str) or not _DNS_LABEL.match(ns)]
+    if bad:
+        raise InvalidInput(
+            "Namespaces must be DNS-1123 labels.", {"namespaces": f"Not valid: {', '.join(map(str, bad))}"}
+        )
+    if slurm_account and not _SLURM_ACCOUNT.match(slurm_account):
+        raise InvalidInput(
+            "Invalid Slurm account name.",
+            {"slurm_account": "Lower-case letters, digits, '-' and '_', at most 63 characters."},
+        )
+    if not namespaces and not slurm_account:
+        raise InvalidInput("Bind at least one namespace or a Slurm account.", {"namespaces": "Required."})
+    taken = QueueBinding.objects.filter(cluster=cluster).exclude(queue=queue)
+    clash = [ns for ns in namespaces if any(ns in (b.namespaces or []) for b in taken)]
+    if clash:
+        raise Conflict(
+            f"Namespace {clash[0]} is already bound to another queue on {cluster.name}.",
+            {"namespaces": "Already bound."},
+        )
+    with transaction.atomic():
+        binding, created = QueueBinding.objects.get_or_create(queue=queue, cluster=cluster)
+        before = None if created else snapshot(binding)
+        binding.namespaces, binding.slurm_account = namespaces, slurm_account
+        binding.save()
+        record_event(
+            actor, "queue.bind", binding, tenant=queue.tenant, reason=reason, before=before, after=snapshot(binding)
+        )
+    return binding
+
+
+#
+# Budgets and quotas
+#
+
+
+def _subtree_totals(model: GpuModel, overrides: dict[tuple[str, int], int]) -> tuple[dict[int, int], dict[int, int]]:
+    """(guarantee each tenant's subtree holds, budget per tenant) for one model, with pending changes applied.
+
+    A child with a budget counts as its budget (it has reserved that much of its parent); without
+    one it counts as what its queues and descendants hold.
+    """
+    tenants = list(Tenant.objects.values_list("id", "parent_id", "path"))
+    budgets = dict(TenantBudget.objects.filter(gpu_model=model).values_list("tenant_id", "guaranteed"))
+    own: dict[int, int] = defaultdict(int)
+    for queue_id, tenant_id, g in Quota.objects.filter(gpu_model=model).values_list(
+        "queue_id", "queue__tenant_id", "guaranteed"
+    ):
+        own[tenant_id] += overrides.pop(("quota", queue_id), g)
+    for (kind, key), value in list(overrides.items()):
+        if kind == "quota":  # a new quota row
+            own[Queue.objects.values_list("tenant_id", flat=True).get(pk=key)] += value
+        elif kind == "budget":
+            budgets[key] = value
+    totals: dict[int, int] = {}
+    for tenant_id, _, _ in sorted(tenants, key=lambda t: -t[2].count("/")):  # deepest first
+        children = [t for t in tenants if t[1] == tenant_id]
+        totals[tenant_id] = own[tenant_id] + sum(budgets.get(c[0], totals.get(c[0], 0)) for c in children)
+    return totals, budgets
+
+
+def _check_budgets(model: GpuModel, overrides: dict[tuple[str, int], int], field: str) -> None:
+    totals, budgets = _subtree_totals(model, dict(overrides))
+    names = dict(Tenant.objects.filter(id__in=budgets).values_list("id", "slug"))
+    for tenant_id, budget in budgets.items():
+        if totals.get(tenant_id, 0) > budget:
+            raise InvalidInput(
+                f"{names[tenant_id]}'s {model.code} guarantees would total {totals[tenant_id]}, above its budget of "
+                f"{budget}; a child's guarantees must fit inside its parent's.",
+                {field: f"Exceeds {names[tenant_id]}'s budget of {budget} {model.code}."},
+            )
+
+
+def _bounded_by_budget(tenant: Tenant, model: GpuModel) -> bool:
+    return TenantBudget.objects.filter(tenant_id__in=tenant.ancestor_ids(), gpu_model=model).exists()
+
+
+def set_budget(actor, *, tenant: Tenant, gpu_model: GpuModel, guaranteed: int, reason: str = "") -> TenantBudget:
+    """Set a tenant's budget for one model: platform admins for organizations, the parent's managers for teams."""
+    if tenant.parent_id is None:
+        require(actor, Action.ADMINISTER, None, "Only platform admins set an organization's budget.")
+    else:
+        require(actor, Action.MANAGE, tenant.parent, f"You may not manage {tenant.parent.slug}.")
+    if not isinstance(guaranteed, int) or isinstance(guaranteed, bool) or guaranteed < 0:
+        raise InvalidInput("A budget is a whole number of GPUs, 0 or more.", {"guaranteed": "0 or more."})
+    _check_budgets(gpu_model, {("budget", tenant.pk): guaranteed}, "guaranteed")
+    with transaction.atomic():
+        budget, created = TenantBudget.objects.get_or_create(
+            tenant=tenant, gpu_model=gpu_model, defaults={"guaranteed": guaranteed}
+        )
+        before = None if created else snapshot(budget)
+        budget.guaranteed = guaranteed
+        budget.save()
+        record_event(actor, "budget.set", budget, tenant=tenant, reason=reason, before=before, after=snapshot(budget))
+    return budget
+
+
+def _validate_quota(values: dict) -> None:
+    errors = {}
+    for key in ("guaranteed", "borrow_limit", "lend_limit", "per_user_limit"):
+        value = values.get(key)
+        if value is None and key != "guaranteed":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            errors[key] = "A whole number of GPUs, 0 or more."
+    weight = values.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+        errors["weight"] = "A positive number."
+    if not errors and values.get("lend_limit") is not None and values["lend_limit"] > values["guaranteed"]:
+        errors["lend_limit"] = f"Cannot lend more than the guarantee ({values['guaranteed']})."
+    if errors:
+        raise InvalidInput("Invalid quota.", errors)
+
+
+def _impact(queue: Queue, model: GpuModel, values: dict) -> Impact:
+    from apps.tenancy.snapshot import build_snapshot
+
+    snap, _ = build_snapshot(with_capacity=False)
+    borrow = values.get("borrow_limit")
+    return preview_quota_change(
+        snap,
+        queue.pk,
+        model.code,
+        guaranteed=values["guaranteed"],
+        borrow_limit=UNLIMITED if borrow is None else borrow,
+        lend_limit=values.get("lend_limit"),
+    )
+
+
+def impact_summary(impact: Impact) -> dict:
+    from apps.tenancy.models import Admission
+
+    names = dict(Admission.objects.filter(pk__in=[h for h, _ in impact.preempt]).values_list("pk", "name"))
+    queues = {q.pk: str(q) for q in Queue.objects.filter(pk__in=impact.lose_borrowed).select_related("tenant")}
+    return {
+        "preempt": [{"admission": h, "name": names.get(h, str(h)), "gpus": g} for h, g in impact.preempt],
+        "lose_borrowed": [{"queue": queues.get(q, str(q)), "gpus": n} for q, n in impact.lose_borrowed.items()],
+        "notes": impact.notes,
+        "text": describe_impact(impact, names, queues),
+    }
+
+
+def describe_impact(impact: Impact, names: dict, queues: dict) -> str:
+    parts = []
+    if impact.preempt:
+        jobs = ", ".join(names.get(h, str(h)) for h, _ in impact.preempt)
+        parts.append(f"{len(impact.preempt)} running workloads would be preempted ({jobs})")
+    for queue, n in impact.lose_borrowed.items():
+        parts.append(f"{queues.get(queue, queue)} would lose {n} borrowed GPUs")
+    return "; ".join(parts) or "nothing running is affected"
+
+
+def preview_quota(actor, queue: Queue, gpu_model: GpuModel, **values) -> dict:
+    """What a quota change would do, without doing it (anyone who may view the tenant)."""
+    require(actor, Action.VIEW, queue.tenant, f"You may not view tenant {queue.tenant.slug}.")
+    values = {"guaranteed": values.get("guaranteed", 0), **values}
+    _validate_quota(values)
+    return impact_summary(_impact(queue, gpu_model, values))
+
+
+def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: bool) -> tuple[Quota, dict, dict | None]:
+    """Validate against budgets and running work, then write the row. No permission check, no audit: callers do both.
+
+    Returns (quota, impact summary, snapshot before). A disruptive change without `confirm` raises Conflict
+    with the impact in `data`.
+    """
+    values = {"weight": 1.0, "borrow_limit": None, "lend_limit": None, "per_user_limit": None, **values}
+    _validate_quota(values)
+    others = Quota.objects.filter(gpu_model=gpu_model, guaranteed__gt=0).exclude(queue=queue).exists()
+    if values["borrow_limit"] and not others:
+        raise InvalidInput(
+            f"Nothing to borrow from: no other queue has a {gpu_model.code} guarantee (a borrow limit needs a "
+            "cohort of lenders).",
+            {"borrow_limit": "No lenders for this GPU model."},
+        )
+    existing = Quota.objects.filter(queue=queue, gpu_model=gpu_model).first()
+    _check_budgets(gpu_model, {("quota", queue.pk): values["guaranteed"]}, "guaranteed")
+    impact = _impact(queue, gpu_model, values)
+    summary = impact_summary(impact)
+    if impact.disruptive and not confirm:
+        raise Conflict(
+            f"This change would preempt running work: {summary['text']}. Confirm to apply it.",
+            {"confirm": "Required: the change preempts running work."},
+            code="needs_confirmation",
+            data={"impact": summary},
+        )
+    before = snapshot(existing) if existing else None
+    with transaction.atomic():
+        quota, _ = Quota.objects.update_or_create(queue=queue, gpu_model=gpu_model, defaults=values)
+    return quota, summary, before
+
+
+def set_quota(
+    actor,
+    *,
+    queue: Queue,
+    gpu_model: GpuModel,
+    guaranteed: int,
+    borrow_limit: int | None = None,
+    lend_limit: int | None = None,
+    weight: float = 1.0,
+    per_user_limit: int | None = None,
+    confirm: bool = False,
+    reason: str = "",
+) -> tuple[Quota, dict]:
+    """Set a queue's quota for one GPU model. Managers of the tenant, within a budget an ancestor holds;
+    platform admins anywhere. A change that would preempt running work needs `confirm=True`."""
+    require(actor, Action.MANAGE, queue.tenant, f"You may not manage tenant {queue.tenant.slug}.")
+    if not has_perm(actor, Action.ADMINISTER) and not _bounded_by_budget(queue.tenant, gpu_model):
+        raise Forbidden(
+            f"No {gpu_model.code} budget covers {queue.tenant.slug}: ask a platform admin for one "
+            "(or file a quota request)."
+        )
+    values = {
+        "guaranteed": guaranteed,
+        "borrow_limit": borrow_limit,
+        "lend_limit": lend_limit,
+        "weight": weight,
+        "per_user_limit": per_user_limit,
+    }
+    with transaction.atomic():
+        if connection.vendor == "postgresql":  # one quota change at a time: budgets are checked over many rows
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(4242)")
+        quota, summary, before = apply_quota(queue, gpu_model, values, confirm=confirm)
+        record_event(
+            actor,
+            "quota.set",
+            quota,
+            tenant=queue.tenant,
+            reason=reason,
+            before=before,
+            after={**snapshot(quota), "impact": summary},
+        )
+        _enqueue_admission_pass()
+    return quota, summary
+
+
+#
+# Tiers
+#
+
+
+def update_tier(actor, tier: PriorityTier, *, reason: str = "", **changes) -> PriorityTier:
+    """Change a tier's value, preemptibility or borrowing (platform admins)."""
+    require(actor, Action.ADMINISTER, None, "Only platform admins edit priority tiers.")
+    allowed = {"value", "preemptible", "may_borrow", "description"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise InvalidInput("These fields cannot be changed.", {k: "Cannot be changed." for k in unknown})
+    before = snapshot(tier)
+    for key, value in changes.items():
+        setattr(tier, key, value)
+    if not tier.preemptible and tier.may_borrow:
+        raise InvalidInput(
+            "A non-preemptible tier cannot borrow: borrowed GPUs must be reclaimable.",
+            {"may_borrow": "Must be off for a non-preemptible tier."},
+        )
+    _clean(tier, "Invalid tier.")
+    with transaction.atomic():
+        tier.save()
+        record_event(actor, "tier.update", tier, reason=reason, before=before, after=snapshot(tier))
+    return tier
