@@ -176,6 +176,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RoleEnum": "apps.accounts.roles.Role",
         "ServiceAccountRoleEnum": "apps.accounts.roles.SERVICE_ACCOUNT_ROLE_CHOICES",
+        "ClusterKindEnum": "apps.fleet.models.ClusterKind",
+        "FaultKindEnum": "apps.backends.simulator.faults.FaultKind",
     },
 }
 

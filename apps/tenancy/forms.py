@@ -22,3 +22,27 @@ class TenantForm(forms.ModelForm):
     def validate_unique(self):
         # Uniqueness is checked by the service, which reports it as a field error.
         pass
+
+
+class QuotaRequestForm(forms.Form):
+    queue = forms.ModelChoiceField(queryset=None)
+    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code")
+    guaranteed = forms.IntegerField(min_value=0, help_text="The guarantee you need (the new total).")
+    borrow_limit = forms.IntegerField(min_value=0, required=False)
+    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=4000)
+
+    def __init__(self, *args, user, **kwargs):
+        from apps.fleet.models import GpuModel
+        from apps.tenancy.models import Queue
+
+        super().__init__(*args, **kwargs)
+        self.fields["queue"].queryset = Queue.objects.for_user(user, "manage").select_related("tenant")
+        self.fields["gpu_model"].queryset = GpuModel.objects.all()
+
+
+class QuotaDecisionForm(forms.Form):
+    request_id = forms.IntegerField()
+    approve = forms.TypedChoiceField(choices=[("yes", "approve"), ("no", "reject")], coerce=lambda v: v == "yes")
+    granted = forms.IntegerField(min_value=0, required=False)
+    reason = forms.CharField(required=False, max_length=4000)
+    confirm = forms.BooleanField(required=False)

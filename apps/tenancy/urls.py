@@ -6,5 +6,7 @@ app_name = "tenancy"
 urlpatterns = [
     path("", views.TenantListView.as_view(), name="tenant_list"),
     path("new/", views.tenant_create, name="tenant_create"),
+    path("queues/<int:pk>/", views.queue_detail, name="queue_detail"),
+    path("quota-requests/", views.quota_requests, name="quota_requests"),
     path("<str:slug>/", views.tenant_detail, name="tenant_detail"),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
 from apps.accounts.models import Membership
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
@@ -77,5 +77,130 @@ def tenant_detail(request, slug: str):
             "children": Tenant.objects.for_user(request.user, "view").filter(parent=tenant),
             "memberships": Membership.objects.filter(tenant=tenant).select_related("user")[:200],
             "ancestors": Tenant.objects.filter(id__in=tenant.ancestor_ids()[:-1]).order_by("path"),
+            **_quota_context(tenant),
+        },
+    )
+
+
+def _quota_context(tenant: Tenant) -> dict:
+    """Quota use per GPU model for the tenant's subtree, its queues, budgets and pending claims with reasons."""
+    from apps.tenancy.admission import UNLIMITED
+    from apps.tenancy.models import Admission, AdmissionState, Queue, TenantBudget
+    from apps.tenancy.snapshot import build_snapshot
+
+    snapshot, _ = build_snapshot(with_capacity=False)
+    subtree_queues = {
+        q.pk: q for q in Queue.objects.filter(tenant__path__startswith=tenant.path).select_related("tenant")
+    }
+    per_model: dict[str, dict] = {}
+    rows = []
+    for (queue_id, code), q in sorted(snapshot.quotas.items(), key=lambda item: (item[0][1], item[0][0])):
+        if queue_id not in subtree_queues:
+            continue
+        total = per_model.setdefault(
+            code, {"model": snapshot.model_names.get(code, code), "guaranteed": 0, "used": 0, "borrowed": 0, "lent": 0}
+        )
+        for key in ("guaranteed", "used", "borrowed", "lent"):
+            total[key] += getattr(q, key)
+        rows.append(
+            {
+                "queue": subtree_queues[queue_id],
+                "model": snapshot.model_names.get(code, code),
+                "state": q,
+                "borrow": "∞" if q.borrow_limit == UNLIMITED else int(q.borrow_limit),
+            }
+        )
+    return {
+        "quota_totals": list(per_model.values()),
+        "quota_rows": rows,
+        "queues": list(subtree_queues.values()),
+        "budgets": TenantBudget.objects.filter(tenant=tenant).select_related("gpu_model"),
+        "pending": Admission.objects.filter(queue__in=subtree_queues, state=AdmissionState.PENDING)
+        .select_related("queue__tenant", "gpu_model", "tier")
+        .order_by("-tier__value", "submitted_at")[:50],
+    }
+
+
+@require_safe
+@login_required
+def queue_detail(request, pk: int):
+    """One queue: its quota per model with use, bindings, claims (admitted with lenders, pending with reasons)."""
+    from apps.tenancy.admission import UNLIMITED
+    from apps.tenancy.models import Admission, AdmissionState, Queue
+    from apps.tenancy.snapshot import build_snapshot
+
+    queue = get_object_or_404(Queue.objects.for_user(request.user, "view").select_related("tenant"), pk=pk)
+    snapshot, _ = build_snapshot(with_capacity=False)
+    quotas = [
+        {
+            "model": snapshot.model_names.get(code, code),
+            "state": q,
+            "borrow": "∞" if q.borrow_limit == UNLIMITED else int(q.borrow_limit),
+        }
+        for (queue_id, code), q in snapshot.quotas.items()
+        if queue_id == queue.pk
+    ]
+    claims = (
+        Admission.objects.filter(queue=queue)
+        .exclude(state=AdmissionState.RELEASED)
+        .select_related("gpu_model", "tier")
+        .order_by("state", "-tier__value", "submitted_at")[:200]
+    )
+    lenders = {str(q.pk): str(q) for q in Queue.objects.select_related("tenant")}
+    return render(
+        request,
+        "tenancy/queue_detail.html",
+        {
+            "queue": queue,
+            "quotas": quotas,
+            "claims": claims,
+            "lenders": lenders,
+            "bindings": queue.bindings.select_related("cluster"),
+            "can_manage": has_perm(request.user, "manage", queue.tenant),
+        },
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def quota_requests(request):
+    """Quota requests: tenant admins file them, platform admins approve (in full or part) or reject."""
+    from apps.tenancy.forms import QuotaDecisionForm, QuotaRequestForm
+    from apps.tenancy.models import QuotaRequest
+    from apps.tenancy.services import decide_quota_request, request_quota
+
+    form = QuotaRequestForm(request.POST if request.POST.get("action") == "request" else None, user=request.user)
+    if request.method == "POST" and request.POST.get("action") == "request" and form.is_valid():
+        try:
+            request_quota(request.user, **form.cleaned_data)
+        except ServiceError as exc:
+            apply_service_error(form, exc)
+        else:
+            messages.success(request, "Request filed; a platform admin will decide it.")
+            return redirect("tenancy:quota_requests")
+    if request.method == "POST" and request.POST.get("action") == "decide":
+        decision = QuotaDecisionForm(request.POST)
+        if decision.is_valid():
+            data = decision.cleaned_data
+            target = get_object_or_404(QuotaRequest.objects.for_user(request.user, "view"), pk=data.pop("request_id"))
+            try:
+                decided = decide_quota_request(request.user, target, **data)
+            except ServiceError as exc:
+                messages.error(request, exc.message)
+            else:
+                messages.success(request, f"Request {decided.pk}: {decided.get_state_display()}.")
+            return redirect("tenancy:quota_requests")
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in decision.errors.items()))
+    rows = QuotaRequest.objects.for_user(request.user, "view").select_related(
+        "queue__tenant", "gpu_model", "requested_by", "decided_by"
+    )[:200]
+    return render(
+        request,
+        "tenancy/quota_requests.html",
+        {
+            "requests": rows,
+            "form": form,
+            "can_decide": has_perm(request.user, "administer"),
+            "can_request": bool(form.fields["queue"].queryset.exists()),
         },
     )

@@ -25,6 +25,8 @@ EXEMPT = {
     ("set_language", "post"): "language cookie, not console state",
     ("api:cluster-test-connection", "post"): "reads only: asks the backend whether it answers",
     ("fleet:cluster_test_connection", "post"): "reads only: asks the backend whether it answers",
+    ("api:admission-preview", "post"): "reads only: decides a hypothetical request",
+    ("api:quota-preview", "post"): "reads only: previews a quota change",
 }
 SKIP_NAMESPACES = {"admin"}  # Django admin: covered by tests/audit/test_append_only.py::test_admin_*
 
@@ -252,6 +254,99 @@ def _(personas, api, client):
     return _logged_in(client, personas, "oncall").post(
         reverse("fleet:node_fault", args=["walk", "gpu-0001"]), {"kind": "nvlink", "gpu": "0", "reason": "drill"}
     )
+
+
+def _queue(personas, with_quota=True):
+    from apps.fleet.models import GpuModel
+    from apps.tenancy.models import Queue, Quota, TenantBudget
+
+    queue, _ = Queue.objects.get_or_create(tenant=personas.a, name="train")
+    h100 = GpuModel.objects.get(code="h100")
+    TenantBudget.objects.get_or_create(tenant=personas.a, gpu_model=h100, defaults={"guaranteed": 64})
+    if with_quota:
+        Quota.objects.get_or_create(queue=queue, gpu_model=h100, defaults={"guaranteed": 8})
+    return queue
+
+
+def _quota_request(personas):
+    from apps.fleet.models import GpuModel
+    from apps.tenancy.models import QuotaRequest
+
+    return QuotaRequest.objects.create(
+        queue=_queue(personas),
+        gpu_model=GpuModel.objects.get(code="h100"),
+        guaranteed=16,
+        justification="70B pretraining",
+    )
+
+
+@case("api:queue-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/queues/", {"tenant": "a-team", "name": "infer"}, format="json"
+    )
+
+
+@case("api:queue-detail", "patch", setup=_queue)
+def _(personas, api, client, queue):
+    return _api(api, personas, "tenant_admin_a").patch(
+        f"/api/v1/queues/{queue.pk}/", {"description": "x"}, format="json"
+    )
+
+
+@case("api:queue-detail", "delete", setup=_queue)
+def _(personas, api, client, queue):
+    return _api(api, personas, "tenant_admin_a").delete(f"/api/v1/queues/{queue.pk}/")
+
+
+@case("api:queue-bind", "post", setup=_queue)
+def _(personas, api, client, queue):
+    return _api(api, personas).post(
+        f"/api/v1/queues/{queue.pk}/bind/", {"cluster": "walk", "namespaces": ["a-train"]}, format="json"
+    )
+
+
+@case("api:quota-list", "post", setup=_queue)
+def _(personas, api, client, queue):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/quotas/", {"queue": queue.pk, "gpu_model": "h100", "guaranteed": 16, "lend_limit": 8}, format="json"
+    )
+
+
+@case("api:budget-list", "post")
+def _(personas, api, client):
+    return _api(api, personas).post(
+        "/api/v1/budgets/", {"tenant": "b", "gpu_model": "a100", "guaranteed": 32}, format="json"
+    )
+
+
+@case("api:tier-detail", "patch")
+def _(personas, api, client):
+    return _api(api, personas).patch("/api/v1/tiers/exploratory/", {"value": 150}, format="json")
+
+
+@case("api:quota-request-list", "post", setup=_queue)
+def _(personas, api, client, queue):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/quota-requests/",
+        {"queue": queue.pk, "gpu_model": "h100", "guaranteed": 24, "justification": "new 70B run"},
+        format="json",
+    )
+
+
+@case("api:quota-request-decide", "post", setup=_quota_request)
+def _(personas, api, client, request):
+    return _api(api, personas).post(
+        f"/api/v1/quota-requests/{request.pk}/decide/",
+        {"approve": True, "granted": 12, "reason": "half now"},
+        format="json",
+    )
+
+
+@case("tenancy:quota_requests", "post", setup=_queue)
+def _(personas, api, client, queue):
+    return _logged_in(client, personas, "tenant_admin_a").post(reverse("tenancy:quota_requests"), {
+        "action": "request", "queue": queue.pk, "gpu_model": "h100", "guaranteed": 12, "justification": "eval"})
 
 
 @case("login", "post")

@@ -42,7 +42,7 @@ def test_platform_admin_visits_every_page(page: Page, problems: PageProblems, pe
 
     visit(page, problems, "/tenants/a/", "tenant-a", re.compile(r"^Org A\s+a$"))
     expect(page.get_by_role("link", name="Team A1")).to_be_visible()
-    members = page.locator("main table").first
+    members = page.get_by_test_id("members")
     expect(members).to_contain_text("ta-a")
     expect(members).to_contain_text("member-a")
     expect(members).not_to_contain_text("member-b")

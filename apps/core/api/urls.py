@@ -9,6 +9,15 @@ from apps.audit.api.views import AuditEventViewSet
 from apps.backends.simulator.api import AdvanceView, FaultViewSet
 from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, NodeViewSet
 from apps.operations.api.views import OperationViewSet
+from apps.tenancy.api.quota_views import (
+    AdmissionPreviewView,
+    AdmissionViewSet,
+    BudgetViewSet,
+    QueueViewSet,
+    QuotaRequestViewSet,
+    QuotaViewSet,
+    TierViewSet,
+)
 from apps.tenancy.api.views import TenantViewSet
 
 router = DefaultRouter()
@@ -24,11 +33,18 @@ router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 router.register("gpu-models", GpuModelViewSet, basename="gpu-model")
 router.register("simulator/faults", FaultViewSet, basename="sim-fault")
+router.register("queues", QueueViewSet, basename="queue")
+router.register("quotas", QuotaViewSet, basename="quota")
+router.register("budgets", BudgetViewSet, basename="budget")
+router.register("tiers", TierViewSet, basename="tier")
+router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
+router.register("admissions", AdmissionViewSet, basename="admission")
 
 app_name = "api"
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("capacity/", CapacityView.as_view(), name="capacity"),
+    path("admission/preview/", AdmissionPreviewView.as_view(), name="admission-preview"),
     path("simulator/advance/", AdvanceView.as_view(), name="sim-advance"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

@@ -1,0 +1,41 @@
+"""Backend desired state: pure renderers from the console's quota model to each backend's own terms.
+
+    render(state, "kubernetes")  -> RenderResult (objects for server-side apply + caveats)
+    render(state, "slurm")       -> SlurmRender (sacctmgr argument vectors + caveats)
+    caveats_for(kind, queueing)  -> what that backend cannot express, without rendering
+
+The input is `apps.tenancy.desired.DesiredState`; nothing here touches the database or a cluster.
+`apps.backends.render.validate` checks rendered objects strictly (built-ins per Kubernetes version,
+custom objects against the vendored CRDs in `crds/`, plus the CEL and webhook rules we rely on).
+"""
+
+from __future__ import annotations
+
+from apps.backends.render.caveats import caveats_for
+from apps.backends.render.errors import RenderError
+from apps.backends.render.kubernetes import render_kubernetes
+from apps.backends.render.result import RenderResult
+from apps.backends.render.slurm import SlurmRender, render_slurm
+from apps.tenancy.desired import DesiredState
+
+KINDS = ("kubernetes", "slurm")
+
+__all__ = [
+    "KINDS",
+    "RenderError",
+    "RenderResult",
+    "SlurmRender",
+    "caveats_for",
+    "render",
+    "render_kubernetes",
+    "render_slurm",
+]
+
+
+def render(state: DesiredState, kind: str) -> RenderResult | SlurmRender:
+    """Render `state` for a backend kind; Kubernetes picks Kueue or Volcano from `state.queueing`."""
+    if kind == "kubernetes":
+        return render_kubernetes(state)
+    if kind == "slurm":
+        return render_slurm(state)
+    raise ValueError(f"kind: {kind!r} is not one of {', '.join(repr(k) for k in KINDS)}")

@@ -1,0 +1,82 @@
+"""Name rules shared by the renderers: DNS-1123 names, label keys and values, deterministic shortening.
+
+Names the console already validated (tenant slugs, queue names, namespaces) are used as they are and
+only checked here; a name the renderer derives (a ClusterQueue named "<tenant>-<queue>") may exceed 63
+characters and is then shortened deterministically, with a hash of the full name so that two long
+names sharing a prefix stay distinct.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from apps.backends.render.errors import RenderError
+
+DNS_LABEL_MAX = 63
+DNS_SUBDOMAIN_MAX = 253
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Label values and the name part of qualified names (label keys, resource names): 63 characters,
+# alphanumerics at both ends, '-', '_' and '.' inside.
+_QUALIFIED_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_HASH_LEN = 8
+
+
+def is_dns_label(name: str) -> bool:
+    """RFC 1123 label: what Kubernetes requires of namespace names (and what we use for every name)."""
+    return len(name) <= DNS_LABEL_MAX and bool(_DNS_LABEL.match(name))
+
+
+def is_dns_subdomain(name: str) -> bool:
+    """RFC 1123 subdomain: what Kubernetes requires of most object names."""
+    return len(name) <= DNS_SUBDOMAIN_MAX and bool(_DNS_SUBDOMAIN.match(name))
+
+
+def is_label_value(value: str) -> bool:
+    return value == "" or (len(value) <= DNS_LABEL_MAX and bool(_QUALIFIED_PART.match(value)))
+
+
+def is_qualified_name(key: str) -> bool:
+    """A label key or resource name: optional DNS-subdomain prefix and '/', then a 63-character name."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and not is_dns_subdomain(prefix):
+        return False
+    return len(name) <= DNS_LABEL_MAX and bool(_QUALIFIED_PART.match(name))
+
+
+def dns_label(name: str) -> str:
+    """`name` if it is a valid DNS-1123 label, else a deterministic valid label derived from it.
+
+    Invalid characters become '-', the result is cut to leave room for '-' and 8 hex digits of the
+    SHA-256 of the original name. The hash keeps distinct inputs distinct; the readable prefix keeps
+    the object recognisable in `kubectl get`.
+    """
+    if is_dns_label(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_LEN]
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", name.lower())
+    cleaned = re.sub(r"-{2,}", "-", cleaned).strip("-")
+    prefix = cleaned[: DNS_LABEL_MAX - _HASH_LEN - 1].rstrip("-")
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+def require_dns_label(name: str, what: str) -> str:
+    """Return `name` or raise RenderError: used for names the console chose and must not be altered."""
+    if not is_dns_label(name):
+        raise RenderError(
+            what,
+            f"{name!r} is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending "
+            f"with a letter or digit, at most {DNS_LABEL_MAX} characters)",
+        )
+    return name
+
+
+def require_label_value(value: str, what: str) -> str:
+    if not is_label_value(value):
+        raise RenderError(
+            what,
+            f"{value!r} is not a valid label value (at most {DNS_LABEL_MAX} characters: letters, digits, "
+            "'-', '_' and '.', starting and ending with a letter or digit)",
+        )
+    return value

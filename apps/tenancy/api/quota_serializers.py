@@ -1,0 +1,173 @@
+from rest_framework import serializers
+
+from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
+from apps.fleet.models import Cluster, GpuModel
+from apps.tenancy.models import Admission, PriorityTier, Queue, QueueBinding, Quota, QuotaRequest, Tenant, TenantBudget
+
+_MODEL = {"slug_field": "code", "queryset": GpuModel.objects.all()}
+_TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}
+
+
+class TierSerializer(StrictModelSerializer):
+    class Meta:
+        model = PriorityTier
+        fields = ["id", "name", "value", "preemptible", "may_borrow", "description"]
+        read_only_fields = ["id", "name"]
+
+
+class BindingSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = QueueBinding
+        fields = ["cluster", "namespaces", "slurm_account"]
+
+
+class QueueSerializer(StrictModelSerializer):
+    tenant = serializers.SlugRelatedField(**_TENANT)
+    bindings = BindingSerializer(many=True, read_only=True)
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+
+    class Meta:
+        model = Queue
+        fields = ["id", "tenant", "name", "description", "bindings", "created_at", "reason"]
+        read_only_fields = ["id", "created_at"]
+        validators = []
+
+
+class BindSerializer(StrictSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
+    namespaces = serializers.ListField(child=serializers.CharField(max_length=63), required=False, default=list)
+    slurm_account = serializers.CharField(required=False, allow_blank=True, max_length=63, default="")
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    queue = serializers.CharField(source="queue.__str__", read_only=True)
+    queue_id = serializers.IntegerField(read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    used = serializers.IntegerField(read_only=True, default=None)
+    borrowed = serializers.IntegerField(read_only=True, default=None)
+    lent = serializers.IntegerField(read_only=True, default=None)
+
+    class Meta:
+        model = Quota
+        fields = [
+            "id",
+            "queue",
+            "queue_id",
+            "gpu_model",
+            "guaranteed",
+            "borrow_limit",
+            "lend_limit",
+            "weight",
+            "per_user_limit",
+            "used",
+            "borrowed",
+            "lent",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class QuotaSetSerializer(StrictSerializer):
+    queue = serializers.PrimaryKeyRelatedField(queryset=Queue.objects.all())
+    gpu_model = serializers.SlugRelatedField(**_MODEL)
+    guaranteed = serializers.IntegerField(min_value=0)
+    borrow_limit = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    lend_limit = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    weight = serializers.FloatField(required=False, default=1.0)
+    per_user_limit = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    confirm = serializers.BooleanField(required=False, default=False)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class BudgetSerializer(StrictModelSerializer):
+    tenant = serializers.SlugRelatedField(**_TENANT)
+    gpu_model = serializers.SlugRelatedField(**_MODEL)
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+
+    class Meta:
+        model = TenantBudget
+        fields = ["id", "tenant", "gpu_model", "guaranteed", "reason"]
+        validators = []
+
+
+class QuotaRequestSerializer(StrictModelSerializer):
+    queue = serializers.PrimaryKeyRelatedField(queryset=Queue.objects.all())
+    queue_name = serializers.CharField(source="queue.__str__", read_only=True)
+    gpu_model = serializers.SlugRelatedField(**_MODEL)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "queue",
+            "queue_name",
+            "gpu_model",
+            "guaranteed",
+            "borrow_limit",
+            "justification",
+            "state",
+            "granted",
+            "requested_by",
+            "decided_by",
+            "decision_reason",
+            "created_at",
+            "decided_at",
+        ]
+        read_only_fields = [
+            "id",
+            "state",
+            "granted",
+            "requested_by",
+            "decided_by",
+            "decision_reason",
+            "created_at",
+            "decided_at",
+        ]
+
+
+class QuotaDecisionSerializer(StrictSerializer):
+    approve = serializers.BooleanField()
+    granted = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
+    confirm = serializers.BooleanField(required=False, default=False)
+
+
+class AdmissionPreviewSerializer(StrictSerializer):
+    queue = serializers.PrimaryKeyRelatedField(queryset=Queue.objects.all())
+    gpu_model = serializers.SlugRelatedField(**_MODEL)
+    gpus = serializers.IntegerField(min_value=1, max_value=100000)
+    gang = serializers.IntegerField(min_value=1, required=False, default=1)
+    tier = serializers.SlugRelatedField(slug_field="name", queryset=PriorityTier.objects.all())
+
+
+class AdmissionSerializer(serializers.ModelSerializer):
+    queue = serializers.CharField(source="queue.__str__", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    tier = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Admission
+        fields = [
+            "id",
+            "name",
+            "queue",
+            "gpu_model",
+            "gpus",
+            "gang",
+            "tier",
+            "user",
+            "state",
+            "decision",
+            "reason",
+            "borrowed_from",
+            "reclaim_plan",
+            "submitted_at",
+            "admitted_at",
+            "released_at",
+        ]
+        read_only_fields = fields

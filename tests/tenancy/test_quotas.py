@@ -1,0 +1,216 @@
+"""Queues, budgets, quotas, quota requests and admission through the services, API and pages (PostgreSQL)."""
+
+import pytest
+from django.urls import reverse
+
+from apps.audit.models import AuditEvent
+from apps.core.errors import Conflict, Forbidden, InvalidInput
+from apps.fleet.models import GpuModel
+from apps.tenancy import services
+from apps.tenancy.models import Admission, AdmissionState, PriorityTier, Queue, Quota, QuotaRequest
+from tests.utils.personas import fresh
+
+
+@pytest.fixture
+def setup(personas):
+    admin = fresh(personas.platform_admin)
+    h100 = GpuModel.objects.get(code="h100")
+    services.set_budget(admin, tenant=personas.a, gpu_model=h100, guaranteed=32)
+    team_a = services.create_queue(admin, tenant=personas.a_team, name="train")
+    org_a = services.create_queue(admin, tenant=personas.a, name="infer")
+    b = services.create_queue(admin, tenant=personas.b, name="research")
+    services.set_quota(admin, queue=team_a, gpu_model=h100, guaranteed=8, borrow_limit=None)
+    services.set_quota(admin, queue=org_a, gpu_model=h100, guaranteed=8)
+    services.set_quota(admin, queue=b, gpu_model=h100, guaranteed=16, lend_limit=8)
+    tiers = {t.name: t for t in PriorityTier.objects.all()}
+    return {"admin": admin, "h100": h100, "team_a": team_a, "org_a": org_a, "b": b, "tiers": tiers}
+
+
+def claim(setup, queue, gpus, tier="training", name=None):
+    return services.submit_admission(
+        name=name or f"job-{Admission.objects.count()}",
+        queue=setup[queue],
+        gpu_model=setup["h100"],
+        gpus=gpus,
+        tier=setup["tiers"][tier],
+    )
+
+
+def test_seeded_tiers(db):
+    tiers = list(PriorityTier.objects.values_list("name", "value", "preemptible", "may_borrow"))
+    assert tiers == [
+        ("online-inference", 1000, False, False),
+        ("periodic", 800, True, True),
+        ("training", 500, True, True),
+        ("exploratory", 100, True, True),
+    ]
+
+
+def test_child_guarantees_must_fit_the_parent_budget(setup, personas):
+    ta = fresh(personas.tenant_admin_a)
+    with pytest.raises(InvalidInput) as exc:
+        services.set_quota(ta, queue=setup["team_a"], gpu_model=setup["h100"], guaranteed=25)
+    assert "above its budget of 32" in exc.value.message and "guaranteed" in exc.value.fields
+    services.set_quota(ta, queue=setup["team_a"], gpu_model=setup["h100"], guaranteed=24)
+    with pytest.raises(InvalidInput):  # a child budget above what is left of the parent's
+        services.set_budget(ta, tenant=personas.a_team, gpu_model=setup["h100"], guaranteed=40)
+    services.set_budget(ta, tenant=personas.a_team, gpu_model=setup["h100"], guaranteed=24)
+    with pytest.raises(InvalidInput):  # now the child's own budget binds
+        services.set_quota(ta, queue=setup["team_a"], gpu_model=setup["h100"], guaranteed=25)
+
+
+def test_quota_validation_errors(setup, personas):
+    admin = setup["admin"]
+    with pytest.raises(InvalidInput) as exc:
+        services.set_quota(admin, queue=setup["team_a"], gpu_model=setup["h100"], guaranteed=8, lend_limit=9)
+    assert exc.value.fields == {"lend_limit": ["Cannot lend more than the guarantee (8)."]}
+    with pytest.raises(InvalidInput) as exc:
+        services.set_quota(admin, queue=setup["team_a"], gpu_model=setup["h100"], guaranteed=-1)
+    assert "guaranteed" in exc.value.fields
+    a100 = GpuModel.objects.get(code="a100")
+    with pytest.raises(InvalidInput) as exc:
+        services.set_quota(admin, queue=setup["team_a"], gpu_model=a100, guaranteed=4, borrow_limit=4)
+    assert "borrow_limit" in exc.value.fields and "no other queue" in exc.value.message
+
+
+def test_tenant_admin_needs_a_budget_and_their_own_subtree(setup, personas):
+    l40s = GpuModel.objects.get(code="l40s")
+    with pytest.raises(Forbidden, match="No l40s budget"):
+        services.set_quota(fresh(personas.tenant_admin_a), queue=setup["team_a"], gpu_model=l40s, guaranteed=2)
+    with pytest.raises(Forbidden):
+        services.set_quota(fresh(personas.tenant_admin_a), queue=setup["b"], gpu_model=setup["h100"], guaranteed=2)
+    with pytest.raises(Forbidden):
+        services.set_quota(fresh(personas.member_a), queue=setup["org_a"], gpu_model=setup["h100"], guaranteed=2)
+
+
+def test_admission_decisions_are_persisted(setup):
+    first = claim(setup, "team_a", 8)
+    assert first.state == AdmissionState.ADMITTED and first.decision == "admit"
+    borrow = claim(setup, "team_a", 8)
+    assert borrow.state == AdmissionState.ADMITTED and borrow.decision == "borrow"
+    assert borrow.borrowed_from == {str(setup["org_a"].pk): 8}  # the nearest lender: its own organization
+    inference = claim(setup, "team_a", 1, tier="online-inference")
+    assert inference.state == AdmissionState.PENDING and "never borrows" in inference.reason
+    never = claim(setup, "org_a", 9, tier="online-inference")
+    assert never.state == AdmissionState.REJECTED
+
+
+def test_admission_pass_admits_when_gpus_come_back(setup):
+    running = claim(setup, "team_a", 8)
+    waiting = claim(setup, "team_a", 8, tier="online-inference")
+    assert waiting.state == AdmissionState.PENDING
+    services.release_admission(running)
+    result = services.run_admission_pass()
+    assert result["admitted"] == 1
+    waiting.refresh_from_db()
+    assert waiting.state == AdmissionState.ADMITTED
+    assert AuditEvent.objects.filter(action="admission.pass").count() == 1
+
+
+def test_reclaim_plan_recorded_for_the_lender(setup):
+    borrower = claim(setup, "team_a", 16, tier="exploratory")  # 8 own + 8 borrowed from org_a
+    lender_claim = claim(setup, "org_a", 8)
+    assert lender_claim.decision == "reclaim" and lender_claim.state == AdmissionState.PENDING
+    assert lender_claim.reclaim_plan == [[borrower.pk, 16]]
+
+
+def test_quota_change_that_preempts_needs_confirmation(setup, personas):
+    claim(setup, "team_a", 16, name="big-run")  # borrows 8 from org_a
+    admin = setup["admin"]
+    with pytest.raises(Conflict) as exc:
+        services.set_quota(admin, queue=setup["org_a"], gpu_model=setup["h100"], guaranteed=0)
+    impact = exc.value.data["impact"]
+    assert impact["preempt"][0]["name"] == "big-run" and impact["lose_borrowed"][0]["gpus"] == 8
+    assert "a/team-a" not in impact["text"] and "would lose 8 borrowed GPUs" in impact["text"]
+    assert Quota.objects.get(queue=setup["org_a"], gpu_model=setup["h100"]).guaranteed == 8
+    quota, summary = services.set_quota(
+        admin, queue=setup["org_a"], gpu_model=setup["h100"], guaranteed=0, confirm=True, reason="reassigned"
+    )
+    assert quota.guaranteed == 0 and summary["preempt"]
+
+
+def test_quota_request_flow(setup, personas):
+    ta = fresh(personas.tenant_admin_a)
+    request = services.request_quota(
+        ta, queue=setup["team_a"], gpu_model=setup["h100"], guaranteed=16, justification="70B pretraining next month"
+    )
+    with pytest.raises(Forbidden):
+        services.decide_quota_request(ta, request, approve=True)
+    with pytest.raises(InvalidInput):
+        services.decide_quota_request(setup["admin"], request, approve=False, reason="")
+    decided = services.decide_quota_request(setup["admin"], request, approve=True, granted=12, reason="12 for now")
+    assert decided.state == "partial" and decided.granted == 12
+    assert Quota.objects.get(queue=setup["team_a"], gpu_model=setup["h100"]).guaranteed == 12
+    event = AuditEvent.objects.get(action="quota_request.partial")
+    assert event.after["quota_after"]["guaranteed"] == 12 and event.reason == "12 for now"
+    with pytest.raises(Conflict):
+        services.decide_quota_request(setup["admin"], decided, approve=False, reason="again")
+
+
+def test_quota_api_and_preview(setup, personas, api):
+    client = api(fresh(personas.tenant_admin_a))
+    rows = client.get("/api/v1/quotas/").json()["results"]
+    assert {(r["queue"], r["guaranteed"]) for r in rows} == {("a-team/train", 8), ("a/infer", 8)}
+    assert api(fresh(personas.member_b)).get("/api/v1/quotas/").json()["count"] == 1  # b's only
+    preview = client.post(
+        "/api/v1/admission/preview/",
+        {"queue": setup["team_a"].pk, "gpu_model": "h100", "gpus": 12, "tier": "training"},
+        format="json",
+    ).json()
+    assert preview["decision"] == "borrow" and preview["borrow"] == [{"queue": "a/infer", "gpus": 4}]
+    hidden = api(fresh(personas.member_b)).post(
+        "/api/v1/admission/preview/",
+        {"queue": setup["team_a"].pk, "gpu_model": "h100", "gpus": 1, "tier": "training"},
+        format="json",
+    )
+    assert hidden.status_code == 404
+    claim(setup, "team_a", 16, name="big-run")
+    conflict = api(setup["admin"]).post(
+        "/api/v1/quotas/", {"queue": setup["org_a"].pk, "gpu_model": "h100", "guaranteed": 0}, format="json"
+    )
+    assert conflict.status_code == 409 and conflict.json()["code"] == "needs_confirmation"
+    assert conflict.json()["detail"]["impact"]["preempt"][0]["name"] == "big-run"
+    bad = api(setup["admin"]).post(
+        "/api/v1/quotas/", {"queue": setup["org_a"].pk, "gpu_model": "x100", "guaranteed": 1}, format="json"
+    )
+    assert bad.status_code == 400 and "gpu_model" in bad.json()["fields"]
+
+
+def test_tenant_and_queue_pages(setup, personas, client):
+    claim(setup, "team_a", 16, name="big-run")
+    claim(setup, "team_a", 4, tier="online-inference", name="serve-llm")
+    client.force_login(personas.tenant_admin_a)
+    page = client.get(reverse("tenancy:tenant_detail", args=["a"])).content.decode()
+    assert 'data-testid="quota-totals"' in page and "serve-llm" in page and "never borrows" in page
+    queue_page = client.get(reverse("tenancy:queue_detail", args=[setup["team_a"].pk])).content.decode()
+    assert "big-run" in queue_page and "8 from a/infer" in queue_page
+    assert client.get(reverse("tenancy:queue_detail", args=[setup["b"].pk])).status_code == 404
+    requests_page = client.post(
+        reverse("tenancy:quota_requests"),
+        {
+            "action": "request",
+            "queue": setup["team_a"].pk,
+            "gpu_model": "h100",
+            "guaranteed": 20,
+            "justification": "more",
+        },
+    )
+    assert requests_page.status_code == 302 and QuotaRequest.objects.count() == 1
+
+
+def test_queue_api_rules(setup, personas, api):
+    created = api(fresh(personas.tenant_admin_a)).post("/api/v1/queues/", {"tenant": "a", "name": "dev"}, format="json")
+    assert created.status_code == 201
+    assert (
+        api(fresh(personas.tenant_admin_a))
+        .post("/api/v1/queues/", {"tenant": "b", "name": "x"}, format="json")
+        .status_code
+        == 403
+    )
+    assert (
+        api(fresh(personas.tenant_admin_a))
+        .post("/api/v1/queues/", {"tenant": "a", "name": "Bad_Name"}, format="json")
+        .status_code
+        == 400
+    )
+    assert Queue.objects.filter(name="dev").exists()
