@@ -132,6 +132,7 @@ class Snapshot:
     held: dict[int, Held] = field(default_factory=dict)
     user_used: dict[tuple[int, str, str], int] = field(default_factory=lambda: defaultdict(int))
     _lenders: dict[str, list[QuotaState]] = field(default_factory=dict, repr=False)
+    _lendable: dict[str, int] = field(default_factory=dict, repr=False)
 
     def lenders(self, model: str) -> list[QuotaState]:
         if model not in self._lenders:
@@ -139,7 +140,15 @@ class Snapshot:
         return self._lenders[model]
 
     def lendable_total(self, model: str, excluding: int | None = None) -> int:
-        return sum(q.lendable for q in self.lenders(model) if q.queue != excluding)
+        """What every queue but `excluding` could lend now (cached per model until use changes)."""
+        if model not in self._lendable:
+            self._lendable[model] = sum(q.lendable for q in self.lenders(model))
+        own = self.quotas.get((excluding, model)) if excluding is not None else None
+        return self._lendable[model] - (own.lendable if own is not None else 0)
+
+    def changed(self, model: str) -> None:
+        """Use or lending of `model` changed: drop what was cached about it."""
+        self._lendable.pop(model, None)
 
     def capacity(self, model: str) -> float:
         return self.free_capacity.get(model, UNLIMITED)
@@ -255,6 +264,7 @@ def admit(snapshot: Snapshot, request: Request, result: Result, held_id: int, no
         held_id, request.queue, request.model, request.gpus, request.tier, now, request.user, dict(result.borrow)
     )
     snapshot.held[held_id] = held
+    snapshot.changed(request.model)
     return held
 
 
@@ -267,6 +277,7 @@ def release(snapshot: Snapshot, held_id: int) -> None:
     if held.model in snapshot.free_capacity:
         snapshot.free_capacity[held.model] += held.gpus
     snapshot.user_used[(held.queue, held.model, held.user)] -= held.gpus
+    snapshot.changed(held.model)
     rebalance(snapshot, held.queue, held.model)
 
 
@@ -277,6 +288,7 @@ def rebalance(snapshot: Snapshot, queue: int, model: str) -> None:
     equal to that, so lenders get back what the borrower no longer needs to borrow.
     """
     quota = snapshot.quotas[(queue, model)]
+    snapshot.changed(model)
     borrowers = sorted(
         (h for h in snapshot.held.values() if h.queue == queue and h.model == model and h.borrowed_from),
         key=lambda h: -h.id,

@@ -8,6 +8,7 @@ from django.utils import timezone
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event
+from apps.core.bulk import bulk_update_fast
 from apps.core.errors import InvalidInput
 from apps.fleet.models import GpuModel
 from apps.tenancy.admission import Decision, Request, Result, admission_pass, decide, rebalance
@@ -140,8 +141,10 @@ def run_admission_pass() -> dict:
                 rows[pk].borrowed_from = {str(k): v for k, v in held.borrowed_from.items()}
                 changed.append(rows[pk])
         if changed:
-            Admission.objects.bulk_update(
-                changed, ["state", "decision", "reason", "borrowed_from", "reclaim_plan", "admitted_at"]
+            bulk_update_fast(
+                Admission,
+                list({row.pk: row for row in changed}.values()),
+                ["state", "decision", "reason", "borrowed_from", "reclaim_plan", "admitted_at"],
             )
         if admitted:
             record_event(
