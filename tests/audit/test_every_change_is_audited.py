@@ -345,8 +345,10 @@ def _(personas, api, client, request):
 
 @case("tenancy:quota_requests", "post", setup=_queue)
 def _(personas, api, client, queue):
-    return _logged_in(client, personas, "tenant_admin_a").post(reverse("tenancy:quota_requests"), {
-        "action": "request", "queue": queue.pk, "gpu_model": "h100", "guaranteed": 12, "justification": "eval"})
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("tenancy:quota_requests"),
+        {"action": "request", "queue": queue.pk, "gpu_model": "h100", "guaranteed": 12, "justification": "eval"},
+    )
 
 
 @case("login", "post")
