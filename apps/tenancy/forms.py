@@ -46,3 +46,30 @@ class QuotaDecisionForm(forms.Form):
     granted = forms.IntegerField(min_value=0, required=False)
     reason = forms.CharField(required=False, max_length=4000)
     confirm = forms.BooleanField(required=False)
+
+
+class QuotaForm(forms.Form):
+    """Set one GPU model's quota on a queue; "preview" shows the impact, "apply" writes it."""
+
+    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code")
+    guaranteed = forms.IntegerField(min_value=0)
+    borrow_limit = forms.IntegerField(min_value=0, required=False, help_text="Empty: unlimited.")
+    lend_limit = forms.IntegerField(min_value=0, required=False, help_text="Empty: all of the unused guarantee.")
+    weight = forms.FloatField(min_value=0.001, initial=1.0)
+    per_user_limit = forms.IntegerField(min_value=0, required=False)
+    confirm = forms.BooleanField(required=False, label="Apply even though running work would be preempted")
+    reason = forms.CharField(required=False, max_length=2000)
+
+    def __init__(self, *args, **kwargs):
+        from apps.fleet.models import GpuModel
+
+        super().__init__(*args, **kwargs)
+        self.fields["gpu_model"].queryset = GpuModel.objects.all()
+
+
+class TierForm(forms.Form):
+    value = forms.IntegerField()
+    preemptible = forms.BooleanField(required=False)
+    may_borrow = forms.BooleanField(required=False)
+    description = forms.CharField(required=False, max_length=300)
+    reason = forms.CharField(required=False, max_length=2000)

@@ -8,5 +8,6 @@ urlpatterns = [
     path("new/", views.tenant_create, name="tenant_create"),
     path("queues/<int:pk>/", views.queue_detail, name="queue_detail"),
     path("quota-requests/", views.quota_requests, name="quota_requests"),
+    path("tiers/", views.tiers, name="tiers"),
     path("<str:slug>/", views.tenant_detail, name="tenant_detail"),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods, require_safe
+from django.views.decorators.http import require_http_methods
 
 from apps.accounts.models import Membership
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
@@ -121,15 +121,32 @@ def _quota_context(tenant: Tenant) -> dict:
     }
 
 
-@require_safe
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def queue_detail(request, pk: int):
     """One queue: its quota per model with use, bindings, claims (admitted with lenders, pending with reasons)."""
     from apps.tenancy.admission import UNLIMITED
+    from apps.tenancy.forms import QuotaForm
     from apps.tenancy.models import Admission, AdmissionState, Queue
+    from apps.tenancy.services import preview_quota, set_quota
     from apps.tenancy.snapshot import build_snapshot
 
     queue = get_object_or_404(Queue.objects.for_user(request.user, "view").select_related("tenant"), pk=pk)
+    form = QuotaForm(request.POST or None)
+    impact = None
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        confirm, reason = data.pop("confirm"), data.pop("reason")
+        try:
+            if request.POST.get("action") == "preview":
+                impact = preview_quota(request.user, queue, data.pop("gpu_model"), **data)
+            else:
+                _, applied = set_quota(request.user, queue=queue, confirm=confirm, reason=reason, **data)
+                messages.success(request, f"Quota saved. Impact: {applied['text']}.")
+                return redirect("tenancy:queue_detail", pk=queue.pk)
+        except ServiceError as exc:
+            apply_service_error(form, exc)
+            impact = exc.data.get("impact")
     snapshot, _ = build_snapshot(with_capacity=False)
     quotas = [
         {
@@ -157,6 +174,8 @@ def queue_detail(request, pk: int):
             "lenders": lenders,
             "bindings": queue.bindings.select_related("cluster"),
             "can_manage": has_perm(request.user, "manage", queue.tenant),
+            "form": form,
+            "impact": impact,
         },
     )
 
@@ -203,4 +222,36 @@ def quota_requests(request):
             "can_decide": has_perm(request.user, "administer"),
             "can_request": bool(form.fields["queue"].queryset.exists()),
         },
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def tiers(request):
+    """Priority tiers; platform admins edit them."""
+    from apps.tenancy.forms import TierForm
+    from apps.tenancy.models import PriorityTier
+    from apps.tenancy.services import update_tier
+
+    if request.method == "POST":
+        tier = get_object_or_404(
+            PriorityTier, pk=request.POST.get("tier", "0") if request.POST.get("tier", "").isdigit() else 0
+        )
+        form = TierForm(request.POST)
+        if form.is_valid():
+            data = dict(form.cleaned_data)
+            reason = data.pop("reason")
+            try:
+                update_tier(request.user, tier, reason=reason, **data)
+            except ServiceError as exc:
+                messages.error(request, exc.message)
+            else:
+                messages.success(request, f"Saved tier {tier.name}.")
+        else:
+            messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return redirect("tenancy:tiers")
+    return render(
+        request,
+        "tenancy/tiers.html",
+        {"tiers": PriorityTier.objects.all(), "can_edit": has_perm(request.user, "administer")},
     )

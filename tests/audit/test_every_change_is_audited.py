@@ -351,6 +351,24 @@ def _(personas, api, client, queue):
     )
 
 
+@case("tenancy:queue_detail", "post", setup=_queue)
+def _(personas, api, client, queue):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("tenancy:queue_detail", args=[queue.pk]),
+        {"gpu_model": "h100", "guaranteed": 10, "weight": 1, "action": "apply"},
+    )
+
+
+@case("tenancy:tiers", "post")
+def _(personas, api, client):
+    from apps.tenancy.models import PriorityTier
+
+    tier = PriorityTier.objects.get(name="periodic")
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("tenancy:tiers"), {"tier": tier.pk, "value": 801, "preemptible": "on", "may_borrow": "on"}
+    )
+
+
 @case("login", "post")
 def _(personas, api, client):
     return client.post(reverse("login"), {"username": "member-a", "password": PASSWORD})

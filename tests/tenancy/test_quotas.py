@@ -214,3 +214,31 @@ def test_queue_api_rules(setup, personas, api):
         == 400
     )
     assert Queue.objects.filter(name="dev").exists()
+
+
+def test_queue_page_previews_then_applies_with_confirmation(setup, personas, client):
+    claim(setup, "team_a", 16, name="big-run")  # borrows 8 of org_a's guarantee
+    client.force_login(personas.platform_admin)
+    url = reverse("tenancy:queue_detail", args=[setup["org_a"].pk])
+    data = {"gpu_model": "h100", "guaranteed": 0, "weight": 1}
+    preview = client.post(url, {**data, "action": "preview"})
+    assert preview.status_code == 200 and "big-run" in preview.content.decode()
+    assert Quota.objects.get(queue=setup["org_a"]).guaranteed == 8
+    refused = client.post(url, {**data, "action": "apply"})
+    assert "Confirm to apply it" in refused.content.decode()
+    assert Quota.objects.get(queue=setup["org_a"]).guaranteed == 8
+    applied = client.post(url, {**data, "action": "apply", "confirm": "on", "reason": "move to b"})
+    assert applied.status_code == 302 and Quota.objects.get(queue=setup["org_a"]).guaranteed == 0
+
+
+def test_tiers_page_edits(setup, personas, client):
+    tier = PriorityTier.objects.get(name="exploratory")
+    client.force_login(personas.member_a)
+    assert "Save" not in client.get(reverse("tenancy:tiers")).content.decode()
+    client.post(reverse("tenancy:tiers"), {"tier": tier.pk, "value": 1, "preemptible": "on", "may_borrow": "on"})
+    assert PriorityTier.objects.get(pk=tier.pk).value == 100  # refused: members cannot edit tiers
+    client.force_login(personas.platform_admin)
+    client.post(reverse("tenancy:tiers"), {"tier": tier.pk, "value": 150, "preemptible": "on", "may_borrow": "on"})
+    assert PriorityTier.objects.get(pk=tier.pk).value == 150
+    client.post(reverse("tenancy:tiers"), {"tier": tier.pk, "value": 150, "may_borrow": "on"})  # no preemptible
+    assert PriorityTier.objects.get(pk=tier.pk).preemptible  # refused: a non-preemptible tier cannot borrow
