@@ -1,0 +1,57 @@
+"""Build the DesiredState of one cluster from the database: what the renderers turn into backend objects."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from apps.tenancy.models import PriorityTier, QueueBinding, Quota, Tenant
+
+
+def build_desired_state(cluster) -> DesiredState:
+    """Queues bound to `cluster` with their quotas, the tenant tree above them, every tier. Five queries."""
+    bindings = list(QueueBinding.objects.filter(cluster=cluster).select_related("queue__tenant"))
+    queue_ids = [b.queue_id for b in bindings]
+    quotas: dict[int, list[QuotaLine]] = defaultdict(list)
+    models: dict[str, GpuModelRef] = {}
+    for quota in Quota.objects.filter(queue_id__in=queue_ids).select_related("gpu_model").order_by("gpu_model__code"):
+        model = quota.gpu_model
+        models[model.code] = GpuModelRef(model.code, model.name, (model.product_labels or [model.name])[0], model.code)
+        quotas[quota.queue_id].append(
+            QuotaLine(
+                model.code, quota.guaranteed, quota.borrow_limit, quota.lend_limit, quota.weight, quota.per_user_limit
+            )
+        )
+    tenant_ids = {tid for b in bindings for tid in b.queue.tenant.ancestor_ids()}
+    tenants = {t.pk: t for t in Tenant.objects.filter(pk__in=tenant_ids)}
+    guaranteed: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for binding in bindings:
+        for line in quotas[binding.queue_id]:
+            for tid in binding.queue.tenant.ancestor_ids():
+                guaranteed[tid][line.gpu_model] += line.guaranteed
+    tenant_specs = tuple(
+        TenantSpec(
+            t.slug,
+            t.name,
+            tenants[t.parent_id].slug if t.parent_id in tenants else None,
+            dict(sorted(guaranteed[t.pk].items())),
+        )
+        for t in sorted(tenants.values(), key=lambda t: t.path)
+    )
+    queue_specs = tuple(
+        QueueSpec(
+            b.queue.tenant.slug, b.queue.name, tuple(b.namespaces or ()), b.slurm_account, tuple(quotas[b.queue_id])
+        )
+        for b in sorted(bindings, key=lambda b: (b.queue.tenant.path, b.queue.name))
+    )
+    tiers = tuple(
+        TierSpec(t.name, t.value, t.preemptible, t.may_borrow, t.description) for t in PriorityTier.objects.all()
+    )
+    return DesiredState(
+        cluster=cluster.name,
+        tenants=tenant_specs,
+        queues=queue_specs,
+        tiers=tiers,
+        gpu_models=tuple(models[c] for c in sorted(models)),
+        queueing=(cluster.connection or {}).get("queueing", "kueue"),
+    )
