@@ -8,11 +8,13 @@ Facts come from shared/reference/queues-quotas-priorities.md (sections 1, 2, 3, 
 from __future__ import annotations
 
 KUBERNETES = [
-    "ResourceQuota rejects a pod that exceeds it with 403 at creation; it never queues. The console renders "
-    "it on requests.nvidia.com/gpu (extended resources accept only the requests. prefix) as a backstop "
-    "at the queue's maximum (guarantee + borrow limit); queueing is the job of Kueue or Volcano.",
+    "ResourceQuota rejects a pod that exceeds it with 403 at creation; it never queues. The console "
+    "renders one per bound namespace only as a backstop at the queue's maximum (guarantee + borrow "
+    "limit), on the GPU resource with the requests. prefix (the only form extended resources accept); "
+    "queueing is the job of Kueue or Volcano.",
     "ResourceQuota is per namespace: a queue bound to several namespaces gets the queue's whole maximum "
-    "in each of them, and no ResourceQuota at all when its borrowing is unlimited.",
+    "in each of them. An unlimited borrow limit has no quota: with Kueue (one requests.nvidia.com/gpu "
+    "total) the namespace then gets no ResourceQuota; with Volcano that model's entry is left out.",
     "PriorityClass preemptionPolicy: Never (rendered for non-preemptible tiers) only stops those pods "
     "from preempting others in kube-scheduler; it does not protect them from being preempted.",
     "A per-user cap (per_user_limit) has no Kubernetes object; the console's admission enforces it.",
@@ -83,8 +85,8 @@ SLURM = [
     "suspended job keeps its GPUs (GRES is not released).",
     "A tier that never borrows cannot be expressed (Slurm has no borrowing, only the GrpTRES cap); the "
     "console's admission enforces it.",
-    "Typed GPU caps (gres/gpu:<type>) bind jobs that request a type; the untyped total gres/gpu is capped "
-    "too when every model of the queue is capped.",
+    "Typed GPU caps (gres/gpu:<type>) are reliable only for jobs that request a GPU type, as the "
+    "console's submissions do; the untyped total gres/gpu is capped too when every model of the queue is.",
     "When backfill preempts it may preempt more jobs than needed.",
 ]
 

@@ -20,7 +20,7 @@ from apps.backends.render import kueue, volcano
 from apps.backends.render.caveats import caveats_for
 from apps.backends.render.errors import RenderError
 from apps.backends.render.model import Plan, build_plan, queue_label
-from apps.backends.render.names import require_dns_label
+from apps.backends.render.names import require_dns_label, require_label_value
 from apps.backends.render.objects import labels, meta, namespace, obj, resource_quota
 from apps.backends.render.result import RenderResult
 from apps.tenancy.desired import DesiredState, QueueSpec
@@ -36,6 +36,10 @@ def render_kubernetes(state: DesiredState) -> RenderResult:
     if backend is None:
         raise RenderError("queueing", f"{state.queueing!r} is not one of {', '.join(sorted(QUEUEING))}")
     plan = build_plan(state)
+    for model in plan.models.values():
+        # the code names a ResourceFlavor (Kueue) or a resource (Volcano); the label selects nodes
+        require_dns_label(model.code, f"GPU model {model.code!r}: code")
+        require_label_value(model.product_label, f"GPU model {model.code}: product_label")
     bound = _bound_queues(plan)
     objects = [_priority_class(tier.name, tier.value, tier.preemptible, tier.description) for tier in plan.tiers]
     objects += backend.cluster_objects(plan, bound)

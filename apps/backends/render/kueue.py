@@ -125,7 +125,7 @@ def _cluster_queue(plan: Plan, queue: QueueSpec, preemption: dict) -> dict:
 
 
 def _check_unique_names(queues: list[QueueSpec]) -> None:
-    """"<tenant>-<queue>" can collide (tenant "a-b" queue "c" vs tenant "a" queue "b-c"): refuse, never merge."""
+    """ "<tenant>-<queue>" can collide (tenant "a-b" queue "c" vs tenant "a" queue "b-c"): refuse, never merge."""
     owner: dict[str, QueueSpec] = {}
     for queue in queues:
         name = cluster_queue_name(queue)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from apps.backends.render.errors import RenderError
-from apps.backends.render.names import require_dns_label, require_label_value
+from apps.backends.render.names import require_dns_label
 from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 
 # Kubernetes refuses user PriorityClasses above one billion (higher values are for system-* classes).
@@ -101,9 +101,9 @@ class Plan:
             if len(weights) > 1:
                 shown = ", ".join(f"{line.gpu_model}={line.weight:g}" for line in self.lines(queue))
                 out.append(
-                    f"Queue {queue_label(queue)}: {backend} has one fair-share weight per queue, not per GPU "
-                    f"model; the per-model weights ({shown}) are rendered as their guarantee-weighted "
-                    f"mean {queue_weight(queue):g}."
+                    f"Queue {queue_label(queue)}: {backend} weighs a whole queue, not each GPU model; the "
+                    f"per-model weights ({shown}) are rendered as their guarantee-weighted mean "
+                    f"{queue_weight(queue):g}."
                 )
         return out
 
@@ -130,8 +130,7 @@ def build_plan(state: DesiredState) -> Plan:
 def _check_models(gpu_models: tuple[GpuModelRef, ...]) -> dict[str, GpuModelRef]:
     models: dict[str, GpuModelRef] = {}
     for model in gpu_models:
-        require_dns_label(model.code, f"GPU model {model.code!r}: code")
-        require_label_value(model.product_label, f"GPU model {model.code}: product_label")
+        # Kubernetes-only rules for code and product_label live in kubernetes.py: Slurm uses neither.
         if model.code in models:
             raise RenderError(f"GPU model {model.code}", "appears twice in the desired state")
         models[model.code] = model

@@ -17,6 +17,7 @@ DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Patterns are used with fullmatch: with match, "$" would also accept a trailing newline.
 # Label values and the name part of qualified names (label keys, resource names): 63 characters,
 # alphanumerics at both ends, '-', '_' and '.' inside.
 _QUALIFIED_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -25,16 +26,16 @@ _HASH_LEN = 8
 
 def is_dns_label(name: str) -> bool:
     """RFC 1123 label: what Kubernetes requires of namespace names (and what we use for every name)."""
-    return len(name) <= DNS_LABEL_MAX and bool(_DNS_LABEL.match(name))
+    return len(name) <= DNS_LABEL_MAX and bool(_DNS_LABEL.fullmatch(name))
 
 
 def is_dns_subdomain(name: str) -> bool:
     """RFC 1123 subdomain: what Kubernetes requires of most object names."""
-    return len(name) <= DNS_SUBDOMAIN_MAX and bool(_DNS_SUBDOMAIN.match(name))
+    return len(name) <= DNS_SUBDOMAIN_MAX and bool(_DNS_SUBDOMAIN.fullmatch(name))
 
 
 def is_label_value(value: str) -> bool:
-    return value == "" or (len(value) <= DNS_LABEL_MAX and bool(_QUALIFIED_PART.match(value)))
+    return value == "" or (len(value) <= DNS_LABEL_MAX and bool(_QUALIFIED_PART.fullmatch(value)))
 
 
 def is_qualified_name(key: str) -> bool:
@@ -42,7 +43,7 @@ def is_qualified_name(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
     if prefix and not is_dns_subdomain(prefix):
         return False
-    return len(name) <= DNS_LABEL_MAX and bool(_QUALIFIED_PART.match(name))
+    return len(name) <= DNS_LABEL_MAX and bool(_QUALIFIED_PART.fullmatch(name))
 
 
 def dns_label(name: str) -> str:

@@ -19,9 +19,11 @@ Mapping (reference §3 and §6):
 * queue users -> user associations under the queue account; a per-user cap becomes GrpTRES on each.
 
 Order: accounts (parents first), QOS, then the `modify` lines that set values, then users, so each
-command refers only to what exists. Replaying on a cluster that has the accounts converges: `add` of
-an existing association is refused (harmless) and the `modify` lines set every value again, except
-that an existing account is not moved to a new parent.
+command refers only to what exists. Run against a real Slurm 22.05 slurmdbd, every command succeeds on
+an empty database, and a replay converges: `add` of an existing account, QOS or user exits 1 with
+"Nothing new added." (the caller treats that as done) and the `modify` lines set every value again.
+Not converged by a replay: moving an existing account to a new parent, and emptying a QOS's Preempt
+list (see `_qos_settings`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ UNLIMITED = -1  # sacctmgr: a TRES set to -1 has no limit (and clears an earlier
 _ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _USER = re.compile(r"^[a-z_][a-z0-9_.-]*$")  # POSIX-style login names
 _GRES_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# Patterns are used with fullmatch ("$" alone would let a trailing newline through).
 # What any argument may contain: nothing a shell or sacctmgr's own parser would treat specially.
 SAFE_ARGUMENT = re.compile(r"^[A-Za-z0-9_./:=,+-]*$")
 
@@ -109,7 +112,7 @@ def render_slurm(state: DesiredState) -> SlurmRender:
                     _cmd("modify", "user", "where", f"name={user}", f"account={queue.slurm_account}", "set", per_user)
                 )
     for argv in commands:  # belt and braces: the checks above should make this unreachable
-        bad = [arg for arg in argv if not SAFE_ARGUMENT.match(arg)]
+        bad = [arg for arg in argv if not SAFE_ARGUMENT.fullmatch(arg)]
         if bad:
             raise RenderError("sacctmgr arguments", f"unsafe characters in {bad!r}")
 
@@ -130,7 +133,7 @@ def _cmd(*args: str) -> list[str]:
 
 
 def _require(pattern: re.Pattern[str], value: str, where: str, kind: str) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         allowed = {
             "account": "lower-case letters, digits, '-' and '_', starting with a letter or digit",
             "user": "lower-case letters, digits, '_', '.' and '-', starting with a letter or '_'",
@@ -204,10 +207,15 @@ def _fairshare(plan: Plan, queues: list[QueueSpec]) -> dict[str, int]:
 
 def _qos_settings(plan: Plan, name: str) -> list[str]:
     tier = next(t for t in plan.tiers if t.name == name)
-    # Preempt: the preemptible tiers strictly below; an empty value clears an earlier list.
+    settings = [f"Priority={tier.value}"]
     victims = [t.name for t in plan.tiers if t.preemptible and t.value < tier.value]
-    mode = "REQUEUE" if tier.preemptible else "CLUSTER"  # CLUSTER: back to the slurm.conf default
-    return _cmd("modify", "qos", name, "set", f"Priority={tier.value}", f"Preempt={','.join(victims)}", f"PreemptMode={mode}")
+    # Preempt: the preemptible tiers strictly below. An empty list is left out rather than sent as
+    # "Preempt=": on Slurm 22.05 that empty value makes every later Preempt list naming this QOS fail
+    # with "QOS Preemption loop detected" (seen against a real slurmdbd).
+    if victims:
+        settings.append(f"Preempt={','.join(victims)}")
+    settings.append(f"PreemptMode={'REQUEUE' if tier.preemptible else 'CLUSTER'}")  # CLUSTER: slurm.conf's
+    return _cmd("modify", "qos", name, "set", *settings)
 
 
 def _grp_tres(plan: Plan, queue: QueueSpec, gres: dict[str, str]) -> str:

@@ -94,7 +94,10 @@ def caveats(plan: Plan, queues: list[QueueSpec]) -> list[str]:
     weights += [(f"queue {queue_label(q)}", queue_weight(q)) for q in queues]
     for who, weight in weights:
         if round(weight * WEIGHT_SCALE) != volcano_weight(weight):
-            out.append(f"The weight {weight:g} of {who} is outside what Volcano can hold; rendered as {volcano_weight(weight)}.")
+            out.append(
+                f"The weight {weight:g} of {who} is outside what Volcano can hold (1..{WEIGHT_MAX} after x"
+                f"{WEIGHT_SCALE}); rendered as {volcano_weight(weight)}."
+            )
     return out
 
 
