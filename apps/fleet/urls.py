@@ -10,6 +10,7 @@ urlpatterns = [
     path("nodes/", views.NodeListView.as_view(), name="node_list"),
     path("clusters/<str:name>/", views.cluster_detail, name="cluster_detail"),
     path("clusters/<str:name>/sync/", views.cluster_sync, name="cluster_sync"),
+    path("clusters/<str:name>/desired-state/", views.cluster_desired_state, name="cluster_desired_state"),
     path("clusters/<str:name>/test-connection/", views.cluster_test_connection, name="cluster_test_connection"),
     path("clusters/<str:cluster>/nodes/<str:name>/", views.node_detail, name="node_detail"),
     path("clusters/<str:cluster>/nodes/<str:name>/telemetry/", views.node_telemetry, name="node_telemetry"),

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import render as render_page
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
@@ -62,6 +63,38 @@ def cluster_detail(request, name: str):
             "states": dict(nodes.values_list("state").annotate(n=Count("id")).values_list("state", "n")),
             "can_operate": has_perm(request.user, "operate"),
             "operations": Operation.objects.filter(target_type="fleet.cluster", target_id=str(cluster.pk))[:5],
+            "caveats": _caveats(cluster),
+        },
+    )
+
+
+@require_safe
+@login_required
+def cluster_desired_state(request, name: str):
+    """What the console wants on this cluster for its tenants, queues, quotas and tiers, in the backend's terms."""
+    from apps.backends.render import RenderError, caveats_for, render
+    from apps.tenancy.desired_state import build_desired_state
+
+    cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
+    kind = "slurm" if cluster.kind == "slurm" else "kubernetes"
+    state = build_desired_state(cluster)
+    text, error = "", ""
+    try:
+        result = render(state, kind)
+        text = result.as_script() if kind == "slurm" else result.to_yaml()
+    except RenderError as exc:
+        error = str(exc)
+    return render_page(
+        request,
+        "fleet/cluster_desired_state.html",
+        {
+            "cluster": cluster,
+            "kind": kind,
+            "queueing": state.queueing,
+            "text": text,
+            "error": error,
+            "caveats": caveats_for(kind, state.queueing),
+            "queues": len(state.queues),
         },
     )
 
@@ -236,3 +269,10 @@ def node_telemetry(request, cluster: str, name: str):
                 for gpu, values in sorted(readings.items(), key=lambda item: int(item[0]))
             ]
     return render(request, "fleet/_node_telemetry.html", {"rows": rows, "error": error})
+
+
+def _caveats(cluster) -> list[str]:
+    from apps.backends.render import caveats_for
+
+    kind = "slurm" if cluster.kind == "slurm" else "kubernetes"
+    return caveats_for(kind, (cluster.connection or {}).get("queueing", "kueue"))

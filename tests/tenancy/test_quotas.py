@@ -242,3 +242,45 @@ def test_tiers_page_edits(setup, personas, client):
     assert PriorityTier.objects.get(pk=tier.pk).value == 150
     client.post(reverse("tenancy:tiers"), {"tier": tier.pk, "value": 150, "may_borrow": "on"})  # no preemptible
     assert PriorityTier.objects.get(pk=tier.pk).preemptible  # refused: a non-preemptible tier cannot borrow
+
+
+def test_desired_state_of_a_cluster_renders_and_validates(setup, personas, client):
+    from apps.backends.render import render
+    from apps.backends.render.validate import validate_objects
+    from apps.backends.simulator.services import create_simulated_cluster
+    from apps.tenancy.desired_state import build_desired_state
+
+    cluster = create_simulated_cluster(None, "kube", {"nodes": 1, "models": {"h100": 1.0}})
+    services.bind_queue(
+        setup["admin"], setup["team_a"], cluster=cluster, namespaces=["team-a-train"], slurm_account="team_a_train"
+    )
+    services.bind_queue(setup["admin"], setup["b"], cluster=cluster, namespaces=["b-research"])
+    state = build_desired_state(cluster)
+    assert [q.full_name for q in state.queues] == ["a-team-train", "b-research"]
+    assert [t.slug for t in state.tenants] == ["a", "a-team", "b"]
+    result = render(state, "kubernetes")
+    kinds = {obj["kind"] for obj in result.objects}
+    assert {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Cohort", "WorkloadPriorityClass"} <= kinds
+    assert validate_objects(result.objects) == []
+    slurm = render(state, "slurm")
+    assert any("GrpTRES=" in " ".join(cmd) for cmd in slurm.commands)
+    client.force_login(personas.member_a)
+    page = client.get(reverse("fleet:cluster_desired_state", args=["kube"])).content.decode()
+    assert "kind: ClusterQueue" in page and "no per-workload" in page.lower()
+    detail = client.get(reverse("fleet:cluster_detail", args=["kube"])).content.decode()
+    assert 'data-testid="caveats"' in detail
+
+
+def test_bind_queue_rules(setup, personas):
+    from apps.backends.simulator.services import create_simulated_cluster
+
+    cluster = create_simulated_cluster(None, "kube2", {"nodes": 1, "models": {"h100": 1.0}})
+    with pytest.raises(Forbidden):
+        services.bind_queue(fresh(personas.tenant_admin_a), setup["team_a"], cluster=cluster, namespaces=["x"])
+    with pytest.raises(InvalidInput):
+        services.bind_queue(setup["admin"], setup["team_a"], cluster=cluster, namespaces=["Bad_NS"])
+    with pytest.raises(InvalidInput):
+        services.bind_queue(setup["admin"], setup["team_a"], cluster=cluster, slurm_account="bad account;rm")
+    services.bind_queue(setup["admin"], setup["team_a"], cluster=cluster, namespaces=["shared"])
+    with pytest.raises(Conflict):
+        services.bind_queue(setup["admin"], setup["b"], cluster=cluster, namespaces=["shared"])
