@@ -109,3 +109,80 @@ def seed_fleet(admin) -> None:
                 )
             )
     sync_inventory(cluster.pk)
+    seed_quotas(admin, cluster)
+
+
+# (tenant, queue, namespace, {model: (guaranteed, borrow_limit, lend_limit)})
+DEMO_QUEUES = [
+    ("acme-llm", "train", "acme-llm-train", {"h100": (24, 16, None)}),
+    ("acme-llm", "serve", "acme-llm-serve", {"h100": (8, 0, 0)}),
+    ("acme-vision", "train", "acme-vision-train", {"a100": (16, 8, None), "l40s": (8, 0, None)}),
+    ("lab-rl", "default", "lab-rl", {"h100": (8, 0, None), "a100": (16, 8, None), "l40s": (8, 8, None)}),
+]
+DEMO_BUDGETS = [
+    ("acme", "h100", 32),
+    ("acme", "a100", 16),
+    ("acme", "l40s", 8),
+    ("lab", "h100", 8),
+    ("lab", "a100", 16),
+    ("lab", "l40s", 8),
+]
+# Claims matching the simulated load, plus work that has to wait: (name, tenant, queue, model, GPUs, tier).
+DEMO_CLAIMS = [
+    ("llm-pretrain-70b", "acme-llm", "train", "h100", 32, "training"),
+    ("llm-serve-70b", "acme-llm", "serve", "h100", 8, "online-inference"),
+    ("vision-detector", "acme-vision", "train", "a100", 16, "training"),
+    ("vision-eval", "acme-vision", "train", "l40s", 4, "periodic"),
+    ("rl-ppo-sweep", "lab-rl", "default", "a100", 6, "exploratory"),
+    ("llm-sft-8b", "acme-llm", "train", "h100", 8, "training"),
+]
+
+
+def seed_quotas(admin, cluster) -> None:
+    """Budgets, queues with quotas bound to the demo cluster, claims with reasons, and a quota request."""
+    from apps.fleet.models import GpuModel
+    from apps.tenancy import services as quota
+    from apps.tenancy.models import Admission, PriorityTier, Queue, QuotaRequest
+
+    if Queue.objects.exists():
+        return
+    models = {m.code: m for m in GpuModel.objects.all()}
+    for slug, code, amount in DEMO_BUDGETS:
+        quota.set_budget(admin, tenant=Tenant.objects.get(slug=slug), gpu_model=models[code], guaranteed=amount)
+    queues = {}
+    for slug, name, namespace, rows in DEMO_QUEUES:
+        queue = quota.create_queue(admin, tenant=Tenant.objects.get(slug=slug), name=name)
+        quota.bind_queue(admin, queue, cluster=cluster, namespaces=[namespace])
+        queues[(slug, name)] = queue
+    # Guarantees first, then borrow limits: a borrow limit needs other queues to borrow from.
+    for with_borrowing in (False, True):
+        for slug, name, _, rows in DEMO_QUEUES:
+            for code, (guaranteed, borrow, lend) in rows.items():
+                quota.set_quota(
+                    admin,
+                    queue=queues[(slug, name)],
+                    gpu_model=models[code],
+                    guaranteed=guaranteed,
+                    borrow_limit=borrow if with_borrowing else 0,
+                    lend_limit=lend,
+                )
+    tiers = {t.name: t for t in PriorityTier.objects.all()}
+    for name, slug, queue_name, code, gpus, tier in DEMO_CLAIMS:
+        quota.submit_admission(
+            name=name,
+            queue=queues[(slug, queue_name)],
+            gpu_model=models[code],
+            gpus=gpus,
+            tier=tiers[tier],
+            user="bob" if slug == "acme-llm" else "carol",
+        )
+    if not QuotaRequest.objects.exists():
+        alice = User.objects.get(username="alice")
+        quota.request_quota(
+            alice,
+            queue=queues[("acme-llm", "train")],
+            gpu_model=models["h100"],
+            guaranteed=32,
+            justification="The 70B pre-training run needs 32 H100s without borrowing.",
+        )
+    assert Admission.objects.exists()

@@ -220,12 +220,15 @@ def decide(snapshot: Snapshot, request: Request) -> Result:
         )
     if snapshot.lendable_total(request.model, excluding=request.queue) < to_borrow:
         lenders = [q for q in snapshot.lenders(request.model) if q.queue != request.queue]
+        total = snapshot.lendable_total(request.model, excluding=request.queue)
         if not lenders:
             why = "no other queue has a guarantee to lend"
-        elif all(q.lendable == 0 and q.guaranteed - q.own_used > 0 for q in lenders):
+        elif total == 0 and any(q.guaranteed - q.own_used - q.lent > 0 for q in lenders):
             why = "lenders at their lend limit"
+        elif total == 0:
+            why = "every lender's unused guarantee is already lent or in use"
         else:
-            why = f"only {snapshot.lendable_total(request.model, excluding=request.queue)} lendable"
+            why = f"only {total} lendable"
         return Result(Decision.QUEUE, f"{head}; borrowing blocked: {why}")
     if need > capacity:
         return Result(Decision.QUEUE, f"{head}; capacity: only {int(capacity)} {model} free in the fleet")
