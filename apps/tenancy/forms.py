@@ -26,7 +26,7 @@ class TenantForm(forms.ModelForm):
 
 class QuotaRequestForm(forms.Form):
     queue = forms.ModelChoiceField(queryset=None)
-    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code")
+    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code", label="GPU model")
     guaranteed = forms.IntegerField(min_value=0, help_text="The guarantee you need (the new total).")
     borrow_limit = forms.IntegerField(min_value=0, required=False)
     justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=4000)
@@ -51,7 +51,7 @@ class QuotaDecisionForm(forms.Form):
 class QuotaForm(forms.Form):
     """Set one GPU model's quota on a queue; "preview" shows the impact, "apply" writes it."""
 
-    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code")
+    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code", label="GPU model")
     guaranteed = forms.IntegerField(min_value=0)
     borrow_limit = forms.IntegerField(min_value=0, required=False, help_text="Empty: unlimited.")
     lend_limit = forms.IntegerField(min_value=0, required=False, help_text="Empty: all of the unused guarantee.")
