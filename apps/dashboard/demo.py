@@ -150,7 +150,7 @@ def seed_quotas(admin, cluster) -> None:
     for slug, code, amount in DEMO_BUDGETS:
         quota.set_budget(admin, tenant=Tenant.objects.get(slug=slug), gpu_model=models[code], guaranteed=amount)
     queues = {}
-    for slug, name, namespace, rows in DEMO_QUEUES:
+    for slug, name, namespace, _rows in DEMO_QUEUES:
         queue = quota.create_queue(admin, tenant=Tenant.objects.get(slug=slug), name=name)
         quota.bind_queue(admin, queue, cluster=cluster, namespaces=[namespace])
         queues[(slug, name)] = queue
