@@ -14,9 +14,10 @@ app.autodiscover_tasks()
 
 # Periodic work, declared once. Apps add entries here as they gain periodic tasks.
 app.conf.beat_schedule = {
-    "admission-pass": {
-        "task": "apps.tenancy.tasks.admission_pass_task",
-        "schedule": 15.0,
+    # Admission pass, dispatch of admitted work, reclaim, outbox retries and status reconcile.
+    "workloads-tick": {
+        "task": "apps.workloads.tasks.workloads_tick_task",
+        "schedule": 10.0,
     },
     "sync-inventory": {
         "task": "apps.fleet.tasks.sync_all_clusters_task",

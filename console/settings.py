@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "apps.operations",
     "apps.fleet",
     "apps.backends",
+    "apps.workloads",
     "apps.dashboard",
 ]
 

@@ -19,6 +19,7 @@ from apps.tenancy.api.quota_views import (
     TierViewSet,
 )
 from apps.tenancy.api.views import TenantViewSet
+from apps.workloads.api.views import TemplateViewSet, WorkloadViewSet
 
 router = DefaultRouter()
 router.register("tenants", TenantViewSet, basename="tenant")
@@ -39,6 +40,8 @@ router.register("budgets", BudgetViewSet, basename="budget")
 router.register("tiers", TierViewSet, basename="tier")
 router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("admissions", AdmissionViewSet, basename="admission")
+router.register("workloads", WorkloadViewSet, basename="workload")
+router.register("templates", TemplateViewSet, basename="template")
 
 app_name = "api"
 urlpatterns = [

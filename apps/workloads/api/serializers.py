@@ -1,0 +1,97 @@
+from rest_framework import serializers
+
+from apps.core.api.serializers import StrictSerializer
+from apps.workloads.models import Workload, WorkloadEvent, WorkloadKind, WorkloadTemplate
+
+
+class WorkloadEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorkloadEvent
+        fields = ["time", "kind", "message"]
+
+
+class WorkloadSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    queue = serializers.CharField(source="queue.name", read_only=True)
+    tier = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    admission = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "kind",
+            "name",
+            "tenant",
+            "queue",
+            "tier",
+            "cluster",
+            "gpu_model",
+            "gpus",
+            "state",
+            "state_reason",
+            "backend_name",
+            "placements",
+            "admission",
+            "requeues",
+            "idempotency_key",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "spec",
+        ]
+        read_only_fields = fields
+
+    def get_admission(self, workload) -> dict | None:
+        claim = workload.admission
+        if claim is None:
+            return None
+        return {
+            "state": claim.state,
+            "decision": claim.decision,
+            "reason": claim.reason,
+            "borrowed_from": claim.borrowed_from,
+        }
+
+
+class WorkloadDetailSerializer(WorkloadSerializer):
+    events = WorkloadEventSerializer(many=True, read_only=True)
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = [*WorkloadSerializer.Meta.fields, "events"]
+        read_only_fields = fields
+
+
+class WorkloadSubmitSerializer(StrictSerializer):
+    kind = serializers.ChoiceField(choices=WorkloadKind.choices)
+    spec = serializers.DictField(help_text="The training job or inference service spec (see docs/workloads.md)")
+
+
+class TemplateSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = WorkloadTemplate
+        fields = ["id", "tenant", "name", "version", "kind", "description", "spec", "created_by", "created_at"]
+        read_only_fields = fields
+
+
+class TemplateSaveSerializer(StrictSerializer):
+    tenant = serializers.CharField(max_length=63)
+    name = serializers.CharField(max_length=100)
+    kind = serializers.ChoiceField(choices=WorkloadKind.choices)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
+    spec = serializers.DictField()
+
+
+class TemplateSubmitSerializer(StrictSerializer):
+    overrides = serializers.DictField(required=False, default=dict)
+
+
+class CancelSerializer(StrictSerializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")

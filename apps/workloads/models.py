@@ -1,0 +1,172 @@
+"""Workloads (training jobs, inference services), their templates, events and the submission outbox."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from apps.core.validators import dns1123_label
+
+
+class TenantOwnedQuerySet(models.QuerySet):
+    tenant_field = "tenant_id"
+
+    def for_user(self, user, action: str):
+        from apps.accounts.permissions import allowed_tenant_ids
+
+        ids = allowed_tenant_ids(user, action)
+        return self if ids is None else self.filter(**{f"{self.tenant_field}__in": ids})
+
+
+class WorkloadKind(models.TextChoices):
+    TRAINING = "training", "Training job"
+    INFERENCE = "inference", "Inference service"
+
+
+class WorkloadState(models.TextChoices):
+    PENDING = "pending", "Pending (waiting for quota)"
+    ADMITTED = "admitted", "Admitted (being placed)"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    PREEMPTED = "preempted", "Preempted"
+    CANCELLING = "cancelling", "Cancelling"
+    CANCELLED = "cancelled", "Cancelled"
+    REJECTED = "rejected", "Rejected"
+
+    @classmethod
+    def terminal(cls) -> set[str]:
+        return {cls.SUCCEEDED, cls.FAILED, cls.PREEMPTED, cls.CANCELLED, cls.REJECTED}
+
+
+class WorkloadTemplate(models.Model):
+    """A saved, versioned spec per tenant ("8×H100 pretrain"); saving a change adds a version."""
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="workload_templates")
+    name = models.CharField(max_length=100)
+    version = models.PositiveIntegerField(default=1)
+    kind = models.CharField(max_length=20, choices=WorkloadKind.choices)
+    description = models.CharField(max_length=300, blank=True)
+    spec = models.JSONField()
+    created_by = models.ForeignKey("accounts.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantOwnedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__path", "name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name", "version"], name="template_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class Workload(models.Model):
+    """One training job or inference service, from submission to its end.
+
+    `backend_name` is fixed at creation (derived from the id), so a resubmission after a crash
+    reaches the backend under the same name and the backend's idempotent submit returns the same job.
+    """
+
+    kind = models.CharField(max_length=20, choices=WorkloadKind.choices)
+    name = models.CharField(max_length=63, validators=[dns1123_label])
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="workloads")
+    queue = models.ForeignKey("tenancy.Queue", on_delete=models.PROTECT, related_name="workloads")
+    tier = models.ForeignKey("tenancy.PriorityTier", on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="workloads")
+    gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
+    gpus = models.FloatField(help_text="GPUs the workload holds (fractions for shared GPUs)")
+    spec = models.JSONField()
+    template = models.ForeignKey(WorkloadTemplate, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    admission = models.OneToOneField(
+        "tenancy.Admission", null=True, blank=True, on_delete=models.SET_NULL, related_name="workload"
+    )
+    state = models.CharField(max_length=20, choices=WorkloadState.choices, default=WorkloadState.PENDING, db_index=True)
+    state_reason = models.CharField(max_length=500, blank=True)
+    backend_name = models.CharField(max_length=63, blank=True)
+    placements = models.JSONField(default=list, blank=True)
+    requeues = models.PositiveIntegerField(default=0)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    request_hash = models.CharField(max_length=64, blank=True)
+    created_by = models.ForeignKey("accounts.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantOwnedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["created_by", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="workload_idempotency_key_per_user",
+                violation_error_message="This idempotency key was already used.",
+            ),
+        ]
+        indexes = [models.Index(fields=["cluster", "state"], name="workload_cluster_state")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.name}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in WorkloadState.terminal()
+
+
+class WorkloadEvent(models.Model):
+    """A line of the workload's timeline: state changes, backend messages, placements."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField(auto_now_add=True)
+    kind = models.CharField(max_length=40)
+    message = models.CharField(max_length=1000)
+
+    class Meta:
+        ordering = ["time", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.time:%H:%M:%S} {self.kind}: {self.message}"
+
+
+class OutboxAction(models.TextChoices):
+    SUBMIT = "submit", "Submit"
+    CANCEL = "cancel", "Cancel"
+    PREEMPT = "preempt", "Preempt"
+
+
+class OutboxStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    PROCESSING = "processing", "Processing"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class OutboxEntry(models.Model):
+    """Backend work written in the same transaction as the change that needs it, carried out by a task.
+
+    A worker claims an entry by conditional UPDATE; one that dies mid-call leaves it `processing`
+    until the lease runs out, and the next sweep takes it again. Backends submit idempotently by
+    name, so the retry cannot create a second job.
+    """
+
+    LEASE_SECONDS = 300
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="outbox")
+    action = models.CharField(max_length=20, choices=OutboxAction.choices)
+    status = models.CharField(max_length=20, choices=OutboxStatus.choices, default=OutboxStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(db_index=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="outbox_due")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.workload_id} [{self.status}]"

@@ -1,0 +1,547 @@
+"""Workload services: submit (idempotent), cancel, templates; the outbox that talks to backends; reconcile.
+
+Submission admits through tenancy admission and writes the workload, its quota claim and an outbox
+row in one transaction. The backend is called later, outside any transaction, by the outbox task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+from collections import Counter, defaultdict
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.accounts.permissions import require
+from apps.accounts.roles import Action
+from apps.audit.services import record_event, snapshot
+from apps.backends.base import BackendError, NotFoundError
+from apps.backends.registry import get_backend
+from apps.backends.types import WorkloadState as BackendState
+from apps.core.errors import Conflict, InvalidInput, NotFound
+from apps.fleet.models import Cluster, GpuModel, Node, NodeState
+from apps.tenancy.models import AdmissionState, PriorityTier, Queue, QueueBinding, Tenant
+from apps.tenancy.services.admissions import release_admission, submit_admission
+from apps.workloads.models import (
+    OutboxAction,
+    OutboxEntry,
+    OutboxStatus,
+    Workload,
+    WorkloadEvent,
+    WorkloadKind,
+    WorkloadState,
+    WorkloadTemplate,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 300
+
+
+def catalog() -> dict[str, dict]:
+    return {
+        m.code: {
+            "name": m.name,
+            "memory_mib": m.memory_mib,
+            "mig_profiles": m.mig_profiles,
+            "product_labels": m.product_labels,
+            "nvlink": m.nvlink,
+        }
+        for m in GpuModel.objects.all()
+    }
+
+
+def _parse(kind: str, data: dict, gpus_per_node: int = 8):
+    from apps.workloads.specs import SpecError, parse_spec
+
+    if kind not in WorkloadKind.values:
+        raise InvalidInput(f"Unknown workload kind {kind!r}.", {"kind": f"One of: {', '.join(WorkloadKind.values)}."})
+    try:
+        return parse_spec(kind, data, catalog(), gpus_per_node=gpus_per_node)
+    except SpecError as exc:
+        raise InvalidInput(str(exc) or "Invalid workload spec.", exc.fields) from exc
+
+
+def _request_hash(kind: str, data: dict) -> str:
+    return hashlib.sha256(json.dumps({"kind": kind, "spec": data}, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _event(workload: Workload, kind: str, message: str) -> None:
+    WorkloadEvent.objects.create(workload=workload, kind=kind, message=message[:1000])
+
+
+def _pick_cluster(queue: Queue, model: GpuModel) -> Cluster:
+    bindings = list(QueueBinding.objects.filter(queue=queue).select_related("cluster").order_by("cluster__name"))
+    if not bindings:
+        raise InvalidInput(
+            f"Queue {queue} is not bound to any cluster yet; ask a platform admin.",
+            {"queue": "Not bound to a cluster."},
+        )
+    with_model = set(
+        Node.objects.filter(cluster__in=[b.cluster for b in bindings], gpu_model=model)
+        .exclude(state=NodeState.VANISHED)
+        .values_list("cluster_id", flat=True)
+        .distinct()
+    )
+    for binding in bindings:
+        if binding.cluster_id in with_model:
+            return binding.cluster
+    raise InvalidInput(
+        f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
+    )
+
+
+def _gpus_per_node(cluster: Cluster, model: GpuModel) -> int:
+    counts = Counter(
+        Node.objects.filter(cluster=cluster, gpu_model=model)
+        .exclude(state=NodeState.VANISHED)
+        .values_list("gpu_count", flat=True)
+    )
+    return counts.most_common(1)[0][0] if counts else 8
+
+
+def _backend_name(workload: Workload) -> str:
+    return f"wl{workload.pk}-{workload.name}"[:63].rstrip("-")
+
+
+def submit_workload(
+    actor, *, kind: str, spec: dict, idempotency_key: str | None = None, template: WorkloadTemplate | None = None
+) -> tuple[Workload, bool]:
+    """Submit a training job or inference service. Returns (workload, created).
+
+    With an idempotency key the same key returns the same workload (a different body under a used
+    key is a 409), so a CI retry never makes a second one.
+    """
+    if idempotency_key is not None and (not idempotency_key or len(idempotency_key) > 200):
+        raise InvalidInput("The Idempotency-Key must be 1 to 200 characters.", {"idempotency_key": "1 to 200."})
+    digest = _request_hash(kind, spec)
+    if idempotency_key:
+        existing = Workload.objects.filter(created_by=actor, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _replay(existing, digest)
+    tenant = Tenant.objects.filter(slug=spec.get("tenant")).first() if isinstance(spec, dict) else None
+    if tenant is None or not Tenant.objects.for_user(actor, "view").filter(pk=tenant.pk).exists():
+        raise NotFound(
+            f"No tenant {spec.get('tenant') if isinstance(spec, dict) else None!r}.", {"tenant": "Not found."}
+        )
+    require(actor, Action.SUBMIT, tenant, f"You may not submit work to tenant {tenant.slug}.")
+    parsed = _parse(kind, spec)
+    queue = Queue.objects.filter(tenant=tenant, name=parsed.queue).first()
+    if queue is None:
+        raise InvalidInput(f"Tenant {tenant.slug} has no queue {parsed.queue!r}.", {"queue": "No such queue."})
+    tier = PriorityTier.objects.filter(name=parsed.tier).first()
+    if tier is None:
+        raise InvalidInput(f"Unknown tier {parsed.tier!r}.", {"tier": "No such tier."})
+    model = GpuModel.objects.get(code=parsed.gpu_model)
+    cluster = _pick_cluster(queue, model)
+    gpus_per_node = _gpus_per_node(cluster, model)
+    if gpus_per_node != 8:
+        parsed = _parse(kind, spec, gpus_per_node)  # gang checks against this cluster's node size
+    with transaction.atomic():
+        workload = Workload(
+            kind=kind,
+            name=parsed.name,
+            tenant=tenant,
+            queue=queue,
+            tier=tier,
+            cluster=cluster,
+            gpu_model=model,
+            gpus=parsed.total_gpus,
+            spec=parsed.to_dict(),
+            template=template,
+            idempotency_key=idempotency_key or None,
+            request_hash=digest,
+            created_by=actor if actor.pk else None,
+        )
+        try:
+            with transaction.atomic():
+                workload.save()
+        except IntegrityError:
+            # Two retries raced with one key: the other one won; return its workload.
+            existing = Workload.objects.get(created_by=actor, idempotency_key=idempotency_key)
+            return _replay(existing, digest)
+        workload.backend_name = _backend_name(workload)
+        claim = submit_admission(
+            name=str(workload),
+            queue=queue,
+            gpu_model=model,
+            gpus=max(math.ceil(parsed.gang_gpus), 1),
+            tier=tier,
+            user=actor.get_username(),
+        )
+        workload.admission = claim
+        _apply_admission(workload, claim)
+        workload.save()
+        _event(
+            workload, "submitted", f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}"
+        )
+        record_event(
+            actor,
+            "workload.submit",
+            workload,
+            tenant=tenant,
+            after={
+                **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
+                "idempotency_key": idempotency_key,
+            },
+        )
+    return workload, True
+
+
+def _replay(existing: Workload, digest: str) -> tuple[Workload, bool]:
+    if existing.request_hash != digest:
+        raise Conflict(
+            "This Idempotency-Key was used for a different request.",
+            {"idempotency_key": "Already used with another body."},
+            code="idempotency_conflict",
+        )
+    return existing, False
+
+
+def _apply_admission(workload: Workload, claim) -> None:
+    """Map the claim's state onto the workload; an admitted one gets its backend submission queued."""
+    if claim.state == AdmissionState.ADMITTED:
+        workload.state, workload.state_reason = WorkloadState.ADMITTED, claim.reason
+        _enqueue(workload, OutboxAction.SUBMIT)
+    elif claim.state == AdmissionState.REJECTED:
+        workload.state, workload.state_reason = WorkloadState.REJECTED, claim.reason
+        workload.finished_at = timezone.now()
+    else:
+        workload.state, workload.state_reason = WorkloadState.PENDING, claim.reason
+
+
+def _enqueue(workload: Workload, action: str) -> OutboxEntry:
+    from apps.workloads.tasks import process_outbox_task
+
+    entry = OutboxEntry.objects.create(workload=workload, action=action, next_attempt_at=timezone.now())
+    transaction.on_commit(lambda: process_outbox_task.delay(entry.pk))
+    return entry
+
+
+def cancel_workload(actor, workload: Workload, *, reason: str = "") -> Workload:
+    """Cancel in any state: a pending one at once, a placed one through the backend; a finished one is left."""
+    require(actor, Action.SUBMIT, workload.tenant, f"You may not cancel work in tenant {workload.tenant.slug}.")
+    if workload.is_finished or workload.state == WorkloadState.CANCELLING:
+        return workload
+    with transaction.atomic():
+        locked = Workload.objects.select_for_update().get(pk=workload.pk)
+        before = locked.state
+        if locked.state == WorkloadState.PENDING:
+            locked.state, locked.finished_at = WorkloadState.CANCELLED, timezone.now()
+            if locked.admission_id:
+                release_admission(locked.admission)
+        else:
+            locked.state = WorkloadState.CANCELLING
+            _enqueue(locked, OutboxAction.CANCEL)
+        locked.state_reason = reason or f"cancelled by {actor.get_username()}"
+        locked.save(update_fields=["state", "state_reason", "finished_at", "updated_at"])
+        _event(locked, "cancel", locked.state_reason)
+        record_event(
+            actor,
+            "workload.cancel",
+            locked,
+            tenant=locked.tenant,
+            reason=reason,
+            before={"state": before},
+            after={"state": locked.state},
+        )
+    return locked
+
+
+#
+# Templates
+#
+
+
+def save_template(
+    actor, *, tenant: Tenant, name: str, kind: str, spec: dict, description: str = ""
+) -> WorkloadTemplate:
+    """Save a template; an existing name gets a new version (old versions stay for what used them)."""
+    require(actor, Action.SUBMIT, tenant, f"You may not save templates for tenant {tenant.slug}.")
+    if not name or len(name) > 100:
+        raise InvalidInput("Name the template (1 to 100 characters).", {"name": "1 to 100 characters."})
+    _parse(kind, {**spec, "tenant": tenant.slug})
+    with transaction.atomic():
+        latest = WorkloadTemplate.objects.filter(tenant=tenant, name=name).order_by("-version").first()
+        template = WorkloadTemplate.objects.create(
+            tenant=tenant,
+            name=name,
+            kind=kind,
+            spec=spec,
+            description=description,
+            version=(latest.version + 1) if latest else 1,
+            created_by=actor if actor.pk else None,
+        )
+        record_event(actor, "template.save", template, tenant=tenant, after=snapshot(template))
+    return template
+
+
+def submit_from_template(
+    actor, template: WorkloadTemplate, *, overrides: dict | None = None, idempotency_key: str | None = None
+) -> tuple[Workload, bool]:
+    from apps.workloads.specs import apply_overrides
+
+    spec = apply_overrides({**template.spec, "tenant": template.tenant.slug}, overrides or {})
+    return submit_workload(actor, kind=template.kind, spec=spec, idempotency_key=idempotency_key, template=template)
+
+
+#
+# The outbox: the only place that calls backends for workloads
+#
+
+
+def _claim_entry(entry_id: int) -> bool:
+    now = timezone.now()
+    lease = now - timedelta(seconds=OutboxEntry.LEASE_SECONDS)
+    due = Q(status=OutboxStatus.PENDING, next_attempt_at__lte=now) | Q(
+        status=OutboxStatus.PROCESSING, claimed_at__lt=lease
+    )
+    return OutboxEntry.objects.filter(due, pk=entry_id).update(status=OutboxStatus.PROCESSING, claimed_at=now) == 1
+
+
+def process_outbox_entry(entry_id: int) -> str:
+    """Carry out one outbox entry against the backend. Returns what happened (for logs and tests)."""
+    if not _claim_entry(entry_id):
+        return "skipped"
+    entry = OutboxEntry.objects.select_related("workload__cluster", "workload__tier", "workload__tenant").get(
+        pk=entry_id
+    )
+    workload = entry.workload
+    backend = get_backend(workload.cluster)
+    try:
+        if entry.action == OutboxAction.SUBMIT:
+            if workload.state in WorkloadState.terminal() or workload.state == WorkloadState.CANCELLING:
+                return _finish_entry(entry, "superseded")
+            from apps.workloads.specs import parse_spec, to_backend_spec
+
+            parsed = parse_spec(workload.kind, workload.spec, catalog())
+            backend_spec = to_backend_spec(parsed, workload.tier.value)
+            backend_spec.name = workload.backend_name
+            result = backend.submit(backend_spec)
+            with transaction.atomic():
+                _event(
+                    workload,
+                    "backend",
+                    f"submitted to {workload.cluster.name} as {result.backend_id}: "
+                    f"{result.state.value} {result.reason}".strip(),
+                )
+                _set_state(workload, _map_state(result.state, workload.state), result.reason)
+                _finish_entry(entry, "done")
+            return "submitted"
+        # cancel / preempt
+        with contextlib.suppress(NotFoundError):  # never reached the backend, or already gone: nothing to stop
+            backend.cancel(workload.backend_name)
+        with transaction.atomic():
+            final = WorkloadState.PREEMPTED if entry.action == OutboxAction.PREEMPT else WorkloadState.CANCELLED
+            _set_state(workload, final, workload.state_reason)
+            _finish_entry(entry, "done")
+            if entry.action == OutboxAction.PREEMPT:
+                _maybe_requeue(workload)
+        return entry.action
+    except BackendError as exc:
+        return _backend_failed(entry, workload, exc)
+
+
+def _finish_entry(entry: OutboxEntry, outcome: str) -> str:
+    OutboxEntry.objects.filter(pk=entry.pk).update(status=OutboxStatus.DONE, done_at=timezone.now())
+    return outcome
+
+
+def _backend_failed(entry: OutboxEntry, workload: Workload, exc: BackendError) -> str:
+    if exc.retryable:
+        delay = min(2**entry.attempts * 2, MAX_BACKOFF_S)
+        OutboxEntry.objects.filter(pk=entry.pk).update(
+            status=OutboxStatus.PENDING,
+            attempts=entry.attempts + 1,
+            last_error=str(exc)[:2000],
+            next_attempt_at=timezone.now() + timedelta(seconds=delay),
+            claimed_at=None,
+        )
+        _event(workload, "backend-retry", f"{exc} (retry {entry.attempts + 1} in {delay} s)")
+        return "retry"
+    with transaction.atomic():
+        OutboxEntry.objects.filter(pk=entry.pk).update(
+            status=OutboxStatus.FAILED, last_error=str(exc)[:2000], done_at=timezone.now()
+        )
+        if entry.action == OutboxAction.SUBMIT:
+            _set_state(workload, WorkloadState.FAILED, f"backend refused it: {exc}")
+    return "failed"
+
+
+def _map_state(state: BackendState, current: str) -> str:
+    return {
+        BackendState.PENDING: WorkloadState.ADMITTED,
+        BackendState.RUNNING: WorkloadState.RUNNING,
+        BackendState.SUCCEEDED: WorkloadState.SUCCEEDED,
+        BackendState.FAILED: WorkloadState.FAILED,
+        BackendState.CANCELLED: WorkloadState.CANCELLED,
+        BackendState.PREEMPTED: WorkloadState.PREEMPTED,
+    }.get(state, current)
+
+
+def _set_state(workload: Workload, state: str, reason: str = "", placements=None) -> None:
+    """Move a workload to `state` (compare-and-set on the old state); a terminal one releases its quota."""
+    now = timezone.now()
+    fields = {"state": state, "state_reason": (reason or "")[:500], "updated_at": now}
+    if state == WorkloadState.RUNNING and not workload.started_at:
+        fields["started_at"] = now
+    if state in WorkloadState.terminal():
+        fields["finished_at"] = now
+    if placements is not None:
+        fields["placements"] = placements
+    if Workload.objects.filter(pk=workload.pk, state=workload.state).update(**fields) != 1:
+        return
+    if workload.state != state:
+        _event(workload, "state", f"{workload.state} → {state}{': ' + reason if reason else ''}")
+    for key, value in fields.items():
+        setattr(workload, key, value)
+    if state in WorkloadState.terminal() and workload.admission_id:
+        release_admission(workload.admission)
+
+
+def _maybe_requeue(workload: Workload) -> None:
+    """A preempted training job with retries left goes back to waiting for quota."""
+    retries = int(workload.spec.get("retries", 0) or 0)
+    if workload.kind != WorkloadKind.TRAINING or workload.requeues >= retries:
+        return
+    claim = submit_admission(
+        name=str(workload),
+        queue=workload.queue,
+        gpu_model=workload.gpu_model,
+        gpus=max(math.ceil(workload.gpus), 1),
+        tier=workload.tier,
+        user=workload.created_by.get_username() if workload.created_by else "",
+    )
+    Workload.objects.filter(pk=workload.pk).update(
+        admission=claim,
+        requeues=workload.requeues + 1,
+        state=WorkloadState.PENDING,
+        finished_at=None,
+        state_reason=f"requeued after preemption: {claim.reason}"[:500],
+    )
+    _event(workload, "requeue", f"requeued ({workload.requeues + 1} of {retries})")
+
+
+#
+# The periodic tick: admit, dispatch, reclaim, retry, reconcile
+#
+
+
+def dispatch_admitted() -> int:
+    """Pending workloads whose claim the admission pass admitted get their backend submission queued."""
+    count = 0
+    for workload in Workload.objects.filter(
+        state=WorkloadState.PENDING, admission__state=AdmissionState.ADMITTED
+    ).select_related("admission"):
+        with transaction.atomic():
+            if (
+                Workload.objects.filter(pk=workload.pk, state=WorkloadState.PENDING).update(
+                    state=WorkloadState.ADMITTED, state_reason=workload.admission.reason[:500]
+                )
+                == 1
+            ):
+                _event(workload, "admitted", workload.admission.reason)
+                _enqueue(workload, OutboxAction.SUBMIT)
+                count += 1
+    return count
+
+
+def carry_out_reclaims() -> int:
+    """Preempt the victims of reclaim plans the admission pass recorded (not online-inference: never planned)."""
+    from apps.tenancy.models import Admission
+
+    victims: set[int] = set()
+    for plan in Admission.objects.filter(state=AdmissionState.PENDING, decision="reclaim").values_list(
+        "reclaim_plan", flat=True
+    ):
+        victims.update(int(v[0]) for v in plan or [])
+    count = 0
+    for workload in Workload.objects.filter(
+        admission_id__in=victims, state__in=[WorkloadState.ADMITTED, WorkloadState.RUNNING]
+    ):
+        with transaction.atomic():
+            if (
+                Workload.objects.filter(pk=workload.pk, state=workload.state).update(
+                    state=WorkloadState.CANCELLING, state_reason="preempted to give a lender its guarantee back"
+                )
+                == 1
+            ):
+                _event(workload, "preempt", "reclaimed by the queue it borrowed from")
+                _enqueue(workload, OutboxAction.PREEMPT)
+                count += 1
+    return count
+
+
+def drain_outbox(limit: int = 500) -> int:
+    """Entries whose task was lost (a worker killed after commit) or whose backoff is over."""
+    from apps.workloads.tasks import process_outbox_task
+
+    now = timezone.now()
+    lease = now - timedelta(seconds=OutboxEntry.LEASE_SECONDS)
+    due = list(
+        OutboxEntry.objects.filter(
+            Q(status=OutboxStatus.PENDING, next_attempt_at__lte=now)
+            | Q(status=OutboxStatus.PROCESSING, claimed_at__lt=lease)
+        ).values_list("id", flat=True)[:limit]
+    )
+    for entry_id in due:
+        process_outbox_task.delay(entry_id)
+    return len(due)
+
+
+def reconcile_workloads() -> int:
+    """Ask each backend, in one call per cluster, for the state of what it runs, and record changes."""
+    changed = 0
+    by_cluster: dict[int, list[Workload]] = defaultdict(list)
+    for workload in (
+        Workload.objects.filter(state__in=[WorkloadState.ADMITTED, WorkloadState.RUNNING])
+        .exclude(backend_name="")
+        .select_related("cluster", "admission")
+    ):
+        by_cluster[workload.cluster_id].append(workload)
+    for workloads in by_cluster.values():
+        cluster = workloads[0].cluster
+        submitted = set(
+            OutboxEntry.objects.filter(
+                workload__in=workloads, action=OutboxAction.SUBMIT, status=OutboxStatus.DONE
+            ).values_list("workload_id", flat=True)
+        )
+        try:
+            statuses = get_backend(cluster).status([w.backend_name for w in workloads if w.pk in submitted])
+        except BackendError as exc:
+            logger.warning("reconcile of %s failed: %s", cluster.name, exc)
+            continue
+        for workload in workloads:
+            status = statuses.get(workload.backend_name)
+            if status is None:
+                continue
+            if status.state == BackendState.UNKNOWN:
+                new_state, reason = WorkloadState.FAILED, "the backend no longer knows this workload"
+            else:
+                new_state, reason = _map_state(status.state, workload.state), status.reason
+            placements = [{"node": p.node, "gpus": p.gpu_indexes} for p in status.placements]
+            if new_state != workload.state or placements != workload.placements:
+                with transaction.atomic():
+                    _set_state(workload, new_state, reason, placements=placements)
+                changed += 1
+    return changed
+
+
+def tick() -> dict:
+    """One round of the loop that keeps workloads moving (beat runs it every few seconds)."""
+    from apps.tenancy.services.admissions import run_admission_pass
+
+    admission = run_admission_pass()
+    return {
+        "admission": admission,
+        "dispatched": dispatch_admitted(),
+        "reclaimed": carry_out_reclaims(),
+        "outbox": drain_outbox(),
+        "reconciled": reconcile_workloads(),
+    }
