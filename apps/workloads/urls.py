@@ -1,0 +1,11 @@
+from django.urls import path
+
+from apps.workloads import views
+
+app_name = "workloads"
+urlpatterns = [
+    path("", views.WorkloadListView.as_view(), name="workload_list"),
+    path("new/", views.workload_submit, name="workload_submit"),
+    path("<int:pk>/", views.workload_detail, name="workload_detail"),
+    path("<int:pk>/cancel/", views.workload_cancel, name="workload_cancel"),
+]

@@ -1,0 +1,127 @@
+"""Workload pages: the list, one workload (spec, rendering, timeline, placement), and the submit form."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from apps.core.errors import ServiceError
+from apps.core.forms import apply_service_error
+from apps.core.views import ScopedListView
+from apps.workloads import services
+from apps.workloads.filtersets import WorkloadFilterSet
+from apps.workloads.forms import SubmitForm
+from apps.workloads.models import Workload, WorkloadTemplate
+
+EXAMPLES = {
+    "training": {
+        "name": "pretrain-demo",
+        "tenant": "acme-llm",
+        "queue": "train",
+        "tier": "training",
+        "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+        "command": ["python", "train.py"],
+        "args": ["--config", "configs/8b.yaml"],
+        "workers": 2,
+        "gpus_per_worker": 8,
+        "gpu_model": "h100",
+        "topology": "leaf",
+        "max_runtime_s": 7200,
+    },
+    "inference": {
+        "name": "llama-serve",
+        "tenant": "acme-llm",
+        "queue": "serve",
+        "tier": "online-inference",
+        "engine": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_model": "h100",
+        "tensor_parallel": 1,
+        "replicas": 1,
+    },
+}
+
+
+class WorkloadListView(ScopedListView):
+    model = Workload
+    filterset_class = WorkloadFilterSet
+    select_related = ("tenant", "queue", "tier", "cluster", "gpu_model", "created_by")
+    template_name = "workloads/workload_list.html"
+
+
+@require_safe
+@login_required
+def workload_detail(request, pk: int):
+    from apps.workloads.rendering import render_workload
+
+    workload = get_object_or_404(
+        Workload.objects.for_user(request.user, "view").select_related(
+            "tenant", "queue", "tier", "cluster", "gpu_model", "created_by", "admission"
+        ),
+        pk=pk,
+    )
+    if request.headers.get("HX-Request"):
+        return render(
+            request, "workloads/_workload_status.html", {"workload": workload, "events": workload.events.all()}
+        )
+    text, error = render_workload(workload)
+    return render(
+        request,
+        "workloads/workload_detail.html",
+        {
+            "workload": workload,
+            "events": workload.events.all(),
+            "rendered": text,
+            "render_error": error,
+            "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
+        },
+    )
+
+
+@require_POST
+@login_required
+def workload_cancel(request, pk: int):
+    workload = get_object_or_404(Workload.objects.for_user(request.user, "view"), pk=pk)
+    try:
+        services.cancel_workload(request.user, workload, reason=request.POST.get("reason", ""))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Cancelling {workload.name}.")
+    return redirect("workloads:workload_detail", pk=pk)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def workload_submit(request):
+    kind = request.GET.get("kind", "training")
+    initial = {"kind": kind, "spec": json.dumps(EXAMPLES.get(kind, EXAMPLES["training"]), indent=2)}
+    if request.GET.get("template", "").isdigit():
+        template = WorkloadTemplate.objects.for_user(request.user, "view").filter(pk=request.GET["template"]).first()
+        if template is not None:
+            initial = {"kind": template.kind, "template": template.pk, "spec": "{}"}
+    form = SubmitForm(request.POST or None, user=request.user, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            if data["template"] is not None:
+                workload, _ = services.submit_from_template(request.user, data["template"], overrides=data["spec"])
+            else:
+                workload, _ = services.submit_workload(request.user, kind=data["kind"], spec=data["spec"])
+        except ServiceError as exc:
+            apply_service_error(form, exc)
+        else:
+            messages.success(request, f"Submitted {workload.name}: {workload.get_state_display()}.")
+            return redirect("workloads:workload_detail", pk=workload.pk)
+    return render(
+        request,
+        "workloads/workload_submit.html",
+        {
+            "form": form,
+            "templates": WorkloadTemplate.objects.for_user(request.user, "view").select_related("tenant")[:100],
+        },
+    )
