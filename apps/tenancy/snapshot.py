@@ -15,14 +15,18 @@ def tiers() -> dict[int, Tier]:
     return {t.pk: Tier(t.name, t.value, t.preemptible, t.may_borrow) for t in PriorityTier.objects.all()}
 
 
-def build_snapshot(with_capacity: bool = True) -> tuple[Snapshot, dict[int, Tier]]:
-    """Every quota row, every admitted claim, and the fleet's free GPUs per model: 4-5 queries in all."""
+def build_snapshot(with_capacity: bool = True, model: str | None = None) -> tuple[Snapshot, dict[int, Tier]]:
+    """Every quota row, every admitted claim, and the fleet's free GPUs per model: 4-5 queries in all.
+
+    With `model` (a GPU model code) only that model's rows are loaded: enough to decide one request.
+    """
     tier_map = tiers()
     quotas: dict[tuple[int, str], QuotaState] = {}
     paths: dict[int, str] = {}
     names: dict[int, str] = {}
     models: dict[str, str] = {}
-    rows = Quota.objects.values_list(
+    quota_rows = Quota.objects.filter(gpu_model__code=model) if model else Quota.objects.all()
+    rows = quota_rows.values_list(
         "queue_id",
         "gpu_model__code",
         "gpu_model__name",
@@ -49,9 +53,12 @@ def build_snapshot(with_capacity: bool = True) -> tuple[Snapshot, dict[int, Tier
         names[queue] = f"{slug}/{qname}"
         models[code] = model_name
     snapshot = Snapshot(quotas=quotas, paths=paths, names=names, model_names=models)
-    for pk, queue, code, gpus, tier_id, user, borrowed, admitted_at in Admission.objects.filter(
-        state=AdmissionState.ADMITTED
-    ).values_list("id", "queue_id", "gpu_model__code", "gpus", "tier_id", "user", "borrowed_from", "admitted_at"):
+    admitted = Admission.objects.filter(state=AdmissionState.ADMITTED)
+    if model:
+        admitted = admitted.filter(gpu_model__code=model)
+    for pk, queue, code, gpus, tier_id, user, borrowed, admitted_at in admitted.values_list(
+        "id", "queue_id", "gpu_model__code", "gpus", "tier_id", "user", "borrowed_from", "admitted_at"
+    ):
         lenders = {int(k): int(v) for k, v in (borrowed or {}).items()}
         snapshot.held[pk] = Held(pk, queue, code, gpus, tier_map[tier_id], admitted_at, user, lenders)
         quota = quotas.get((queue, code))

@@ -56,7 +56,7 @@ def submit_admission(
     now = timezone.now()
     with transaction.atomic():
         _serialize()
-        snapshot, _ = build_snapshot()
+        snapshot, _ = build_snapshot(model=gpu_model.code)
         result = decide(snapshot, request)
         state = {
             Decision.ADMIT: AdmissionState.ADMITTED,
