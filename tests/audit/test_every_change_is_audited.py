@@ -369,6 +369,91 @@ def _(personas, api, client):
     )
 
 
+def _workload_queue(personas):
+    """Tenant A's queue "train" bound to the walk cluster with H100 quota."""
+    from apps.fleet.services import sync_inventory
+    from apps.tenancy.models import QueueBinding
+
+    queue = _queue(personas)
+    cluster = _walk_cluster()
+    sync_inventory(cluster.pk)
+    QueueBinding.objects.get_or_create(queue=queue, cluster=cluster, defaults={"namespaces": ["a-train"]})
+    return queue
+
+
+def _spec(name="walk-job"):
+    return {
+        "name": name,
+        "tenant": "a",
+        "queue": "train",
+        "tier": "training",
+        "image": "busybox:1.36",
+        "command": ["true"],
+        "workers": 1,
+        "gpus_per_worker": 1,
+        "gpu_model": "h100",
+    }
+
+
+def _workload(personas):
+    from apps.workloads.services import submit_workload
+
+    _workload_queue(personas)
+    workload, _ = submit_workload(fresh(personas.member_a), kind="training", spec=_spec("to-cancel"))
+    return workload
+
+
+def _template(personas):
+    from apps.workloads.services import save_template
+
+    _workload_queue(personas)
+    spec = _spec("tpl-job")
+    del spec["tenant"]
+    return save_template(fresh(personas.tenant_admin_a), tenant=personas.a, name="t", kind="training", spec=spec)
+
+
+@case("api:workload-list", "post", setup=_workload_queue)
+def _(personas, api, client, queue):
+    return _api(api, personas, "member_a").post(
+        "/api/v1/workloads/", {"kind": "training", "spec": _spec()}, format="json", HTTP_IDEMPOTENCY_KEY="walk"
+    )
+
+
+@case("api:workload-cancel", "post", setup=_workload)
+def _(personas, api, client, workload):
+    return _api(api, personas, "member_a").post(f"/api/v1/workloads/{workload.pk}/cancel/", {}, format="json")
+
+
+@case("api:template-list", "post", setup=_workload_queue)
+def _(personas, api, client, queue):
+    spec = _spec()
+    del spec["tenant"]
+    return _api(api, personas, "member_a").post(
+        "/api/v1/templates/", {"tenant": "a", "name": "n", "kind": "training", "spec": spec}, format="json"
+    )
+
+
+@case("api:template-submit", "post", setup=_template)
+def _(personas, api, client, template):
+    return _api(api, personas, "member_a").post(
+        f"/api/v1/templates/{template.pk}/submit/", {"overrides": {}}, format="json"
+    )
+
+
+@case("workloads:workload_submit", "post", setup=_workload_queue)
+def _(personas, api, client, queue):
+    import json
+
+    return _logged_in(client, personas, "member_a").post(
+        reverse("workloads:workload_submit"), {"kind": "training", "spec": json.dumps(_spec("html-job"))}
+    )
+
+
+@case("workloads:workload_cancel", "post", setup=_workload)
+def _(personas, api, client, workload):
+    return _logged_in(client, personas, "member_a").post(reverse("workloads:workload_cancel", args=[workload.pk]))
+
+
 @case("login", "post")
 def _(personas, api, client):
     return client.post(reverse("login"), {"username": "member-a", "password": PASSWORD})
