@@ -1,0 +1,283 @@
+"""Pieces every Kubernetes workload object shares: names, labels, quoting, GPU resources, placement, volumes.
+
+Two kinds of quoting matter here, and both are exact:
+
+* `kube_literal`: the kubelet expands `$(VAR)` in a container's command, args and env values, and turns
+  `$$` into `$`. Doubling every `$` makes the container receive the string exactly as given.
+* `sh_quote`: for the few places a shell runs (a multi-node leader script, the sbatch script), every value
+  is one shell word that the shell turns back into exactly that string; control characters use $'...' so
+  no value can ever start a new line of the script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+
+from apps.backends.render.errors import RenderError
+from apps.backends.render.names import is_dns_label, is_label_value, is_qualified_name
+from apps.backends.render.objects import GPU_RESOURCE, MANAGED_BY, MANAGER, PRODUCT_LABEL, QUEUE_LABEL, TENANT_LABEL
+from apps.backends.render.volcano import resource_name as volcano_resource_name
+from apps.backends.types import Sharing
+from apps.workloads.render.context import QUEUEINGS, RenderContext
+from apps.workloads.specs import InferenceServiceSpec, Spec, TrainingJobSpec, Volume
+
+WORKLOAD_LABEL = "gpu-console/workload"
+KIND_LABEL = "gpu-console/kind"
+ROLE_LABEL = "gpu-console/role"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"
+SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+HAMI_MEMORY = "nvidia.com/gpumem"  # MiB of device memory per vGPU
+HAMI_CORES = "nvidia.com/gpucores"  # percent of the GPU's compute
+# Pod names derive from the object name (StatefulSet pods "<name>-<group>-<i>", Volcano "<name>-worker-<i>")
+# and a StatefulSet name above 52 characters breaks its controller-revision-hash label: keep room.
+OBJECT_NAME_MAX = 48
+SHM_MAX_GIB = 16
+_HASH = 8
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_PRINTABLE = re.compile(r"[\x20-\x7e\u00a0-\U0010ffff]*")
+
+
+def kube_literal(value: str) -> str:
+    """`value` as the kubelet will pass it on: `$(VAR)` is expanded and `$$` means `$`, so double every `$`."""
+    return value.replace("$", "$$")
+
+
+def sh_quote(value: str) -> str:
+    """One POSIX-shell word meaning exactly `value`; bash's $'...' when it holds control characters.
+
+    Inside $'...' a control character is written as the \\xHH escapes of its UTF-8 bytes, which bash turns
+    back into those bytes whatever the locale; the script text itself then holds no raw newline.
+    """
+    if _PRINTABLE.fullmatch(value):
+        return shlex.quote(value)
+    out = []
+    for char in value:
+        if char == "\\":
+            out.append("\\\\")
+        elif char == "'":
+            out.append("\\'")
+        elif _PRINTABLE.fullmatch(char):
+            out.append(char)
+        else:
+            out.append("".join(f"\\x{byte:02x}" for byte in char.encode()))
+    return "$'" + "".join(out) + "'"
+
+
+def sh_join(argv: list[str]) -> str:
+    return " ".join(sh_quote(arg) for arg in argv)
+
+
+def short_name(name: str, limit: int = OBJECT_NAME_MAX) -> str:
+    """`name` if it fits `limit`, else a prefix plus 8 hex digits of its SHA-256: stable and distinct."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH]
+    return f"{name[: limit - _HASH - 1].rstrip('-')}-{digest}"
+
+
+def object_name(spec: Spec, ctx: RenderContext) -> str:
+    name = ctx.name or spec.name
+    if not is_dns_label(name):
+        raise RenderError("name", f"{name!r} is not a DNS-1123 label")
+    return short_name(name)
+
+
+def check_context(ctx: RenderContext) -> None:
+    """Everything from the context that lands in a name, label or selector is valid, or RenderError."""
+    if ctx.queueing not in QUEUEINGS:
+        raise RenderError("queueing", f"{ctx.queueing!r} is not one of {', '.join(QUEUEINGS)}")
+    for what, value in (("namespace", ctx.namespace), ("priority_class", ctx.priority_class)):
+        if not is_dns_label(value):
+            raise RenderError(what, f"{value!r} is not a DNS-1123 label")
+    if not is_dns_label(ctx.queue_name) or not is_label_value(ctx.queue_name):
+        raise RenderError("queue_name", f"{ctx.queue_name!r} is not a valid queue name (a DNS-1123 label)")
+    if not str(ctx.workload_id) or not is_label_value(str(ctx.workload_id)):
+        raise RenderError("workload_id", f"{ctx.workload_id!r} is not a valid label value")
+    if not ctx.product_label or not is_label_value(ctx.product_label):
+        raise RenderError("product_label", f"{ctx.product_label!r} is not a valid nvidia.com/gpu.product value")
+    if ctx.gpu_resource and not is_qualified_name(ctx.gpu_resource):
+        raise RenderError("gpu_resource", f"{ctx.gpu_resource!r} is not a resource name")
+    if not isinstance(ctx.gpus_per_node, int) or ctx.gpus_per_node < 1:
+        raise RenderError("gpus_per_node", f"must be a positive integer, not {ctx.gpus_per_node!r}")
+
+
+def console_labels(spec: Spec, ctx: RenderContext) -> dict[str, str]:
+    """What every object carries: managed-by (the apply step finds what it owns), tenant, queue, workload."""
+    return {
+        MANAGED_BY: MANAGER,
+        TENANT_LABEL: spec.tenant,
+        QUEUE_LABEL: spec.queue,
+        WORKLOAD_LABEL: str(ctx.workload_id),
+        KIND_LABEL: spec.kind,
+    }
+
+
+def selector(ctx: RenderContext) -> dict[str, str]:
+    """Pods of one workload: the console's workload id is unique, unlike names."""
+    return {WORKLOAD_LABEL: str(ctx.workload_id)}
+
+
+def queue_labels(ctx: RenderContext) -> dict[str, str]:
+    """Kueue reads these on the top-level object (Job, Deployment, LeaderWorkerSet)."""
+    if ctx.queueing != "kueue":
+        return {}
+    return {KUEUE_QUEUE_LABEL: ctx.queue_name, KUEUE_PRIORITY_LABEL: ctx.priority_class}
+
+
+def pod_annotations(ctx: RenderContext, *, queue_annotation: bool) -> dict[str, str]:
+    """Volcano: the queue of plain pods (not needed inside a Volcano Job), and the non-preemptible marker."""
+    out: dict[str, str] = {}
+    if ctx.queueing == "volcano":
+        if queue_annotation:
+            out[VOLCANO_QUEUE_ANNOTATION] = ctx.queue_name
+        if not ctx.preemptible:
+            out[VOLCANO_PREEMPTABLE] = "false"
+    return out
+
+
+def meta(name: str, ctx: RenderContext, labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
+    out: dict = {"name": name, "namespace": ctx.namespace, "labels": labels}
+    if annotations:
+        out["annotations"] = annotations
+    return out
+
+
+# --- GPUs, CPU and memory ------------------------------------------------------------------------------
+
+
+def gpu_resource(spec: Spec, ctx: RenderContext) -> str:
+    """The extended resource that counts this model's GPUs on this cluster (see RenderContext)."""
+    if ctx.gpu_resource:
+        return ctx.gpu_resource
+    if ctx.queueing == "volcano":
+        return volcano_resource_name(spec.gpu_model)
+    return GPU_RESOURCE
+
+
+def gpu_requests(spec: Spec, ctx: RenderContext) -> dict[str, str]:
+    """Extended resources one pod requests, per sharing mode (MIG assumes the device plugin's mixed strategy)."""
+    name = gpu_resource(spec, ctx)
+    if isinstance(spec, InferenceServiceSpec):
+        return {name: str(spec.gpus_per_pod)}
+    sharing = spec.sharing
+    if sharing.mode == Sharing.MIG:
+        return {f"nvidia.com/mig-{sharing.mig_profile}": "1"}
+    if sharing.mode == Sharing.HAMI:
+        return {name: "1", HAMI_MEMORY: str(sharing.gpumem_mib), HAMI_CORES: str(sharing.gpucores)}
+    if sharing.mode == Sharing.TIME_SLICE:
+        return {name: "1"}  # one replica of a time-sliced GPU; the node selector picks such a pool
+    return {name: str(spec.gpus_per_worker)}
+
+
+def cpu_memory(spec: Spec) -> tuple[int, int]:
+    """Cores and GiB per pod: the spec's, else 8 cores and 64 GiB per whole GPU (4 and 16 for a share).
+
+    Kubernetes needs explicit requests: a GPU pod without CPU and memory requests is BestEffort and the
+    first to be evicted under memory pressure.
+    """
+    if isinstance(spec, TrainingJobSpec) and spec.sharing.mode != Sharing.WHOLE:
+        cpu, memory = 4, 16
+    else:
+        gpus = spec.gpus_per_worker if isinstance(spec, TrainingJobSpec) else spec.gpus_per_pod
+        cpu, memory = 8 * gpus, 64 * gpus
+    return spec.cpu or cpu, spec.memory_gib or memory
+
+
+def container_resources(spec: Spec, ctx: RenderContext) -> dict:
+    """Requests = limits for GPUs (extended resources cannot be overcommitted) and memory; CPU may burst."""
+    cpu, memory = cpu_memory(spec)
+    gpus = gpu_requests(spec, ctx)
+    return {
+        "requests": {"cpu": str(cpu), "memory": f"{memory}Gi", **gpus},
+        "limits": {"memory": f"{memory}Gi", **gpus},
+    }
+
+
+def node_selector(spec: Spec, ctx: RenderContext) -> dict[str, str]:
+    """The pool's GPU product; a time-sliced pool's GFD labels add -SHARED and the replica count."""
+    if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.TIME_SLICE:
+        product = ctx.product_label if ctx.product_label.endswith("-SHARED") else f"{ctx.product_label}-SHARED"
+        if not is_label_value(product):
+            raise RenderError("product_label", f"{product!r} (time-sliced) is not a valid label value")
+        return {
+            PRODUCT_LABEL: product,
+            SHARING_STRATEGY_LABEL: "time-slicing",
+            REPLICAS_LABEL: str(spec.sharing.replicas),
+        }
+    return {PRODUCT_LABEL: ctx.product_label}
+
+
+def tolerations(ctx: RenderContext) -> list[dict]:
+    """The node pool's taints as tolerations: Equal with a value, Exists without one."""
+    out = []
+    for i, taint in enumerate(ctx.tolerations):
+        where = f"tolerations[{i}]"
+        key, value, effect = taint.get("key", ""), taint.get("value", ""), taint.get("effect", "")
+        if not isinstance(key, str) or not is_qualified_name(key):
+            raise RenderError(f"{where}.key", f"{key!r} is not a taint key")
+        if not isinstance(value, str) or not is_label_value(value):
+            raise RenderError(f"{where}.value", f"{value!r} is not a taint value")
+        if effect and effect not in _EFFECTS:
+            raise RenderError(f"{where}.effect", f"{effect!r} is not one of {', '.join(_EFFECTS)}")
+        item: dict = {"key": key, "operator": "Equal" if value else "Exists"}
+        if value:
+            item["value"] = value
+        if effect:
+            item["effect"] = effect
+        out.append(item)
+    return out
+
+
+# --- env and volumes -------------------------------------------------------------------------------------
+
+
+def env_list(env: dict[str, str]) -> list[dict]:
+    return [{"name": name, "value": kube_literal(value)} for name, value in env.items()]
+
+
+def shm_volume(memory_gib: int) -> dict:
+    """Shared memory in RAM: NCCL and DataLoader workers need more than the runtime's 64 MiB default.
+
+    It counts against the pod's memory, so it is capped at half the memory request (and 16 GiB).
+    """
+    size = max(1, min(SHM_MAX_GIB, memory_gib // 2))
+    return {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{size}Gi"}}
+
+
+def shm_mount() -> dict:
+    return {"name": "dshm", "mountPath": "/dev/shm"}  # noqa: S108 - a mount point, not a temporary file
+
+
+def pvc_volumes(volumes: list[Volume]) -> tuple[list[dict], list[dict]]:
+    """(pod volumes, container mounts) for the spec's PVCs, named data-<index> (claims may repeat)."""
+    pod, mounts = [], []
+    for i, volume in enumerate(volumes):
+        name = f"data-{i}"
+        claim: dict = {"claimName": volume.claim}
+        if volume.read_only:
+            claim["readOnly"] = True
+        pod.append({"name": name, "persistentVolumeClaim": claim})
+        mount: dict = {"name": name, "mountPath": volume.mount_path}
+        if volume.read_only:
+            mount["readOnly"] = True
+        mounts.append(mount)
+    return pod, mounts
+
+
+def pod_spec_base(spec: Spec, ctx: RenderContext, *, volcano_scheduler: bool) -> dict:
+    """Fields every pod of the workload shares, in a stable key order."""
+    out: dict = {}
+    if volcano_scheduler and ctx.queueing == "volcano":
+        out["schedulerName"] = "volcano"
+    out["priorityClassName"] = ctx.priority_class
+    out["nodeSelector"] = node_selector(spec, ctx)
+    taints = tolerations(ctx)
+    if taints:
+        out["tolerations"] = taints
+    return out

@@ -1,0 +1,128 @@
+"""What the workload renderers take besides the spec, and what they return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from apps.backends.render.result import comment_block
+
+QUEUEINGS = ("kueue", "volcano")
+# Node labels that carry each topology level. kubernetes.io/hostname is standard; nvidia.com/gpu.clique is
+# what GPU Feature Discovery sets for an NVLink domain; the leaf-switch label is site-specific.
+DEFAULT_TOPOLOGY_LABELS = {
+    "node": "kubernetes.io/hostname",
+    "nvlink": "nvidia.com/gpu.clique",
+    "leaf": "gpu-console/leaf-switch",
+}
+# Volcano HyperNode tiers (1 is the lowest network level) for jobs that must stay within one domain.
+DEFAULT_VOLCANO_TIERS = {"nvlink": 1, "leaf": 2}
+
+
+@dataclass(frozen=True)
+class RenderContext:
+    """Where and how a workload runs on one Kubernetes cluster.
+
+    `queue_name` is the Kueue LocalQueue or the Volcano leaf queue; `priority_class` the tier name (the
+    quota renderer creates a PriorityClass and a Kueue WorkloadPriorityClass of that name);
+    `product_label` the node pool's `nvidia.com/gpu.product`; `tolerations` the pool's taints as
+    {key, value, effect} dicts. `name` overrides the object name (default: the spec's name), for a console
+    that keeps names unique per namespace. `gpu_resource` overrides the GPU extended resource: by default
+    nvidia.com/gpu with Kueue, and with Volcano the per-model nvidia.com/gpu-<model> its queues quota.
+    """
+
+    namespace: str
+    queue_name: str
+    priority_class: str
+    queueing: str
+    workload_id: str | int
+    product_label: str
+    tolerations: list[dict] = field(default_factory=list)
+    gpus_per_node: int = 8
+    preemptible: bool = True  # False: Volcano pods carry volcano.sh/preemptable: "false"
+    name: str = ""
+    gpu_resource: str = ""
+    cluster_domain: str = "cluster.local"
+    topology_labels: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TOPOLOGY_LABELS))
+    volcano_tiers: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_VOLCANO_TIERS))
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block sequences indented under their key (as kubectl prints them); scripts as literal blocks."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True  # a manifest spells everything out; no &anchors
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # Multi-line strings (the leader script, the drain hook) read best as | blocks; PyYAML falls back to a
+    # quoted style by itself when a block cannot hold the string exactly (e.g. trailing spaces).
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+@dataclass
+class RenderedWorkload:
+    """Objects for server-side apply, in apply order, with what the cluster setup must provide."""
+
+    objects: list[dict]
+    caveats: list[str] = field(default_factory=list)
+    endpoint: str = ""  # inference: the in-cluster URL of the OpenAI-compatible API
+
+    def to_yaml(self, *, with_caveats: bool = True) -> str:
+        """Multi-document YAML, caveats first as comments (the form of the quota renderer's previews)."""
+        head = ""
+        if with_caveats and self.caveats:
+            head = "# Caveats: what the cluster must provide, and what it cannot express\n" + comment_block(
+                self.caveats
+            )
+        body = yaml.dump_all(
+            self.objects,
+            Dumper=_Dumper,
+            sort_keys=False,
+            default_flow_style=False,
+            explicit_start=True,
+            width=1000,  # never fold long strings: keeps output byte-stable and grep-able
+            allow_unicode=True,
+        )
+        return head + body
+
+
+@dataclass(frozen=True)
+class SlurmContext:
+    """Where a workload runs on one Slurm cluster.
+
+    account, qos and partition go into `#SBATCH` lines and are therefore restricted to [a-z0-9_-] (not
+    starting with '-'); `gres_type` is the GPU GRES type (e.g. "a100"); `output_dir` an absolute path for
+    the job's output file. `mig_gres_type` names the GRES type of MIG instances when the site's differs
+    from Slurm's AutoDetect naming "<gres_type>_<profile>".
+    """
+
+    account: str
+    qos: str
+    partition: str
+    gres_type: str
+    output_dir: str
+    job_name: str = ""  # default: the spec's name
+    mig_gres_type: str = ""
+    rdzv_port: int = 29500
+
+
+@dataclass
+class RenderedScript:
+    """An sbatch script (submit it as the script file or on sbatch's stdin) and its main command.
+
+    `argv_preview` is the argument vector of the job's main step as the script runs it, with the Slurm
+    variables it expands left as "$NAME" (for the UI; the script is what runs).
+    """
+
+    script: str
+    argv_preview: list[str]
+    caveats: list[str] = field(default_factory=list)

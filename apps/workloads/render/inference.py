@@ -1,0 +1,301 @@
+"""Inference services on Kubernetes: a Deployment, or a LeaderWorkerSet when a replica spans nodes.
+
+Both get a ClusterIP Service "<name>-api" on the serving pods (the LeaderWorkerSet controller already owns
+a headless Service named after the set), and with autoscaling a KEDA ScaledObject on the engine's
+waiting-request gauge, summed over the workload's serving pods.
+
+Probes: a startupProbe on /health gives weight loading its generous budget (readiness.initial_delay_s)
+while letting the pod become ready the moment the model is loaded; readiness then follows /health every
+period, and liveness restarts an engine whose /health stops answering. A readinessProbe with a long
+initialDelaySeconds would instead keep every pod out of the Service for the whole delay.
+"""
+
+from __future__ import annotations
+
+import math
+
+from apps.workloads.render.common import (
+    ROLE_LABEL,
+    console_labels,
+    container_resources,
+    cpu_memory,
+    env_list,
+    kube_literal,
+    meta,
+    pod_annotations,
+    pod_spec_base,
+    queue_labels,
+    selector,
+    sh_join,
+    shm_mount,
+    shm_volume,
+)
+from apps.workloads.render.context import RenderContext
+from apps.workloads.render.engines import (
+    HEALTH_PATH,
+    RAY_PORT,
+    SGLANG_DIST_PORT,
+    WAITING_METRIC,
+    drain_command,
+    engine_argv,
+    ray_wait_for_nodes,
+)
+from apps.workloads.specs import InferenceServiceSpec
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+KEDA_API = "keda.sh/v1alpha1"
+POLLING_INTERVAL_S = 15
+COOLDOWN_S = 300  # a replica costs minutes of weight loading: scale in slowly
+
+
+def inference_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> tuple[list[dict], list[str], str]:
+    """(objects, caveats, endpoint) for one service."""
+    service = f"{name}-api"
+    if spec.multi_node:
+        objects = [_leader_worker_set(spec, ctx, name), _service(spec, ctx, service, "leader")]
+    else:
+        objects = [_deployment(spec, ctx, name), _service(spec, ctx, service, "server")]
+    if spec.autoscaling.enabled:
+        objects.append(_scaled_object(spec, ctx, name))
+    endpoint = f"http://{service}.{ctx.namespace}.svc.{ctx.cluster_domain}:{spec.port}"
+    return objects, _caveats(spec, ctx, name), endpoint
+
+
+def _env(spec: InferenceServiceSpec) -> dict[str, str]:
+    env = {}
+    if spec.weights and not spec.model.startswith("/"):
+        # A Hugging Face id with a weights volume: the volume is a pre-filled, read-only HF cache.
+        env = {"HF_HOME": spec.weights.mount_path, "HF_HUB_OFFLINE": "1"}
+    env.update(spec.env)  # the user's values win (e.g. HF_HUB_OFFLINE=0 to allow downloads)
+    return env
+
+
+def _http_get() -> dict:
+    return {"path": HEALTH_PATH, "port": "http"}
+
+
+def _probes(spec: InferenceServiceSpec) -> dict:
+    period = spec.readiness.period_s
+    return {
+        "startupProbe": {
+            "httpGet": _http_get(),
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": max(1, math.ceil(spec.readiness.initial_delay_s / period)),
+        },
+        "readinessProbe": {
+            "httpGet": _http_get(),
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            "httpGet": _http_get(),
+            "periodSeconds": 15,
+            "timeoutSeconds": 10,
+            "failureThreshold": 4,
+        },
+    }
+
+
+def _container(spec: InferenceServiceSpec, ctx: RenderContext, command: list[str], *, serving: bool) -> dict:
+    """The engine container; `command` is as the kubelet must see it (already through kube_literal)."""
+    container: dict = {"name": "engine", "image": spec.image, "command": command}
+    env = _env(spec)
+    if env:
+        container["env"] = env_list(env)
+    if serving:
+        container["ports"] = [{"name": "http", "containerPort": spec.port}]
+    container["resources"] = container_resources(spec, ctx)
+    if serving:
+        container.update(_probes(spec))
+        container["lifecycle"] = {"preStop": {"exec": {"command": drain_command(spec)}}}
+    mounts = [shm_mount()]
+    if spec.weights:
+        mounts.append({"name": "weights", "mountPath": spec.weights.mount_path, "readOnly": True})
+    container["volumeMounts"] = mounts
+    return container
+
+
+def _pod_spec(spec: InferenceServiceSpec, ctx: RenderContext, container: dict) -> dict:
+    pod = pod_spec_base(spec, ctx, volcano_scheduler=True)
+    pod["terminationGracePeriodSeconds"] = spec.shutdown.termination_grace_period_s
+    pod["containers"] = [container]
+    volumes = [shm_volume(cpu_memory(spec)[1])]
+    if spec.weights:
+        volumes.append(
+            {"name": "weights", "persistentVolumeClaim": {"claimName": spec.weights.claim, "readOnly": True}}
+        )
+    pod["volumes"] = volumes
+    return pod
+
+
+def _pod_metadata(spec: InferenceServiceSpec, ctx: RenderContext, role: str, *, queue_annotation: bool) -> dict:
+    metadata: dict = {"labels": {**console_labels(spec, ctx), **selector(ctx), ROLE_LABEL: role}}
+    annotations = pod_annotations(ctx, queue_annotation=queue_annotation)
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
+def _deployment(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> dict:
+    body: dict = {}
+    if not spec.autoscaling.enabled:
+        body["replicas"] = spec.replicas  # with KEDA the HPA owns replicas; an applied value would fight it
+    body["selector"] = {"matchLabels": selector(ctx)}
+    # Surge one replica before taking one down: a new engine loads its weights while the old one serves.
+    body["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    container = _container(spec, ctx, [kube_literal(arg) for arg in engine_argv(spec)], serving=True)
+    body["template"] = {
+        "metadata": _pod_metadata(spec, ctx, "server", queue_annotation=True),
+        "spec": _pod_spec(spec, ctx, container),
+    }
+    labels = {**console_labels(spec, ctx), **queue_labels(ctx)}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(name, ctx, labels), "spec": body}
+
+
+def _multi_node_commands(spec: InferenceServiceSpec) -> tuple[list[str], list[str]]:
+    """(leader command, worker command) for one replica group of `nodes_per_replica` pods.
+
+    SGLang: the same launch_server on every pod, rank and leader address from LeaderWorkerSet's
+    environment through the kubelet's $(VAR) expansion (the only unescaped '$(' in the command).
+    vLLM: a Ray cluster per group, the head on the leader; once every worker has joined, vLLM starts there
+    with the Ray executor. That needs a shell; every user value in it is one shell-quoted word.
+    """
+    if spec.engine == "sglang":
+        argv = engine_argv(spec)
+        core = [kube_literal(arg) for arg in argv[: len(argv) - len(spec.extra_args)]]
+        dist = ["--nnodes", "$(LWS_GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)"]
+        dist += ["--dist-init-addr", f"$(LWS_LEADER_ADDRESS):{SGLANG_DIST_PORT}"]
+        command = [*core, *dist, *(kube_literal(arg) for arg in spec.extra_args)]
+        return command, command
+    leader = (
+        "set -eu\n"
+        f"ray start --head --port={RAY_PORT} --disable-usage-stats\n"
+        + ray_wait_for_nodes("LWS_GROUP_SIZE")
+        + "exec "
+        + sh_join(engine_argv(spec, ray=True))
+        + "\n"
+    )
+    # The head may not be up yet: retry until it accepts this node, then stay in the foreground.
+    worker = (
+        f'until ray start --address="$LWS_LEADER_ADDRESS:{RAY_PORT}" --disable-usage-stats --block; do\n'
+        "  sleep 5\n"
+        "done\n"
+    )
+    return ["/bin/bash", "-c", kube_literal(leader)], ["/bin/bash", "-c", kube_literal(worker)]
+
+
+def _leader_worker_set(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> dict:
+    leader_cmd, worker_cmd = _multi_node_commands(spec)
+    leader = _container(spec, ctx, leader_cmd, serving=True)
+    worker = _container(spec, ctx, worker_cmd, serving=False)
+    template: dict = {
+        "size": spec.nodes_per_replica,
+        # A group is one model instance: when any of its pods restarts, the whole group restarts together.
+        "restartPolicy": "RecreateGroupOnPodRestart",
+        "leaderTemplate": {
+            "metadata": _pod_metadata(spec, ctx, "leader", queue_annotation=False),
+            "spec": _pod_spec(spec, ctx, leader),
+        },
+        "workerTemplate": {
+            "metadata": _pod_metadata(spec, ctx, "worker", queue_annotation=False),
+            "spec": _pod_spec(spec, ctx, worker),
+        },
+    }
+    body: dict = {}
+    if not spec.autoscaling.enabled:
+        body["replicas"] = spec.replicas
+    body["startupPolicy"] = "LeaderCreated"
+    body["leaderWorkerTemplate"] = template
+    labels = {**console_labels(spec, ctx), **queue_labels(ctx)}
+    annotations = {"scheduling.volcano.sh/queue-name": ctx.queue_name} if ctx.queueing == "volcano" else None
+    return {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": meta(name, ctx, labels, annotations),
+        "spec": body,
+    }
+
+
+def _service(spec: InferenceServiceSpec, ctx: RenderContext, name: str, role: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(name, ctx, console_labels(spec, ctx)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {**selector(ctx), ROLE_LABEL: role},
+            "ports": [{"name": "http", "port": spec.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def waiting_query(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> str:
+    """PromQL: the engine's waiting requests summed over this workload's serving pods.
+
+    Pods are matched by name as scraped (namespace and pod labels): a Deployment's are
+    "<name>-<template hash>-<suffix>", LeaderWorkerSet leaders "<name>-<group>" (workers serve no HTTP).
+    The patterns cannot match another workload's pods, whose names have a different number of parts.
+    """
+    pods = f"{name}-[0-9]+" if spec.multi_node else f"{name}-[a-z0-9]+-[a-z0-9]+"
+    return f'sum({WAITING_METRIC[spec.engine]}{{namespace="{ctx.namespace}",pod=~"{pods}"}})'
+
+
+def _scaled_object(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> dict:
+    """KEDA: replicas = ceil(waiting / threshold) within min..max; min >= 1 keeps a warm replica."""
+    target = (
+        {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "name": name}
+        if spec.multi_node
+        else {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+    )
+    scaling = spec.autoscaling
+    return {
+        "apiVersion": KEDA_API,
+        "kind": "ScaledObject",
+        "metadata": meta(name, ctx, console_labels(spec, ctx)),
+        "spec": {
+            "scaleTargetRef": target,
+            "minReplicaCount": scaling.min_replicas,
+            "maxReplicaCount": scaling.max_replicas,
+            "pollingInterval": POLLING_INTERVAL_S,
+            "cooldownPeriod": COOLDOWN_S,
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "serverAddress": scaling.prometheus_server_address,
+                        "query": waiting_query(spec, ctx, name),
+                        "threshold": str(scaling.waiting_threshold),
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[str]:
+    out = []
+    if ctx.queueing == "kueue":
+        kind = "leaderworkerset.x-k8s.io/leaderworkerset" if spec.multi_node else "deployment (with pod)"
+        out.append(
+            f"Kueue manages this service only with its {kind} integration enabled; it counts every resource a "
+            "pod requests, so its Configuration must exclude cpu and memory (the console quotas GPUs)."
+        )
+    elif spec.multi_node:
+        out.append(
+            "Volcano gang-schedules each LeaderWorkerSet group only when the LWS controller runs with "
+            "gangSchedulingManagement.schedulerProvider: volcano."
+        )
+    if spec.multi_node and spec.engine == "vllm":
+        out.append(
+            f"Multi-node vLLM runs a Ray cluster per group (head on the leader, port {RAY_PORT}); tensor "
+            "parallelism across nodes is slow without InfiniBand/RoCE: keep tensor_parallel within a node."
+        )
+    if spec.autoscaling.enabled:
+        out.append(
+            "Autoscaling needs KEDA and a Prometheus that scrapes the engine pods' /metrics with namespace and "
+            f"pod labels; the trigger's query is {waiting_query(spec, ctx, name)}."
+        )
+    return out

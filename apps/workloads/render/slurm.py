@@ -1,0 +1,274 @@
+"""`render_slurm(spec, ctx)`: an sbatch script for a training job or an inference service.
+
+Nothing a user typed is interpolated raw. `#SBATCH` lines carry only values checked against a strict
+character set here (names are DNS-1123 labels, account/qos/partition [a-z0-9_-], numbers, clean paths),
+and sbatch reads directives only up to the first command, so nothing later can add one. In the script
+body every user value is a single shell word from `sh_quote`: shlex.quote, or bash's $'...' with \\xHH
+escapes for control characters, so no value can even start a new line. The script uses `--` to end
+torchrun's options before the user's command, and bash arrays instead of word splitting.
+
+Training: `srun torchrun` on every node, c10d rendezvous on the first host of the allocation.
+Inference: the engine as a long-running step, a health-check loop until /health answers (within
+readiness.initial_delay_s), then the job lives as long as the engine; it exits non-zero if the engine
+dies or never becomes healthy. Replicas become a job array, one replica per array task.
+"""
+
+from __future__ import annotations
+
+import re
+
+from apps.backends.render.errors import RenderError
+from apps.backends.types import Sharing, Topology
+from apps.workloads.render.common import sh_join, sh_quote
+from apps.workloads.render.context import RenderedScript, SlurmContext
+from apps.workloads.render.engines import HEALTH_PATH, RAY_PORT, SGLANG_DIST_PORT, engine_argv, ray_wait_for_nodes
+from apps.workloads.render.training import torchrun_argv
+from apps.workloads.specs import InferenceServiceSpec, Spec, TrainingJobSpec, is_dns_label, path_error
+
+# Same rules as the quota renderer's sacctmgr names: never a leading '-' (an option), nothing a shell or
+# sbatch's directive parser treats specially.
+_SLURM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_GRES_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+# What any `#SBATCH` value may contain, checked once more on every line as it is written.
+_DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.:/%=,+-]+")
+SRUN = ("srun", "--kill-on-bad-exit=1")
+
+
+def render_slurm(spec: Spec, ctx: SlurmContext) -> RenderedScript:
+    """The sbatch script for `spec` on the cluster described by `ctx`; RenderError when it cannot run there."""
+    name = ctx.job_name or spec.name
+    _check_context(ctx, name)
+    if isinstance(spec, TrainingJobSpec):
+        return _training(spec, ctx, name)
+    if isinstance(spec, InferenceServiceSpec):
+        return _inference(spec, ctx, name)
+    raise TypeError(f"not a workload spec: {type(spec).__name__}")
+
+
+def _check_context(ctx: SlurmContext, name: str) -> None:
+    if not is_dns_label(name):
+        raise RenderError("job_name", f"{name!r} is not a DNS-1123 label")
+    for what in ("account", "qos", "partition"):
+        value = getattr(ctx, what)
+        if not isinstance(value, str) or not _SLURM_NAME.fullmatch(value):
+            raise RenderError(what, f"{value!r} is not a Slurm name (lower-case letters, digits, '_' and '-')")
+    for what in ("gres_type", "mig_gres_type"):
+        value = getattr(ctx, what)
+        if (value or what == "gres_type") and not _GRES_TYPE.fullmatch(value):
+            raise RenderError(what, f"{value!r} is not a GRES type")
+    problem = path_error(ctx.output_dir)
+    if problem or "%" in ctx.output_dir:
+        raise RenderError("output_dir", problem or "'%' would start a Slurm filename pattern")
+    if not isinstance(ctx.rdzv_port, int) or not 1 <= ctx.rdzv_port <= 65535:
+        raise RenderError("rdzv_port", f"{ctx.rdzv_port!r} is not a port")
+
+
+def slurm_time(seconds: int) -> str:
+    """Slurm's days-hours:minutes:seconds."""
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def _directives(options: list[tuple[str, str]]) -> list[str]:
+    lines = []
+    for option, value in options:
+        if not _DIRECTIVE_VALUE.fullmatch(value):  # belt and braces: every value was validated upstream
+            raise RenderError(option, f"{value!r} cannot go into an #SBATCH line")
+        lines.append(f"#SBATCH --{option}={value}")
+    return lines
+
+
+def _common_options(spec: Spec, ctx: SlurmContext, name: str, nodes: str, gres: str) -> list[tuple[str, str]]:
+    options = [
+        ("job-name", name),
+        ("account", ctx.account),
+        ("qos", ctx.qos),
+        ("partition", ctx.partition),
+        ("nodes", nodes),
+        ("ntasks-per-node", "1"),
+        ("gres", gres),
+    ]
+    if spec.cpu:
+        options.append(("cpus-per-task", str(spec.cpu)))
+    if spec.memory_gib:
+        options.append(("mem", f"{spec.memory_gib}G"))  # Slurm's G is GiB
+    if spec.max_runtime_s:
+        options.append(("time", slurm_time(spec.max_runtime_s)))
+    return options
+
+
+def _env_lines(env: dict[str, str]) -> list[str]:
+    return [f"export {name}={sh_quote(value)}" for name, value in env.items()]
+
+
+def _header(kind: str, name: str) -> list[str]:
+    return [
+        "#",
+        f"# {kind} {name}, rendered by the GPU console. Every value below is one shell-quoted word:",
+        "# nothing a user typed is interpreted by the shell.",
+    ]
+
+
+# --- training -------------------------------------------------------------------------------------------
+
+
+def _training_gres(spec: TrainingJobSpec, ctx: SlurmContext, per_node: int) -> str:
+    mode = spec.sharing.mode
+    if mode == Sharing.WHOLE:
+        return f"gpu:{ctx.gres_type}:{per_node}"
+    if mode == Sharing.MIG:
+        mig_type = ctx.mig_gres_type or f"{ctx.gres_type}_{spec.sharing.mig_profile}"
+        if not _GRES_TYPE.fullmatch(mig_type):
+            raise RenderError("sharing.mig_profile", f"{mig_type!r} is not a GRES type")
+        return f"gpu:{mig_type}:1"
+    if mode == Sharing.TIME_SLICE:
+        return "shard:1"
+    raise RenderError("sharing.mode", "HAMi vGPUs exist on Kubernetes only; on Slurm use MIG or time-slice (shards)")
+
+
+def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedScript:
+    caveats = []
+    one_node = spec.topology == Topology.NODE and spec.workers > 1
+    if one_node and spec.sharing.mode != Sharing.WHOLE:
+        raise RenderError("topology", "several shared-GPU workers on one node have no Slurm form; use topology any")
+    if one_node:
+        # Slurm places one torchrun per node: the gang on one node is one torchrun with all its GPUs, the
+        # same world size (workers x GPUs per worker ranks).
+        nodes, per_node, nproc = "1", spec.workers * spec.gpus_per_worker, spec.workers * spec.gpus_per_worker
+        caveats.append(f"topology 'node': one node runs one torchrun with {nproc} processes (the whole gang)")
+    else:
+        per_node = spec.gpus_per_worker
+        nproc = spec.gpus_per_worker if spec.sharing.mode == Sharing.WHOLE else 1
+        nodes = f"{spec.elastic.min_workers}-{spec.elastic.max_workers}" if spec.elastic else str(spec.workers)
+    options = _common_options(spec, ctx, name, nodes, _training_gres(spec, ctx, per_node))
+    options.append(("output", f"{ctx.output_dir}/{name}-%j.out"))
+    options.append(("requeue" if spec.retries else "no-requeue", ""))
+    if spec.topology in (Topology.NVLINK, Topology.LEAF):
+        options.append(("switches", "1"))  # all nodes under one leaf switch (topology/tree plugin)
+        caveats.append(f"topology '{spec.topology}': --switches=1 needs Slurm's topology/tree plugin")
+    if spec.sharing.mode == Sharing.TIME_SLICE:
+        caveats.append(
+            f"time-slice: one GRES shard per worker; the nodes must be configured with {spec.sharing.replicas} "
+            "shards per GPU for that to be 1/replicas of a GPU"
+        )
+    if spec.retries:
+        caveats.append("Slurm requeues the job on node failure or preemption; it has no per-job retry count")
+    env = {"CHECKPOINT_PATH": spec.elastic.checkpoint_path} if spec.elastic else {}
+    env.update(spec.env)
+    nnodes = f"{spec.elastic.min_workers}:{spec.elastic.max_workers}" if spec.elastic else '"$SLURM_NNODES"'
+    endpoint = f'"$head_node:{ctx.rdzv_port}"'
+    argv = torchrun_argv(spec, endpoint, '"$SLURM_JOB_ID"', "1" if one_node else nnodes, nproc=nproc)
+    split = argv.index("--") + 1
+    own, user = argv[:split], argv[split:]
+    body = [
+        "set -euo pipefail",
+        "",
+        *_env_lines(env),
+        'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        'head_node="${nodes[0]}"',
+        " ".join([*SRUN, *own]) + " " + sh_join(user),
+    ]
+    script = "\n".join(["#!/bin/bash", *_directives_flags(options), *_header("Training job", name), *body]) + "\n"
+    preview = [*SRUN, *(a.replace('"', "") for a in own), *user]
+    return RenderedScript(script=script, argv_preview=preview, caveats=caveats)
+
+
+def _directives_flags(options: list[tuple[str, str]]) -> list[str]:
+    """Directives, where an empty value means a flag without one (--requeue)."""
+    flags = [f"#SBATCH --{option}" for option, value in options if value == ""]
+    return _directives([(o, v) for o, v in options if v != ""]) + flags
+
+
+# --- inference ------------------------------------------------------------------------------------------
+
+
+def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> RenderedScript:
+    caveats = []
+    options = _common_options(spec, ctx, name, str(spec.nodes_per_replica), f"gpu:{ctx.gres_type}:{spec.gpus_per_pod}")
+    if spec.replicas > 1:
+        options.append(("array", f"0-{spec.replicas - 1}"))  # one replica per array task
+        options.append(("output", f"{ctx.output_dir}/{name}-%A_%a.out"))
+    else:
+        options.append(("output", f"{ctx.output_dir}/{name}-%j.out"))
+    if spec.autoscaling.enabled:
+        caveats.append("Slurm has no autoscaling: the job array runs the fixed replicas")
+    caveats.append(
+        f"scancel sends SIGTERM, which the script forwards to the engine; Slurm's KillWait (not the spec's "
+        f"{spec.shutdown.drain_seconds} s drain) bounds how long in-flight requests get"
+    )
+    env = dict(spec.env)
+    if spec.weights and not spec.model.startswith("/"):
+        caveats.append("the weights volume is a Kubernetes PVC; on Slurm the model is read from the shared file system")
+    lines = ["set -uo pipefail  # no -e: the script handles the engine's exit itself", "", *_env_lines(env)]
+    lines.append(f"health_url=http://127.0.0.1:{spec.port}{HEALTH_PATH}")
+    if spec.multi_node:
+        lines += ['mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")', 'head_node="${nodes[0]}"']
+    launch, preview = _launch(spec)
+    lines += launch
+    lines += _supervise(spec)
+    script = "\n".join(["#!/bin/bash", *_directives_flags(options), *_header("Inference service", name), *lines])
+    return RenderedScript(script=script + "\n", argv_preview=preview, caveats=caveats)
+
+
+def _launch(spec: InferenceServiceSpec) -> tuple[list[str], list[str]]:
+    """Lines that start the engine in the background (pid in server_pid), and the engine step's argv."""
+    if not spec.multi_node:
+        argv = engine_argv(spec)
+        return [" ".join(SRUN) + " " + sh_join(argv) + " &", "server_pid=$!"], [*SRUN, *argv]
+    if spec.engine == "sglang":
+        # One task per node; each learns its rank from Slurm, the init address is the first host ($1).
+        argv = engine_argv(spec, distributed=("$SLURM_NNODES", "$SLURM_NODEID", f"$head_node:{SGLANG_DIST_PORT}"))
+        core = engine_argv(spec)[: len(engine_argv(spec)) - len(spec.extra_args)]
+        inner = (
+            "exec "
+            + sh_join(core)
+            + f' --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$1:{SGLANG_DIST_PORT}"'
+            + (" " + sh_join(spec.extra_args) if spec.extra_args else "")
+        )
+        line = " ".join(SRUN) + " bash -c " + sh_quote(inner) + ' bash "$head_node" &'
+        return [line, "server_pid=$!"], [*SRUN, *argv]
+    # vLLM: a Ray head on the first node, Ray workers on the others, then vLLM on the head.
+    overlap = ("srun", "--overlap", "--kill-on-bad-exit=1")
+    worker = f'until ray start --address="$1:{RAY_PORT}" --disable-usage-stats --block; do sleep 5; done'
+    argv = engine_argv(spec, ray=True)
+    on_head = " ".join(overlap) + ' --nodes=1 --ntasks=1 --nodelist="$head_node"'
+    lines = [
+        f"{on_head} ray start --head --port={RAY_PORT} --disable-usage-stats --block &",
+        " ".join(overlap)
+        + ' --nodes="$((SLURM_NNODES - 1))" --ntasks="$((SLURM_NNODES - 1))" --exclude="$head_node" bash -c '
+        + sh_quote(worker)
+        + ' bash "$head_node" &',
+        *ray_wait_for_nodes("SLURM_NNODES").rstrip("\n").split("\n"),
+        f"{on_head} {sh_join(argv)} &",
+        "server_pid=$!",
+    ]
+    return lines, [*overlap, "--nodes=1", "--ntasks=1", "--nodelist=$head_node", *argv]
+
+
+def _supervise(spec: InferenceServiceSpec) -> list[str]:
+    """Wait for /health within the loading budget; then live as long as the engine, failing when it stops."""
+    budget, period = spec.readiness.initial_delay_s, spec.readiness.period_s
+    return [
+        "# scancel / preemption: pass SIGTERM on to the engine so it can finish in-flight requests.",
+        'trap \'kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid"; exit 143\' TERM INT',
+        f"deadline=$((SECONDS + {budget}))",
+        'until curl -fsS -o /dev/null "$health_url"; do',
+        '  if ! kill -0 "$server_pid" 2>/dev/null; then',
+        '    wait "$server_pid"; status=$?',
+        '    echo "gpu-console: the engine exited (status $status) before it became healthy" >&2',
+        "    exit $(( status == 0 ? 1 : status ))",
+        "  fi",
+        "  if (( SECONDS >= deadline )); then",
+        f'    echo "gpu-console: the engine was not healthy after {budget} s" >&2',
+        '    kill -TERM "$server_pid"; wait "$server_pid"',
+        "    exit 1",
+        "  fi",
+        f"  sleep {period}",
+        "done",
+        'echo "gpu-console: the engine is healthy at $health_url"',
+        'wait "$server_pid"; status=$?',
+        'echo "gpu-console: the engine stopped (status $status); a service is not meant to exit" >&2',
+        "exit $(( status == 0 ? 1 : status ))",
+    ]

@@ -1,0 +1,73 @@
+"""Conversions: the backends' WorkloadSpec, and template overrides."""
+
+from __future__ import annotations
+
+import copy
+
+from apps.backends.types import Sharing, Topology, WorkloadSpec
+from apps.workloads.specs.model import SERVICE_DURATION_S, Spec, TrainingJobSpec
+
+
+def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
+    """The simulator's / backends' view of an admitted spec.
+
+    Inference: every pod is a worker (replicas x nodes per replica); a replica's pods are the gang; a
+    service runs until cancelled, so without a max runtime the simulator gets SERVICE_DURATION_S.
+    """
+    labels = {"gpu-console/kind": spec.kind}
+    if isinstance(spec, TrainingJobSpec):
+        return WorkloadSpec(
+            name=spec.name,
+            tenant=spec.tenant,
+            queue=spec.queue,
+            tier=spec.tier,
+            priority=priority,
+            gpu_model=spec.gpu_model,
+            workers=spec.workers,
+            gpus_per_worker=spec.gpus_per_worker,
+            sharing=Sharing(spec.sharing.mode),
+            mig_profile=spec.sharing.mig_profile,
+            gpu_fraction=spec.sharing.fraction,
+            gang_min=spec.gang_min,
+            topology=Topology(spec.topology),
+            duration_s=spec.max_runtime_s,
+            image=spec.image,
+            command=[*spec.command, *spec.args],
+            labels=labels,
+        )
+    from apps.workloads.render.engines import engine_argv  # render imports this module; import late
+
+    return WorkloadSpec(
+        name=spec.name,
+        tenant=spec.tenant,
+        queue=spec.queue,
+        tier=spec.tier,
+        priority=priority,
+        gpu_model=spec.gpu_model,
+        workers=spec.replicas * spec.nodes_per_replica,
+        gpus_per_worker=spec.gpus_per_pod,
+        sharing=Sharing.WHOLE,
+        gang_min=spec.nodes_per_replica,
+        topology=Topology.ANY,
+        duration_s=spec.max_runtime_s or SERVICE_DURATION_S,
+        image=spec.image,
+        command=engine_argv(spec),
+        labels=labels,
+    )
+
+
+def apply_overrides(base: dict, overrides: dict) -> dict:
+    """Deep-merge `overrides` into a copy of `base`: dicts merge, lists and scalars replace, None deletes."""
+    merged = copy.deepcopy(base)
+    _merge(merged, overrides)
+    return merged
+
+
+def _merge(target: dict, overrides: dict) -> None:
+    for key, value in overrides.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)

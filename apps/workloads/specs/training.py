@@ -1,0 +1,262 @@
+"""Training job fields: GPU sharing, gang and topology fit, elastic range, volumes."""
+
+from __future__ import annotations
+
+from apps.backends.types import Sharing, Topology
+from apps.workloads.specs.checks import check_volume, image_error, mig_per_gpu, mig_profiles, path_error
+from apps.workloads.specs.model import (
+    MAX_ITEM,
+    MAX_LIST,
+    MAX_RUNTIME_S,
+    MAX_VOLUMES,
+    MAX_WORKERS,
+    MIG_COMPUTE_SLICES,
+    SHARING_MODES,
+    TOPOLOGIES,
+    Elastic,
+    GpuSharing,
+    TrainingJobSpec,
+    Volume,
+)
+from apps.workloads.specs.reader import Errors, Reader, type_name
+
+
+def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], model: str | None) -> GpuSharing | None:
+    entry = catalog.get(model) if model else None
+    raw, present = reader._get("sharing", None)
+    if not present or raw is None:
+        return GpuSharing()
+    if isinstance(raw, str):  # shorthand: "whole" == {"mode": "whole"}
+        raw = {"mode": raw}
+    sub = Reader(raw, "sharing", errors, ("mode", "mig_profile", "replicas", "gpumem_mib", "gpucores"))
+    if not sub.ok:
+        return None
+    mode = sub.string("mode", Sharing.WHOLE.value)
+    if mode not in SHARING_MODES:
+        if mode is not None:
+            errors.add("sharing.mode", f"{mode!r} is not one of {', '.join(SHARING_MODES)}")
+        return None
+    mig_profile = sub.string("mig_profile", "")
+    replicas = sub.integer("replicas", None, lo=2, hi=64, nullable=True)
+    gpumem = sub.integer("gpumem_mib", None, lo=1, hi=1 << 20, nullable=True)
+    gpucores = sub.integer("gpucores", None, lo=1, hi=100, nullable=True)
+    extra = {
+        Sharing.MIG: ("mig_profile",),
+        Sharing.TIME_SLICE: ("replicas",),
+        Sharing.HAMI: ("gpumem_mib", "gpucores"),
+        Sharing.WHOLE: (),
+    }
+    for key in ("mig_profile", "replicas", "gpumem_mib", "gpucores"):
+        if key in sub.data and sub.data[key] not in (None, "") and key not in extra[Sharing(mode)]:
+            errors.add(f"sharing.{key}", f"applies to {_mode_of(key)} sharing, not {mode!r}")
+    fraction = 1.0
+    if mode == Sharing.MIG:
+        profiles = mig_profiles(entry) if entry else {}
+        if entry is not None and not profiles:
+            capable = ", ".join(sorted(code for code, e in catalog.items() if e.get("mig_profiles"))) or "none"
+            errors.add("sharing.mode", f"{model} does not support MIG; MIG-capable models: {capable}")
+            return None
+        if not mig_profile:
+            errors.add("sharing.mig_profile", "required with MIG sharing, e.g. 1g.10gb or 3g.40gb")
+            return None
+        if entry is not None and mig_profile not in profiles:
+            errors.add(
+                "sharing.mig_profile", f"{model} has no MIG profile {mig_profile!r}; profiles: {', '.join(profiles)}"
+            )
+            return None
+        if entry is not None:
+            fraction = profiles[mig_profile][0] / MIG_COMPUTE_SLICES
+    elif mode == Sharing.TIME_SLICE:
+        if replicas is None:
+            if "replicas" not in sub.data:
+                errors.add(
+                    "sharing.replicas", "required with time-slice sharing: the replicas per GPU of the node pool (2-64)"
+                )
+            return None
+        fraction = 1 / replicas
+    elif mode == Sharing.HAMI:
+        for key, value in (("gpumem_mib", gpumem), ("gpucores", gpucores)):
+            if value is None and key not in sub.data:
+                errors.add(
+                    f"sharing.{key}", "required with HAMi sharing (gpumem_mib: device memory in MiB; gpucores: percent)"
+                )
+        if gpumem is None or gpucores is None:
+            return None
+        memory = int((entry or {}).get("memory_mib") or 0)
+        if memory and gpumem > memory:
+            errors.add("sharing.gpumem_mib", f"{gpumem} MiB is more than the {memory} MiB of a {model} GPU")
+            return None
+        fraction = max(gpucores / 100, gpumem / memory if memory else 0.0)
+    return GpuSharing(mode, mig_profile or "", replicas, gpumem, gpucores, round(fraction, 6))
+
+
+def _mode_of(key: str) -> str:
+    return {"mig_profile": "MIG", "replicas": "time-slice", "gpumem_mib": "HAMi", "gpucores": "HAMi"}[key]
+
+
+def _per_gpu(sharing: GpuSharing, entry: dict | None) -> int:
+    """Workers of this sharing mode one GPU holds (for the "all on one node" check)."""
+    if sharing.mode == Sharing.MIG and entry:
+        profile = mig_profiles(entry).get(sharing.mig_profile)
+        return mig_per_gpu(profile, round(int(entry.get("memory_mib") or 0) / 1024)) if profile else 1
+    if sharing.mode == Sharing.TIME_SLICE:
+        return sharing.replicas or 1
+    if sharing.mode == Sharing.HAMI and entry and sharing.gpumem_mib and sharing.gpucores:
+        return max(1, min(int(entry.get("memory_mib") or 0) // sharing.gpumem_mib, 100 // sharing.gpucores))
+    return 1
+
+
+def parse_training(
+    reader: Reader, errors: Errors, common: dict, catalog: dict[str, dict], gpus_per_node: int
+) -> TrainingJobSpec | None:
+    model = common["gpu_model"]
+    entry = catalog.get(model) if model else None
+    image = reader.string("image")
+    if image is not None and (problem := image_error(image)):
+        errors.add("image", problem)
+    command = reader.strings("command", max_items=MAX_LIST, max_len=MAX_ITEM)
+    if command == [] and reader.ok:  # absent or empty
+        errors.add("command", 'the program to run is required, e.g. ["python", "train.py"]')
+    elif command and (not command[0] or command[0].startswith("-")):
+        errors.add("command[0]", "the program name cannot be empty or start with '-'")
+    args = reader.strings("args", max_items=MAX_LIST, max_len=MAX_ITEM)
+    workers = reader.integer("workers", 1, lo=1, hi=MAX_WORKERS)
+    gpus_per_worker = reader.integer("gpus_per_worker", 1, lo=1, hi=64)
+    sharing = _parse_sharing(reader, errors, catalog, model)
+    topology = reader.string("topology", Topology.ANY.value)
+    if topology is not None and topology not in TOPOLOGIES:
+        errors.add("topology", f"{topology!r} is not one of {', '.join(TOPOLOGIES)}")
+        topology = None
+    max_runtime = reader.integer("max_runtime_s", 86_400, lo=60, hi=MAX_RUNTIME_S)
+    retries = reader.integer("retries", 3, lo=0, hi=100)
+    elastic = _parse_elastic(reader, errors, workers)
+    volumes = _parse_volumes(reader, errors)
+    gang_min = reader.integer("gang_min", None, lo=1, hi=MAX_WORKERS, nullable=True)
+
+    if sharing is not None and gpus_per_worker is not None:
+        if sharing.mode != Sharing.WHOLE and gpus_per_worker != 1:
+            errors.add(
+                "gpus_per_worker",
+                f"with {sharing.mode} sharing each worker holds part of one GPU: gpus_per_worker must be 1",
+            )
+        elif sharing.mode == Sharing.WHOLE and gpus_per_worker > gpus_per_node:
+            errors.add(
+                "gpus_per_worker",
+                f"a worker runs on one node: {gpus_per_worker} GPUs exceed the {gpus_per_node} GPUs per node "
+                f"({model or 'GPU'} nodes); use more workers with fewer GPUs each",
+            )
+    if workers is not None and gang_min is not None and gang_min > workers:
+        errors.add("gang_min", f"at most the {workers} workers, not {gang_min}")
+    if elastic is not None and gang_min is not None and gang_min < elastic.min_workers:
+        errors.add(
+            "gang_min", f"torchrun cannot start below elastic.min_workers ({elastic.min_workers}); got {gang_min}"
+        )
+    if (
+        topology == Topology.NODE
+        and workers
+        and sharing is not None
+        and gpus_per_worker
+        and not errors.has("gpus_per_worker")
+    ):
+        _check_one_node(errors, workers, gpus_per_worker, sharing, entry, model, gpus_per_node)
+    if errors.fields:
+        return None
+    assert workers is not None and sharing is not None  # no errors: every field parsed
+    resolved_gang = gang_min if gang_min is not None else (elastic.min_workers if elastic else workers)
+    return TrainingJobSpec(
+        name=common["name"],
+        tenant=common["tenant"],
+        queue=common["queue"],
+        tier=common["tier"],
+        image=image,  # type: ignore[arg-type]
+        command=command,  # type: ignore[arg-type]
+        args=args,  # type: ignore[arg-type]
+        env=common["env"],
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,  # type: ignore[arg-type]
+        gpu_model=model,
+        sharing=sharing,
+        gang_min=resolved_gang,
+        topology=topology,  # type: ignore[arg-type]
+        max_runtime_s=max_runtime,  # type: ignore[arg-type]
+        elastic=elastic,
+        retries=retries,  # type: ignore[arg-type]
+        volumes=volumes,  # type: ignore[arg-type]
+        cpu=common["cpu"],
+        memory_gib=common["memory_gib"],
+    )
+
+
+def _check_one_node(
+    errors: Errors,
+    workers: int,
+    gpus_per_worker: int,
+    sharing: GpuSharing,
+    entry: dict | None,
+    model: str | None,
+    gpus_per_node: int,
+) -> None:
+    """topology "node" puts the whole gang on one node: it must fit there."""
+    node = f"{gpus_per_node} GPUs per node ({model or 'GPU'} nodes)"
+    if sharing.mode == Sharing.WHOLE:
+        if workers * gpus_per_worker > gpus_per_node:
+            errors.add(
+                "topology",
+                f"'node' puts all {workers} workers on one node: {workers} x {gpus_per_worker} = "
+                f"{workers * gpus_per_worker} GPUs exceed the {node}",
+            )
+        return
+    per_gpu = _per_gpu(sharing, entry)
+    if workers > per_gpu * gpus_per_node:
+        errors.add(
+            "topology",
+            f"'node' puts all {workers} workers on one node, which holds at most {per_gpu * gpus_per_node} "
+            f"{sharing.mode} workers ({per_gpu} per GPU x {node})",
+        )
+
+
+def _parse_elastic(reader: Reader, errors: Errors, workers: int | None) -> Elastic | None:
+    sub = reader.obj("elastic", ("min_workers", "max_workers", "checkpoint_path"))
+    if sub is None or not sub.ok:
+        return None
+    low = sub.integer("min_workers", lo=1, hi=MAX_WORKERS)
+    high = sub.integer("max_workers", lo=1, hi=MAX_WORKERS)
+    checkpoint = sub.string("checkpoint_path")
+    if checkpoint is not None and (problem := path_error(checkpoint)):
+        errors.add("elastic.checkpoint_path", problem)
+    if low is not None and high is not None and low > high:
+        errors.add("elastic.max_workers", f"must be at least min_workers ({low}), not {high}")
+        return None
+    if low is not None and high is not None and workers is not None and not low <= workers <= high:
+        errors.add("workers", f"an elastic job starts with {low} to {high} workers (its elastic range), not {workers}")
+    if low is None or high is None or checkpoint is None:
+        return None
+    return Elastic(low, high, checkpoint)
+
+
+def _parse_volumes(reader: Reader, errors: Errors) -> list[Volume] | None:
+    raw, present = reader._get("volumes", [])
+    if not present:
+        return []
+    if not isinstance(raw, list):
+        errors.add("volumes", f"must be a list of {{claim, mount_path, read_only}}, not {type_name(raw)}")
+        return None
+    if len(raw) > MAX_VOLUMES:
+        errors.add("volumes", f"at most {MAX_VOLUMES} volumes, not {len(raw)}")
+        return None
+    out: list[Volume] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(raw):
+        where = f"volumes[{i}]"
+        sub = Reader(item, where, errors, ("claim", "mount_path", "read_only"))
+        if not sub.ok:
+            continue
+        claim, mount, read_only = sub.string("claim"), sub.string("mount_path"), sub.boolean("read_only", False)
+        check_volume(errors, where, claim, mount)
+        if mount is not None and mount in seen:
+            errors.add(f"{where}.mount_path", f"{mount!r} is already the mount path of volumes[{seen[mount]}]")
+        if mount is not None:
+            seen.setdefault(mount, i)
+        if claim is not None and mount is not None and read_only is not None:
+            out.append(Volume(claim, mount, read_only))
+    return out if len(out) == len(raw) else None
