@@ -210,6 +210,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # API tokens look like `gpuc_<random>`; the prefix makes leaked tokens easy to find with secret scanners.
 API_TOKEN_PREFIX = "gpuc_"
 API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 60, minimum=0)
+# Seconds a process reuses the fleet's free-GPU count per model when deciding admissions (0: always re-read).
+ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
 

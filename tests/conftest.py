@@ -18,6 +18,8 @@ def pytest_configure(config):
         )
     # Password hashing is deliberately slow; tests log in hundreds of times and test no hashing strength.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Each test builds its own fleet: capacity must be read fresh, not from another test's cache.
+    settings.ADMISSION_CAPACITY_CACHE_S = 0
 
 
 def set_celery_eager(value: bool) -> None:

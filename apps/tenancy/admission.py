@@ -130,6 +130,8 @@ class Snapshot:
     model_names: dict[str, str]  # code -> display name ("H100")
     free_capacity: dict[str, float] = field(default_factory=dict)  # physical free GPUs per model (inf: unknown)
     held: dict[int, Held] = field(default_factory=dict)
+    # Set by a snapshot built from aggregates (one decision): loads `held` the first time reclaim needs it.
+    load_held: object = field(default=None, repr=False)
     user_used: dict[tuple[int, str, str], int] = field(default_factory=lambda: defaultdict(int))
     _lenders: dict[str, list[QuotaState]] = field(default_factory=dict, repr=False)
     _lendable: dict[str, int] = field(default_factory=dict, repr=False)
@@ -323,6 +325,9 @@ def plan_reclaim(snapshot: Snapshot, lender: int, model: str, amount: int) -> tu
     Only work borrowing from this lender frees its guarantee; non-preemptible tiers are never chosen.
     Returns ([(held id, GPUs)], GPUs of the lender's guarantee freed).
     """
+    if snapshot.load_held is not None:
+        snapshot.load_held(snapshot)
+        snapshot.load_held = None
     victims = sorted(
         (h for h in snapshot.held.values() if h.model == model and h.borrowed_from.get(lender) and h.tier.preemptible),
         key=victim_order,

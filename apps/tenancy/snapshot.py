@@ -15,7 +15,9 @@ def tiers() -> dict[int, Tier]:
     return {t.pk: Tier(t.name, t.value, t.preemptible, t.may_borrow) for t in PriorityTier.objects.all()}
 
 
-def build_snapshot(with_capacity: bool = True, model: str | None = None) -> tuple[Snapshot, dict[int, Tier]]:
+def build_snapshot(
+    with_capacity: bool = True, model: str | None = None, with_held: bool = True
+) -> tuple[Snapshot, dict[int, Tier]]:
     """Every quota row, every admitted claim, and the fleet's free GPUs per model: 4-5 queries in all.
 
     With `model` (a GPU model code) only that model's rows are loaded: enough to decide one request.
@@ -54,6 +56,8 @@ def build_snapshot(with_capacity: bool = True, model: str | None = None) -> tupl
         models[code] = model_name
     snapshot = Snapshot(quotas=quotas, paths=paths, names=names, model_names=models)
     admitted = Admission.objects.filter(state=AdmissionState.ADMITTED)
+    if not with_held:
+        admitted = admitted.none()
     if model:
         admitted = admitted.filter(gpu_model__code=model)
     for pk, queue, code, gpus, tier_id, user, borrowed, admitted_at in admitted.values_list(
@@ -73,11 +77,98 @@ def build_snapshot(with_capacity: bool = True, model: str | None = None) -> tupl
     return snapshot, tier_map
 
 
-def free_capacity() -> dict[str, float]:
-    """Free GPUs per model code on ready, uncordoned nodes, less what admitted work holds but has not placed."""
+def build_decision_snapshot(model: str) -> Snapshot:
+    """What one decision on `model` needs, from aggregates: quotas, use and lending per queue, capacity.
+
+    The number of rows read grows with queues, not with admitted work; the admitted claims themselves
+    are loaded only if the decision has to plan a reclaim.
+    """
+    from django.db import connection
+
+    snapshot, tier_map = build_snapshot(with_capacity=False, model=model, with_held=False)
+    admitted = Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model)
+    for queue, used in admitted.values("queue_id").annotate(n=Sum("gpus")).values_list("queue_id", "n"):
+        if (queue, model) in snapshot.quotas:
+            snapshot.quotas[(queue, model)].used = used or 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT b.key::bigint, SUM(b.value::int) FROM tenancy_admission a "
+                "JOIN fleet_gpumodel m ON m.id = a.gpu_model_id, jsonb_each_text(a.borrowed_from) b "
+                "WHERE a.state = %s AND m.code = %s GROUP BY b.key",
+                [AdmissionState.ADMITTED, model],
+            )
+            lent = cursor.fetchall()
+    else:  # the demo's SQLite: fold in Python
+        lent_map: dict[int, int] = defaultdict(int)
+        for borrowed in admitted.exclude(borrowed_from={}).values_list("borrowed_from", flat=True):
+            for key, value in (borrowed or {}).items():
+                lent_map[int(key)] += int(value)
+        lent = list(lent_map.items())
+    for lender, n in lent:
+        if (lender, model) in snapshot.quotas:
+            snapshot.quotas[(lender, model)].lent = int(n or 0)
+    for queue, user, used in (
+        admitted.values("queue_id", "user").annotate(n=Sum("gpus")).values_list("queue_id", "user", "n")
+        if any(q.per_user_limit != UNLIMITED for q in snapshot.quotas.values())
+        else []
+    ):
+        snapshot.user_used[(queue, model, user)] = used or 0
+    snapshot.free_capacity.update(free_capacity_cached(model))
+
+    def load_held(snap: Snapshot) -> None:
+        for pk, queue, gpus, tier_id, user, borrowed, admitted_at in admitted.values_list(
+            "id", "queue_id", "gpus", "tier_id", "user", "borrowed_from", "admitted_at"
+        ):
+            snap.held[pk] = Held(
+                pk,
+                queue,
+                model,
+                gpus,
+                tier_map[tier_id],
+                admitted_at,
+                user,
+                {int(k): int(v) for k, v in (borrowed or {}).items()},
+            )
+
+    snapshot.load_held = load_held
+    return snapshot
+
+
+_capacity_cache: dict[str, tuple[float, float | None]] = {}
+
+
+def free_capacity_cached(model: str) -> dict[str, float]:
+    """Free GPUs of one model, re-read at most every few seconds per process.
+
+    Physical capacity changes only when inventory is synced (each minute) or work starts and ends;
+    a submission burst need not aggregate every node of the fleet on each request. Quota, which is
+    what admission guarantees, is always read fresh.
+    """
+    import time
+
+    from django.conf import settings
+
+    now = time.monotonic()
+    hit = _capacity_cache.get(model)
+    if hit is None or now - hit[0] > settings.ADMISSION_CAPACITY_CACHE_S:
+        # No nodes of the model at all: capacity unknown (no fleet synced yet), so it does not block.
+        _capacity_cache[model] = (now, free_capacity(model).get(model))
+        hit = _capacity_cache[model]
+    return {} if hit[1] is None else {model: hit[1]}
+
+
+def free_capacity(model: str | None = None) -> dict[str, float]:
+    """Free GPUs per model code on ready, uncordoned nodes, as last synced (capacity is advisory; quota is
+    what admission guarantees)."""
     free: dict[str, float] = defaultdict(float)
     for code, allocatable, allocated in (
-        Node.objects.filter(state=NodeState.READY, unschedulable=False, gpu_model__isnull=False)
+        Node.objects.filter(
+            state=NodeState.READY,
+            unschedulable=False,
+            gpu_model__isnull=False,
+            **({"gpu_model__code": model} if model else {}),
+        )
         .values("gpu_model__code")
         .annotate(a=Sum("gpu_allocatable"), b=Sum("gpu_allocated"))
         .values_list("gpu_model__code", "a", "b")

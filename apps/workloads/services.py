@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from apps.accounts.permissions import require
@@ -76,34 +76,32 @@ def _event(workload: Workload, kind: str, message: str) -> None:
     WorkloadEvent.objects.create(workload=workload, kind=kind, message=message[:1000])
 
 
-def _pick_cluster(queue: Queue, model: GpuModel) -> Cluster:
-    bindings = list(QueueBinding.objects.filter(queue=queue).select_related("cluster").order_by("cluster__name"))
-    if not bindings:
+def _pick_cluster(queue: Queue, model: GpuModel) -> tuple[Cluster, int]:
+    """The first cluster (by name) bound to the queue that has nodes of the model, and its usual node size."""
+    bound = list(QueueBinding.objects.filter(queue=queue).values_list("cluster_id", flat=True))
+    if not bound:
         raise InvalidInput(
             f"Queue {queue} is not bound to any cluster yet; ask a platform admin.",
             {"queue": "Not bound to a cluster."},
         )
-    with_model = set(
-        Node.objects.filter(cluster__in=[b.cluster for b in bindings], gpu_model=model)
+    sizes: dict[int, Counter] = defaultdict(Counter)
+    names: dict[int, str] = {}
+    rows = (
+        Node.objects.filter(cluster_id__in=bound, gpu_model=model)
         .exclude(state=NodeState.VANISHED)
-        .values_list("cluster_id", flat=True)
-        .distinct()
+        .values("cluster_id", "cluster__name", "gpu_count")
+        .annotate(n=Count("id"))
+        .values_list("cluster_id", "cluster__name", "gpu_count", "n")
     )
-    for binding in bindings:
-        if binding.cluster_id in with_model:
-            return binding.cluster
-    raise InvalidInput(
-        f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
-    )
-
-
-def _gpus_per_node(cluster: Cluster, model: GpuModel) -> int:
-    counts = Counter(
-        Node.objects.filter(cluster=cluster, gpu_model=model)
-        .exclude(state=NodeState.VANISHED)
-        .values_list("gpu_count", flat=True)
-    )
-    return counts.most_common(1)[0][0] if counts else 8
+    for cluster_id, name, count, n in rows:
+        sizes[cluster_id][count] += n
+        names[cluster_id] = name
+    if not sizes:
+        raise InvalidInput(
+            f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
+        )
+    cluster_id = min(sizes, key=lambda c: names[c])
+    return Cluster.objects.get(pk=cluster_id), sizes[cluster_id].most_common(1)[0][0]
 
 
 def _backend_name(workload: Workload) -> str:
@@ -139,8 +137,7 @@ def submit_workload(
     if tier is None:
         raise InvalidInput(f"Unknown tier {parsed.tier!r}.", {"tier": "No such tier."})
     model = GpuModel.objects.get(code=parsed.gpu_model)
-    cluster = _pick_cluster(queue, model)
-    gpus_per_node = _gpus_per_node(cluster, model)
+    cluster, gpus_per_node = _pick_cluster(queue, model)
     if gpus_per_node != 8:
         parsed = _parse(kind, spec, gpus_per_node)  # gang checks against this cluster's node size
     with transaction.atomic():

@@ -284,3 +284,19 @@ def test_bind_queue_rules(setup, personas):
     services.bind_queue(setup["admin"], setup["team_a"], cluster=cluster, namespaces=["shared"])
     with pytest.raises(Conflict):
         services.bind_queue(setup["admin"], setup["b"], cluster=cluster, namespaces=["shared"])
+
+
+def test_decision_snapshot_matches_the_full_snapshot(setup):
+    from apps.tenancy.admission import Request, decide
+    from apps.tenancy.snapshot import build_decision_snapshot, build_snapshot
+
+    claim(setup, "team_a", 16, name="borrower")  # borrows 8 from org_a
+    claim(setup, "b", 8, name="b-own")
+    claim(setup, "org_a", 4, tier="exploratory", name="reclaimer")
+    full, _ = build_snapshot()
+    part = build_decision_snapshot("h100")
+    for key, q in full.quotas.items():
+        p = part.quotas[key]
+        assert (p.used, p.lent, p.borrowed) == (q.used, q.lent, q.borrowed), key
+    request = Request(setup["org_a"].pk, "h100", 8, full.held[next(iter(full.held))].tier)
+    assert decide(part, request).reclaim == decide(full, request).reclaim  # held loaded on demand

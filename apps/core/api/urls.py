@@ -1,5 +1,7 @@
 """/api/v1/: one router for every app's viewsets, plus the OpenAPI schema and docs."""
 
+import os
+
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
@@ -54,3 +56,8 @@ urlpatterns = [
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
     path("", include(router.urls)),
 ]
+
+if os.environ.get("BENCH_BARE_ENDPOINT") == "1":  # the benchmark's baseline; never on in a deployment
+    from apps.core.api.bench import BareInsertView
+
+    urlpatterns.insert(0, path("_bench/insert/", BareInsertView.as_view(), name="bench-insert"))

@@ -50,14 +50,13 @@ def submit_admission(
 ) -> Admission:
     """Create a workload's claim and decide it at once. Called by the workloads services inside their
     transaction (they check permission and write the audit event for the whole submission)."""
-    from apps.tenancy.snapshot import build_snapshot
+    from apps.tenancy.snapshot import build_decision_snapshot
 
     request = _request(queue, gpu_model, gpus, tier, gang, user)
     now = timezone.now()
     with transaction.atomic():
         _serialize()
-        snapshot, _ = build_snapshot(model=gpu_model.code)
-        result = decide(snapshot, request)
+        result = decide(build_decision_snapshot(gpu_model.code), request)
         state = {
             Decision.ADMIT: AdmissionState.ADMITTED,
             Decision.BORROW: AdmissionState.ADMITTED,

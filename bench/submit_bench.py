@@ -1,0 +1,193 @@
+"""Submission benchmark for issue 5: 1,000 submissions over real HTTP (gunicorn + PostgreSQL).
+
+    make bench   (runs this after the other benchmarks)
+
+Starts gunicorn (4 workers) on a benchmark database with a Redis broker and no Celery worker (the
+backend pushes queue up; this measures the API path: auth, validation, admission, audit, outbox),
+then posts 1,000 workloads with distinct Idempotency-Keys from 16 client threads over keep-alive
+connections, replays 100 of them (same keys: must return the same workloads), and runs the same
+load against a bare DRF endpoint doing one INSERT (`apps/core/api/bench.py`) as the baseline.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DB_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/console_bench")
+ENV = {
+    **os.environ,
+    "DJANGO_SETTINGS_MODULE": "console.settings",
+    "SECRET_KEY": "bench-only",
+    "DATABASE_URL": DB_URL,
+    "CELERY_BROKER_URL": os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/13"),
+    "ALLOWED_HOSTS": "127.0.0.1",
+    "BENCH_BARE_ENDPOINT": "1",
+    "LOG_LEVEL": "WARNING",
+}
+os.environ.update({k: v for k, v in ENV.items() if k != "LOG_LEVEL"})
+
+import django  # noqa: E402
+
+django.setup()
+
+PORT = int(os.environ.get("BENCH_PORT", "8399"))
+N, REPLAY, THREADS = 1000, 100, 16
+
+
+def setup() -> str:
+    """A simulated 128-node cluster, a tenant with a queue holding 1,024 H100s, a member and a token."""
+    from apps.accounts import services as accounts
+    from apps.accounts.models import User
+    from apps.backends.simulator.services import create_simulated_cluster
+    from apps.fleet.models import Cluster, GpuModel
+    from apps.fleet.services import sync_inventory
+    from apps.tenancy.models import Queue, QueueBinding, Quota, Tenant
+    from apps.workloads.models import OutboxEntry, Workload
+    from bench.fleet_bench import ensure_database
+
+    ensure_database()
+    OutboxEntry.objects.all().delete()
+    Workload.objects.all().delete()
+    from apps.tenancy.models import Admission
+
+    Admission.objects.all().delete()
+    Cluster.objects.filter(name="bench-submit").delete()
+    cluster = create_simulated_cluster(None, "bench-submit", {"nodes": 128, "models": {"h100": 1.0}, "seed": 3})
+    sync_inventory(cluster.pk)
+    tenant, _ = Tenant.objects.get_or_create(slug="bench-ci", defaults={"name": "Bench CI"})
+    if not tenant.path:
+        tenant.path = f"/{tenant.pk}/"
+        tenant.save(update_fields=["path"])
+    queue, _ = Queue.objects.get_or_create(tenant=tenant, name="ci")
+    QueueBinding.objects.update_or_create(queue=queue, cluster=cluster, defaults={"namespaces": ["bench-ci"]})
+    Quota.objects.update_or_create(
+        queue=queue, gpu_model=GpuModel.objects.get(code="h100"), defaults={"guaranteed": 1024}
+    )
+    user, _ = User.objects.get_or_create(username="bench-ci-bot")
+    from apps.accounts.models import Membership
+
+    Membership.objects.get_or_create(user=user, tenant=tenant, defaults={"role": "member"})
+    _, raw = accounts.issue_token(user, user=user, name="bench", tenant=tenant, role="member")
+    return raw
+
+
+def spec(i: int) -> dict:
+    return {
+        "name": f"ci-job-{i}",
+        "tenant": "bench-ci",
+        "queue": "ci",
+        "tier": "training",
+        "image": "busybox:1.36",
+        "command": ["python", "train.py"],
+        "args": ["--step", str(i)],
+        "workers": 1,
+        "gpus_per_worker": 1,
+        "gpu_model": "h100",
+    }
+
+
+def load(path: str, bodies: list[tuple[str, bytes]], token: str) -> tuple[float, list[float], dict[int, int]]:
+    """POST every body (key, json) from THREADS threads; returns (seconds, latencies, status counts)."""
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    lock = threading.Lock()
+    work = list(enumerate(bodies))
+
+    def worker(items):
+        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+        for _, (key, body) in items:
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Idempotency-Key": key}
+            start = time.perf_counter()
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            elapsed = time.perf_counter() - start
+            with lock:
+                latencies.append(elapsed)
+                statuses[response.status] = statuses.get(response.status, 0) + 1
+        conn.close()
+
+    chunks = [work[i::THREADS] for i in range(THREADS)]
+    threads = [threading.Thread(target=worker, args=(chunk,)) for chunk in chunks]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start, latencies, statuses
+
+
+def report(label: str, seconds: float, latencies: list[float], statuses: dict[int, int]) -> None:
+    ordered = sorted(latencies)
+    p50 = statistics.median(ordered) * 1000
+    p99 = ordered[int(len(ordered) * 0.99) - 1] * 1000
+    print(f"  {label:<38} {len(latencies) / seconds:>7.0f} req/s   p50 {p50:6.1f} ms   p99 {p99:6.1f} ms   {statuses}")
+
+
+def main() -> None:
+    token = setup()
+    server = subprocess.Popen(  # noqa: S603 - fixed argv
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "console.wsgi",
+            "--bind",
+            f"127.0.0.1:{PORT}",
+            "--workers",
+            "4",
+            "--log-level",
+            "warning",
+        ],
+        env=ENV,
+        cwd=str(ROOT),
+    )
+    try:
+        for _ in range(100):
+            try:
+                http.client.HTTPConnection("127.0.0.1", PORT, timeout=1).request("GET", "/api/v1/schema/")
+                break
+            except OSError:
+                time.sleep(0.1)
+        print(f"submission benchmark: {N} submissions, {THREADS} client threads, gunicorn 4 workers, PostgreSQL")
+        warm = [(f"warm-{i}", json.dumps({"kind": "training", "spec": spec(100000 + i)}).encode()) for i in range(50)]
+        load("/api/v1/workloads/", warm, token)
+        bodies = [(f"key-{i}", json.dumps({"kind": "training", "spec": spec(i)}).encode()) for i in range(N)]
+        seconds, latencies, statuses = load("/api/v1/workloads/", bodies, token)
+        report("POST /api/v1/workloads/ (new keys)", seconds, latencies, statuses)
+        seconds, latencies, statuses = load("/api/v1/workloads/", bodies[:REPLAY], token)
+        report("same keys again (replays)", seconds, latencies, statuses)
+        from apps.workloads.models import Workload
+
+        count = (
+            Workload.objects.filter(name__startswith="ci-job-", name__lt="ci-job-a")
+            .exclude(name__startswith="ci-job-1000")
+            .count()
+        )
+        print(f"  workloads created for the {N} keys: {count} (replays created none)")
+        base = [(f"bare-{i}", b"{}") for i in range(N)]
+        load("/api/v1/_bench/insert/", base[:50], token)
+        seconds, latencies, statuses = load("/api/v1/_bench/insert/", base, token)
+        report("baseline: bare DRF + one INSERT", seconds, latencies, statuses)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+        from celery import current_app
+
+        with current_app.connection_for_write() as conn:
+            conn.default_channel.queue_purge("celery")
+
+
+if __name__ == "__main__":
+    main()
