@@ -9,7 +9,6 @@ from __future__ import annotations
 from apps.accounts import services as accounts
 from apps.accounts.models import Membership, User
 from apps.accounts.roles import Role
-from apps.backends.types import Topology
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Tenant
 
@@ -70,22 +69,10 @@ def seed_demo(admin_username: str, password: str) -> list[tuple[str, str]]:
 DEMO_CLUSTER = "sim-a"
 DEMO_SHAPE = {"nodes": 32, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.25, "l40s": 0.25}, "seed": 42}
 
-# Background load so the fleet has something running: (name, tenant, model, workers, GPUs each, topology, hours).
-DEMO_LOAD = [
-    ("llm-pretrain-70b", "acme-llm", "h100", 4, 8, Topology.LEAF, 8),
-    ("llm-sft-8b", "acme-llm", "h100", 1, 8, Topology.NODE, 3),
-    ("vision-detector", "acme-vision", "a100", 2, 8, Topology.LEAF, 5),
-    ("vision-eval", "acme-vision", "l40s", 1, 4, Topology.NODE, 2),
-    ("rl-ppo-sweep", "lab-rl", "a100", 3, 2, Topology.ANY, 4),
-    ("rl-notebook", "lab-rl", "l40s", 1, 1, Topology.ANY, 6),
-]
-
 
 def seed_fleet(admin) -> None:
     """A simulated 32 × 8 GPU cluster with some work on it, synced once so the pages show it at once."""
-    from apps.backends.registry import get_backend
     from apps.backends.simulator.services import create_simulated_cluster
-    from apps.backends.types import WorkloadSpec
     from apps.fleet.models import Cluster
     from apps.fleet.services import sync_inventory
 
@@ -94,20 +81,6 @@ def seed_fleet(admin) -> None:
         cluster = create_simulated_cluster(
             admin, DEMO_CLUSTER, DEMO_SHAPE, description="The demo's simulated fleet: 32 nodes × 8 GPUs."
         )
-        backend = get_backend(cluster)
-        for name, tenant, model, workers, gpus, topology, hours in DEMO_LOAD:
-            backend.submit(
-                WorkloadSpec(
-                    name=name,
-                    tenant=tenant,
-                    gpu_model=model,
-                    workers=workers,
-                    gpus_per_worker=gpus,
-                    topology=topology,
-                    duration_s=hours * 3600,
-                    labels={"sim/outcome": "succeed"},
-                )
-            )
     sync_inventory(cluster.pk)
     seed_quotas(admin, cluster)
 
@@ -127,14 +100,96 @@ DEMO_BUDGETS = [
     ("lab", "a100", 16),
     ("lab", "l40s", 8),
 ]
-# Claims matching the simulated load, plus work that has to wait: (name, tenant, queue, model, GPUs, tier).
-DEMO_CLAIMS = [
-    ("llm-pretrain-70b", "acme-llm", "train", "h100", 32, "training"),
-    ("llm-serve-70b", "acme-llm", "serve", "h100", 8, "online-inference"),
-    ("vision-detector", "acme-vision", "train", "a100", 16, "training"),
-    ("vision-eval", "acme-vision", "train", "l40s", 4, "periodic"),
-    ("rl-ppo-sweep", "lab-rl", "default", "a100", 6, "exploratory"),
-    ("llm-sft-8b", "acme-llm", "train", "h100", 8, "training"),
+# Work submitted through the console as the demo users: (user, kind, spec).
+_TRAIN = {"image": "nvcr.io/nvidia/pytorch:24.08-py3", "command": ["torchrun", "train.py"], "tier": "training"}
+DEMO_WORKLOADS = [
+    (
+        "bob",
+        "training",
+        {
+            **_TRAIN,
+            "name": "llm-pretrain-70b",
+            "tenant": "acme-llm",
+            "queue": "train",
+            "workers": 4,
+            "gpus_per_worker": 8,
+            "gpu_model": "h100",
+            "topology": "leaf",
+            "max_runtime_s": 8 * 3600,
+        },
+    ),
+    (
+        "bob",
+        "inference",
+        {
+            "name": "llm-serve-70b",
+            "tenant": "acme-llm",
+            "queue": "serve",
+            "engine": "vllm",
+            "model": "meta-llama/Llama-3.1-70B-Instruct",
+            "gpu_model": "h100",
+            "tensor_parallel": 8,
+            "replicas": 1,
+        },
+    ),
+    (
+        "alice",
+        "training",
+        {
+            **_TRAIN,
+            "name": "vision-detector",
+            "tenant": "acme-vision",
+            "queue": "train",
+            "workers": 2,
+            "gpus_per_worker": 8,
+            "gpu_model": "a100",
+            "max_runtime_s": 5 * 3600,
+        },
+    ),
+    (
+        "alice",
+        "training",
+        {
+            **_TRAIN,
+            "name": "vision-eval",
+            "tenant": "acme-vision",
+            "queue": "train",
+            "tier": "periodic",
+            "workers": 1,
+            "gpus_per_worker": 4,
+            "gpu_model": "l40s",
+            "max_runtime_s": 2 * 3600,
+        },
+    ),
+    (
+        "carol",
+        "training",
+        {
+            **_TRAIN,
+            "name": "rl-ppo-sweep",
+            "tenant": "lab-rl",
+            "queue": "default",
+            "tier": "exploratory",
+            "workers": 3,
+            "gpus_per_worker": 2,
+            "gpu_model": "a100",
+            "max_runtime_s": 4 * 3600,
+        },
+    ),
+    (
+        "bob",
+        "training",
+        {
+            **_TRAIN,
+            "name": "llm-sft-8b",
+            "tenant": "acme-llm",
+            "queue": "train",
+            "workers": 1,
+            "gpus_per_worker": 8,
+            "gpu_model": "h100",
+            "max_runtime_s": 3 * 3600,
+        },
+    ),
 ]
 
 
@@ -142,7 +197,7 @@ def seed_quotas(admin, cluster) -> None:
     """Budgets, queues with quotas bound to the demo cluster, claims with reasons, and a quota request."""
     from apps.fleet.models import GpuModel
     from apps.tenancy import services as quota
-    from apps.tenancy.models import Admission, PriorityTier, Queue, QuotaRequest
+    from apps.tenancy.models import Queue, QuotaRequest
 
     if Queue.objects.exists():
         return
@@ -166,16 +221,21 @@ def seed_quotas(admin, cluster) -> None:
                     borrow_limit=borrow if with_borrowing else 0,
                     lend_limit=lend,
                 )
-    tiers = {t.name: t for t in PriorityTier.objects.all()}
-    for name, slug, queue_name, code, gpus, tier in DEMO_CLAIMS:
-        quota.submit_admission(
-            name=name,
-            queue=queues[(slug, queue_name)],
-            gpu_model=models[code],
-            gpus=gpus,
-            tier=tiers[tier],
-            user="bob" if slug == "acme-llm" else "carol",
+    from apps.workloads.services import save_template, submit_workload
+
+    for username, kind, spec in DEMO_WORKLOADS:
+        submit_workload(
+            User.objects.get(username=username), kind=kind, spec=spec, idempotency_key=f"demo-{spec['name']}"
         )
+    template = {key: value for key, value in DEMO_WORKLOADS[0][2].items() if key not in {"name", "tenant"}}
+    save_template(
+        User.objects.get(username="alice"),
+        tenant=Tenant.objects.get(slug="acme-llm"),
+        name="4x8 H100 pretrain",
+        kind="training",
+        spec={**template, "name": "pretrain"},
+        description="Four nodes of eight H100s in one leaf switch",
+    )
     if not QuotaRequest.objects.exists():
         alice = User.objects.get(username="alice")
         quota.request_quota(
@@ -185,4 +245,3 @@ def seed_quotas(admin, cluster) -> None:
             guaranteed=32,
             justification="The 70B pre-training run needs 32 H100s without borrowing.",
         )
-    assert Admission.objects.exists()
