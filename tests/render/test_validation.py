@@ -29,6 +29,7 @@ from tests.render.states import representative_state
 QUEUEINGS = ["kueue", "volcano"]
 KUEUE = "kueue.x-k8s.io/v1beta2"
 VOLCANO = "scheduling.volcano.sh/v1beta1"
+KEDA = "keda.sh/v1alpha1"  # ScaledObject: rendered by apps/workloads/render for autoscaled services
 
 
 @cache
@@ -185,7 +186,7 @@ def test_metadata_checks_scope_names_and_labels():
 
 def cel_rules(kind: str) -> list[str]:
     """The messages of every CEL rule outside status in the served storage version of a CRD."""
-    crd = next(v for (api, k), v in crd_index().items() if k == kind and api in (KUEUE, VOLCANO))
+    crd = next(v for (api, k), v in crd_index().items() if k == kind and api in (KUEUE, VOLCANO, KEDA))
     found: list[str] = []
 
     def walk(node, path):

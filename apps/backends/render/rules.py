@@ -1,6 +1,6 @@
 """The validation rules a JSON-schema check cannot see, re-implemented in Python.
 
-* CEL rules (`x-kubernetes-validations`) of the Kueue CRDs, each registered under the CRD's exact
+* CEL rules (`x-kubernetes-validations`) of the Kueue (and KEDA) CRDs, each registered under the CRD's exact
   message, so tests can prove every rule is checked here or waived in `WAIVED` with a reason.
 * Admission-webhook checks of Kueue (pkg/webhooks/clusterqueue_webhook.go, cohort_webhook.go) and
   Volcano (pkg/webhooks/admission/queues/validate/validate_queue.go) that our objects depend on.
@@ -20,6 +20,8 @@ from apps.backends.render.names import is_qualified_name
 
 KUEUE = "kueue.x-k8s.io"
 VOLCANO = "scheduling.volcano.sh"
+KEDA = "keda.sh"
+KEDA_DEFAULT_MAX_REPLICAS = 100  # the CRD's CEL rule assumes this when maxReplicaCount is unset
 NATIVE_DOMAINS = ("kubernetes.io",)
 
 
@@ -293,6 +295,19 @@ def _queue_resources(obj: dict) -> list[str]:
     if raw["guarantee.resource"] and less_partly(deserved, guarantee):
         errors.append("spec.guarantee: guarantee should less equal than deserved")
     return errors
+
+
+# --- KEDA: ScaledObject (rendered for autoscaled inference services) -----------------------------------------
+
+
+@rule(KEDA, "ScaledObject", "minReplicaCount must be less than or equal to maxReplicaCount")
+def _scaled_object_min_max(obj: dict) -> list[str]:
+    spec = obj.get("spec") or {}
+    low = spec.get("minReplicaCount")
+    high = spec.get("maxReplicaCount", KEDA_DEFAULT_MAX_REPLICAS)
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        return [f"spec.minReplicaCount {low} is above maxReplicaCount {high}"]
+    return []
 
 
 # --- Built-ins ------------------------------------------------------------------------------------------

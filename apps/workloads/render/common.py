@@ -41,6 +41,7 @@ SHM_MAX_GIB = 16
 _HASH = 8
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _PRINTABLE = re.compile(r"[\x20-\x7e\u00a0-\U0010ffff]*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def kube_literal(value: str) -> str:
@@ -105,6 +106,30 @@ def check_context(ctx: RenderContext) -> None:
         raise RenderError("gpu_resource", f"{ctx.gpu_resource!r} is not a resource name")
     if not isinstance(ctx.gpus_per_node, int) or ctx.gpus_per_node < 1:
         raise RenderError("gpus_per_node", f"must be a positive integer, not {ctx.gpus_per_node!r}")
+
+
+def check_env_names(env: dict[str, str]) -> None:
+    """parse_spec validates names already; a spec built by hand must not put a shell word in one either."""
+    for name in env:
+        if not _ENV_NAME.fullmatch(name):
+            raise RenderError(f"env.{name}", "is not an environment variable name")
+
+
+def check_spec_labels(spec: Spec) -> None:
+    """Tenant and queue become label values (parse_spec guarantees it; a hand-built spec might not)."""
+    for what in ("tenant", "queue"):
+        if not is_dns_label(getattr(spec, what)):
+            raise RenderError(what, f"{getattr(spec, what)!r} is not a DNS-1123 label")
+
+
+def volcano_resource_caveat(spec: Spec, ctx: RenderContext) -> list[str]:
+    """With Volcano the pods count GPUs under the per-model name its queues quota."""
+    if ctx.queueing != "volcano" or ctx.gpu_resource:
+        return []
+    return [
+        f"Volcano: the pods request {gpu_resource(spec, ctx)}, the per-model GPU resource the Volcano queues "
+        "quota; the node pool's device plugin must advertise its GPUs under that name."
+    ]
 
 
 def console_labels(spec: Spec, ctx: RenderContext) -> dict[str, str]:

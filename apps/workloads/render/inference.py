@@ -289,10 +289,12 @@ def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[
             "gangSchedulingManagement.schedulerProvider: volcano."
         )
     if spec.multi_node and spec.engine == "vllm":
-        out.append(
-            f"Multi-node vLLM runs a Ray cluster per group (head on the leader, port {RAY_PORT}); tensor "
-            "parallelism across nodes is slow without InfiniBand/RoCE: keep tensor_parallel within a node."
-        )
+        out.append(f"Multi-node vLLM runs a Ray cluster per group (the head on the leader, port {RAY_PORT}).")
+        if spec.tensor_parallel > spec.gpus_per_pod:
+            out.append(
+                "Tensor parallelism across nodes is slow without InfiniBand/RoCE: prefer tensor_parallel within a "
+                "node and pipeline_parallel across nodes."
+            )
     if spec.autoscaling.enabled:
         out.append(
             "Autoscaling needs KEDA and a Prometheus that scrapes the engine pods' /metrics with namespace and "

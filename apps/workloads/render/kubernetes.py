@@ -11,7 +11,13 @@ from dataclasses import replace
 
 from apps.backends.render.errors import RenderError
 from apps.backends.render.objects import MANAGED_BY, MANAGER, QUEUE_LABEL, TENANT_LABEL
-from apps.workloads.render.common import check_context, object_name
+from apps.workloads.render.common import (
+    check_context,
+    check_env_names,
+    check_spec_labels,
+    object_name,
+    volcano_resource_caveat,
+)
 from apps.workloads.render.context import RenderContext, RenderedWorkload
 from apps.workloads.render.inference import inference_objects
 from apps.workloads.render.training import training_objects
@@ -20,17 +26,20 @@ from apps.workloads.specs import InferenceServiceSpec, Spec, TrainingJobSpec
 
 def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:
     """The objects for `spec` on the cluster described by `ctx`; RenderError for what it cannot express."""
+    if not isinstance(spec, TrainingJobSpec | InferenceServiceSpec):
+        raise TypeError(f"not a workload spec: {type(spec).__name__}")
     check_context(ctx)
+    check_spec_labels(spec)
+    check_env_names(spec.env)
     name = object_name(spec, ctx)
     if isinstance(spec, TrainingJobSpec):
         _check_training_fits(spec, ctx)
         objects, caveats = training_objects(spec, ctx, name)
-        return RenderedWorkload(objects=objects, caveats=caveats)
-    if isinstance(spec, InferenceServiceSpec):
+        endpoint = ""
+    else:
         spec = _on_nodes_of(spec, ctx.gpus_per_node)
         objects, caveats, endpoint = inference_objects(spec, ctx, name)
-        return RenderedWorkload(objects=objects, caveats=caveats, endpoint=endpoint)
-    raise TypeError(f"not a workload spec: {type(spec).__name__}")
+    return RenderedWorkload(objects=objects, caveats=volcano_resource_caveat(spec, ctx) + caveats, endpoint=endpoint)
 
 
 def _check_training_fits(spec: TrainingJobSpec, ctx: RenderContext) -> None:

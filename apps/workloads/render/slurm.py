@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 
 from apps.backends.render.errors import RenderError
+from apps.backends.render.result import comment_block
 from apps.backends.types import Sharing, Topology
-from apps.workloads.render.common import sh_join, sh_quote
+from apps.workloads.render.common import check_env_names, sh_join, sh_quote
 from apps.workloads.render.context import RenderedScript, SlurmContext
 from apps.workloads.render.engines import HEALTH_PATH, RAY_PORT, SGLANG_DIST_PORT, engine_argv, ray_wait_for_nodes
 from apps.workloads.render.training import torchrun_argv
@@ -36,13 +37,14 @@ SRUN = ("srun", "--kill-on-bad-exit=1")
 
 def render_slurm(spec: Spec, ctx: SlurmContext) -> RenderedScript:
     """The sbatch script for `spec` on the cluster described by `ctx`; RenderError when it cannot run there."""
+    if not isinstance(spec, TrainingJobSpec | InferenceServiceSpec):
+        raise TypeError(f"not a workload spec: {type(spec).__name__}")
     name = ctx.job_name or spec.name
     _check_context(ctx, name)
+    check_env_names(spec.env)
     if isinstance(spec, TrainingJobSpec):
         return _training(spec, ctx, name)
-    if isinstance(spec, InferenceServiceSpec):
-        return _inference(spec, ctx, name)
-    raise TypeError(f"not a workload spec: {type(spec).__name__}")
+    return _inference(spec, ctx, name)
 
 
 def _check_context(ctx: SlurmContext, name: str) -> None:
@@ -103,12 +105,16 @@ def _env_lines(env: dict[str, str]) -> list[str]:
     return [f"export {name}={sh_quote(value)}" for name, value in env.items()]
 
 
-def _header(kind: str, name: str) -> list[str]:
-    return [
+def _header(kind: str, name: str, caveats: list[str]) -> list[str]:
+    """Comments after the directives; caveats hold only the console's words and validated numbers."""
+    lines = [
         "#",
         f"# {kind} {name}, rendered by the GPU console. Every value below is one shell-quoted word:",
         "# nothing a user typed is interpreted by the shell.",
     ]
+    if caveats:
+        lines += ["#", "# Caveats:", *comment_block(caveats).rstrip("\n").split("\n")]
+    return lines
 
 
 # --- training -------------------------------------------------------------------------------------------
@@ -170,7 +176,9 @@ def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedSc
         'head_node="${nodes[0]}"',
         " ".join([*SRUN, *own]) + " " + sh_join(user),
     ]
-    script = "\n".join(["#!/bin/bash", *_directives_flags(options), *_header("Training job", name), *body]) + "\n"
+    script = (
+        "\n".join(["#!/bin/bash", *_directives_flags(options), *_header("Training job", name, caveats), *body]) + "\n"
+    )
     preview = [*SRUN, *(a.replace('"', "") for a in own), *user]
     return RenderedScript(script=script, argv_preview=preview, caveats=caveats)
 
@@ -208,7 +216,9 @@ def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> Rend
     launch, preview = _launch(spec)
     lines += launch
     lines += _supervise(spec)
-    script = "\n".join(["#!/bin/bash", *_directives_flags(options), *_header("Inference service", name), *lines])
+    script = "\n".join(
+        ["#!/bin/bash", *_directives_flags(options), *_header("Inference service", name, caveats), *lines]
+    )
     return RenderedScript(script=script + "\n", argv_preview=preview, caveats=caveats)
 
 

@@ -240,8 +240,9 @@ def _caveats(spec: TrainingJobSpec, ctx: RenderContext) -> list[str]:
         )
     elif mode == Sharing.HAMI:
         out.append(
-            "HAMi: the pods request nvidia.com/gpumem and nvidia.com/gpucores; HAMi's scheduler extender and "
-            "device plugin must run on the pool (with Volcano, its vGPU device plugin)."
+            "HAMi: the pods request one vGPU with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (%); HAMi's "
+            "scheduler extender and device plugin must run on the pool"
+            + (", with its resourceName set to the per-model GPU resource." if ctx.queueing == "volcano" else ".")
         )
     if spec.elastic and not any(
         spec.elastic.checkpoint_path == v.mount_path or spec.elastic.checkpoint_path.startswith(v.mount_path + "/")

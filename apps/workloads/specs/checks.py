@@ -29,7 +29,7 @@ _DOMAIN = re.compile(
     r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*"
     r"|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
 )
-_TAG = re.compile(r"[\w][\w.-]{0,127}")
+_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)  # Go's \w is ASCII-only
 _DIGEST = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}")
 _IMAGE_NAME_MAX = 255
 
@@ -93,7 +93,7 @@ def path_error(value: str) -> str | None:
     """Why `value` is not a clean absolute path (no '..', no '//', no shell or control characters), or None."""
     if not value.startswith("/"):
         return f"{value!r} must be an absolute path"
-    if value != "/" and posixpath.normpath(value) != value:
+    if value != "/" and (posixpath.normpath(value) != value or "//" in value):  # normpath keeps a leading //
         return f"{value!r} is not normalised (no '.', '..', '//' or trailing '/')"
     parts = [p for p in value.split("/") if p]
     if any(p in (".", "..") for p in parts) or not all(_PATH_PART.fullmatch(p) for p in parts):
@@ -108,7 +108,7 @@ def under(path: str, root: str) -> bool:
 
 
 def check_env(errors: Errors, reader: Reader) -> dict[str, str]:
-    value, present = reader._get("env", {})
+    value, present = reader.get("env", {})
     if not present:
         return {}
     if not isinstance(value, dict):

@@ -186,12 +186,13 @@ class TrainingJobSpec:
 
     @property
     def total_gpus(self) -> float:
-        return self.workers * self.gpus_per_pod
+        """GPUs the whole job holds (fractions of GPUs with MIG, time-slicing and HAMi)."""
+        return float(self.workers * self.gpus_per_pod)
 
     @property
     def gang_gpus(self) -> float:
         """GPUs that must be admitted together before any worker starts."""
-        return self.gang_min * self.gpus_per_pod
+        return float(self.gang_min * self.gpus_per_pod)
 
     def to_dict(self) -> dict:
         return {

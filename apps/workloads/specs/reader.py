@@ -47,7 +47,7 @@ class Reader:
     def path(self, key: str) -> str:
         return join_path(self.prefix, key)
 
-    def _get(self, key: str, default: object) -> tuple[object, bool]:
+    def get(self, key: str, default: object) -> tuple[object, bool]:
         """(value, present). Reports a missing required field."""
         if key in self.data:
             return self.data[key], True
@@ -56,7 +56,7 @@ class Reader:
         return (None if default is REQUIRED else default), False
 
     def string(self, key: str, default: object = REQUIRED, *, nullable: bool = False) -> str | None:
-        value, present = self._get(key, default)
+        value, present = self.get(key, default)
         if not present or (value is None and nullable):
             return value  # type: ignore[return-value]
         if not isinstance(value, str):
@@ -65,7 +65,7 @@ class Reader:
         return value
 
     def integer(self, key: str, default: object = REQUIRED, *, lo: int, hi: int, nullable: bool = False) -> int | None:
-        value, present = self._get(key, default)
+        value, present = self.get(key, default)
         if not present or (value is None and nullable):
             return value  # type: ignore[return-value]
         if isinstance(value, bool) or not isinstance(value, int):
@@ -77,7 +77,7 @@ class Reader:
         return value
 
     def number(self, key: str, default: object = REQUIRED) -> float | None:
-        value, present = self._get(key, default)
+        value, present = self.get(key, default)
         if not present:
             return value  # type: ignore[return-value]
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
@@ -86,14 +86,14 @@ class Reader:
         return float(value)
 
     def boolean(self, key: str, default: object = REQUIRED) -> bool | None:
-        value, present = self._get(key, default)
+        value, present = self.get(key, default)
         if present and not isinstance(value, bool):
             self.errors.add(self.path(key), f"must be true or false, not {type_name(value)}")
             return None
         return value  # type: ignore[return-value]
 
     def strings(self, key: str, *, max_items: int, max_len: int, what: str = "argument") -> list[str] | None:
-        value, present = self._get(key, [])
+        value, present = self.get(key, [])
         if not present:
             return []
         if not isinstance(value, list):
@@ -119,7 +119,7 @@ class Reader:
 
     def obj(self, key: str, allowed: tuple[str, ...], *, nullable: bool = True) -> Reader | None:
         """A nested object; None when absent (or null) so the caller uses its defaults."""
-        value, present = self._get(key, None)
+        value, present = self.get(key, None)
         if not present or (value is None and nullable):
             return None
         return Reader(value, self.path(key), self.errors, allowed)

@@ -23,7 +23,7 @@ from apps.workloads.specs.reader import Errors, Reader, type_name
 
 def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], model: str | None) -> GpuSharing | None:
     entry = catalog.get(model) if model else None
-    raw, present = reader._get("sharing", None)
+    raw, present = reader.get("sharing", None)
     if not present or raw is None:
         return GpuSharing()
     if isinstance(raw, str):  # shorthand: "whole" == {"mode": "whole"}
@@ -235,7 +235,7 @@ def _parse_elastic(reader: Reader, errors: Errors, workers: int | None) -> Elast
 
 
 def _parse_volumes(reader: Reader, errors: Errors) -> list[Volume] | None:
-    raw, present = reader._get("volumes", [])
+    raw, present = reader.get("volumes", [])
     if not present:
         return []
     if not isinstance(raw, list):

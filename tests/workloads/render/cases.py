@@ -1,0 +1,161 @@
+"""The representative workloads the golden files hold, and the cluster contexts they render for."""
+
+from __future__ import annotations
+
+from apps.fleet.catalog import catalog_by_code
+from apps.workloads.render import RenderContext, SlurmContext
+from apps.workloads.specs import Spec, apply_overrides, parse_spec
+
+CATALOG = catalog_by_code()
+H100 = "NVIDIA-H100-80GB-HBM3"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "", "effect": "NoSchedule"}
+POOL_TAINT = {"key": "gpu-console/pool", "value": "training", "effect": "NoSchedule"}
+
+TRAINING = {
+    "name": "pretrain-8b",
+    "tenant": "acme",
+    "queue": "train",
+    "tier": "training",
+    "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+    "command": ["python", "-m", "train"],
+    "args": ["--config", "configs/8b.yaml", "--steps", "100000"],
+    "env": {"NCCL_DEBUG": "WARN", "WANDB_PROJECT": "8b"},
+    "workers": 4,
+    "gpus_per_worker": 8,
+    "gpu_model": "h100",
+    "max_runtime_s": 172_800,
+    "retries": 2,
+    "volumes": [
+        {"claim": "datasets", "mount_path": "/data", "read_only": True},
+        {"claim": "checkpoints", "mount_path": "/ckpt"},
+    ],
+}
+SMALL = {
+    "name": "finetune-lora",
+    "tenant": "acme",
+    "queue": "dev",
+    "tier": "exploratory",
+    "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+    "command": ["python", "lora.py"],
+    "workers": 2,
+    "gpus_per_worker": 1,
+    "gpu_model": "h100",
+    "max_runtime_s": 3600,
+}
+SERVE = {
+    "name": "llama-70b",
+    "tenant": "acme",
+    "queue": "serve",
+    "engine": "vllm",
+    "model": "meta-llama/Llama-3.1-70B-Instruct",
+    "gpu_model": "h100",
+    "tensor_parallel": 4,
+    "replicas": 2,
+    "max_model_len": 32768,
+    "autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 6, "waiting_threshold": 8},
+    "weights": {"claim": "llama-weights", "mount_path": "/models"},
+    "env": {"VLLM_LOGGING_LEVEL": "INFO"},
+}
+
+# name -> (kind, spec data, queueing or "slurm")
+CASES: dict[str, tuple[str, dict, str]] = {
+    "training-4x8-h100-kueue.yaml": ("training", TRAINING, "kueue"),
+    "training-4x8-h100-volcano.yaml": ("training", apply_overrides(TRAINING, {"topology": "leaf"}), "volcano"),
+    "training-mig-1g10gb.yaml": (
+        "training",
+        apply_overrides(SMALL, {"name": "notebook-eval", "sharing": {"mode": "mig", "mig_profile": "1g.10gb"}}),
+        "kueue",
+    ),
+    "training-hami.yaml": (
+        "training",
+        apply_overrides(
+            SMALL, {"name": "hami-debug", "sharing": {"mode": "hami", "gpumem_mib": 20480, "gpucores": 30}}
+        ),
+        "volcano",
+    ),
+    "training-elastic.yaml": (
+        "training",
+        apply_overrides(
+            TRAINING,
+            {
+                "name": "elastic-7b",
+                "workers": 6,
+                "elastic": {"min_workers": 2, "max_workers": 8, "checkpoint_path": "/ckpt/elastic-7b"},
+            },
+        ),
+        "kueue",
+    ),
+    "vllm-tp4-autoscaling.yaml": ("inference", SERVE, "kueue"),
+    "sglang-dp2.yaml": (
+        "inference",
+        {
+            "name": "qwen-7b",
+            "tenant": "acme",
+            "queue": "serve",
+            "engine": "sglang",
+            "model": "Qwen/Qwen2.5-7B-Instruct",
+            "gpu_model": "h100",
+            "tensor_parallel": 1,
+            "data_parallel": 2,
+            "port": 30000,
+            "extra_args": ["--trust-remote-code"],
+        },
+        "volcano",
+    ),
+    "vllm-tp8-pp2-lws.yaml": (
+        "inference",
+        {
+            "name": "llama-405b",
+            "tenant": "acme",
+            "queue": "serve",
+            "model": "/models/llama-3.1-405b-instruct",
+            "gpu_model": "h100",
+            "tensor_parallel": 8,
+            "pipeline_parallel": 2,
+            "weights": {"claim": "llama-405b", "mount_path": "/models"},
+            "readiness": {"initial_delay_s": 1800, "period_s": 15},
+            "shutdown": {"termination_grace_period_s": 300, "drain_seconds": 240},
+        },
+        "kueue",
+    ),
+    "slurm-training.sh": ("training", TRAINING, "slurm"),
+    "slurm-inference.sh": (
+        "inference",
+        apply_overrides(SERVE, {"autoscaling": None, "max_runtime_s": 604_800}),
+        "slurm",
+    ),
+}
+
+
+def kube_context(queueing: str, spec: Spec, **overrides) -> RenderContext:
+    tenant_queue = f"{spec.tenant}-{spec.queue}"
+    values = {
+        "namespace": tenant_queue,
+        "queue_name": tenant_queue,
+        "priority_class": spec.tier,
+        "queueing": queueing,
+        "workload_id": 4242,
+        "product_label": H100,
+        "tolerations": [GPU_TAINT, POOL_TAINT],
+        "gpus_per_node": 8,
+        "preemptible": spec.tier != "online-inference",
+    }
+    values.update(overrides)
+    return RenderContext(**values)
+
+
+def slurm_context(**overrides) -> SlurmContext:
+    values = {
+        "account": "acme_train",
+        "qos": "training",
+        "partition": "gpu",
+        "gres_type": "a100",
+        "output_dir": "/var/log/gpu-console",
+    }
+    values.update(overrides)
+    return SlurmContext(**values)
+
+
+def spec_of(name: str) -> Spec:
+    kind, data, _ = CASES[name]
+    return parse_spec(kind, data, CATALOG)
