@@ -168,7 +168,7 @@ def submit_workload(
             name=str(workload),
             queue=queue,
             gpu_model=model,
-            gpus=max(math.ceil(parsed.gang_gpus), 1),
+            gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
             tier=tier,
             user=actor.get_username(),
         )
