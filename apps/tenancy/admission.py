@@ -130,6 +130,9 @@ class Snapshot:
     model_names: dict[str, str]  # code -> display name ("H100")
     free_capacity: dict[str, float] = field(default_factory=dict)  # physical free GPUs per model (inf: unknown)
     held: dict[int, Held] = field(default_factory=dict)
+    # (queue, model) waiting to get lent GPUs back: they lend nothing more meanwhile, or the GPUs a reclaim
+    # frees would be borrowed again at once by someone else (preemption thrash).
+    reclaiming: set[tuple[int, str]] = field(default_factory=set)
     # Set by a snapshot built from aggregates (one decision): loads `held` the first time reclaim needs it.
     load_held: object = field(default=None, repr=False)
     user_used: dict[tuple[int, str, str], int] = field(default_factory=lambda: defaultdict(int))
@@ -144,9 +147,12 @@ class Snapshot:
     def lendable_total(self, model: str, excluding: int | None = None) -> int:
         """What every queue but `excluding` could lend now (cached per model until use changes)."""
         if model not in self._lendable:
-            self._lendable[model] = sum(q.lendable for q in self.lenders(model))
+            self._lendable[model] = sum(self.lendable_of(q) for q in self.lenders(model))
         own = self.quotas.get((excluding, model)) if excluding is not None else None
-        return self._lendable[model] - (own.lendable if own is not None else 0)
+        return self._lendable[model] - (self.lendable_of(own) if own is not None else 0)
+
+    def lendable_of(self, quota: QuotaState) -> int:
+        return 0 if (quota.queue, quota.model) in self.reclaiming else quota.lendable
 
     def changed(self, model: str) -> None:
         """Use or lending of `model` changed: drop what was cached about it."""
@@ -244,13 +250,13 @@ def decide(snapshot: Snapshot, request: Request) -> Result:
 def _pick_lenders(snapshot: Snapshot, queue: int, model: str, amount: int) -> dict[int, int]:
     """Nearest lenders in the tenant tree first, then the ones with most to lend."""
     path = snapshot.paths.get(queue, "/")
-    candidates = [q for q in snapshot.lenders(model) if q.queue != queue and q.lendable > 0]
+    candidates = [q for q in snapshot.lenders(model) if q.queue != queue and snapshot.lendable_of(q) > 0]
     candidates.sort(key=lambda q: (-_common_depth(path, snapshot.paths.get(q.queue, "/")), -q.lendable, q.queue))
     picked: dict[int, int] = {}
     for lender in candidates:
         if amount <= 0:
             break
-        take = min(lender.lendable, amount)
+        take = min(snapshot.lendable_of(lender), amount)
         picked[lender.queue] = take
         amount -= take
     return picked
@@ -385,6 +391,8 @@ def admission_pass(snapshot: Snapshot, pending: list[Request], now: datetime) ->
             continue
         result = decide(snapshot, request)
         if result.decision == Decision.RECLAIM:
+            snapshot.reclaiming.add(k)
+            snapshot.changed(request.model)
             # Do not plan the same victims twice in one pass.
             if any(victim in reclaiming for victim, _ in result.reclaim):
                 result = Result(Decision.QUEUE, result.reason + " (victims already being reclaimed)")

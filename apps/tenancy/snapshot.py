@@ -115,6 +115,12 @@ def build_decision_snapshot(model: str) -> Snapshot:
     ):
         snapshot.user_used[(queue, model, user)] = used or 0
     snapshot.free_capacity.update(free_capacity_cached(model))
+    snapshot.reclaiming.update(
+        (queue, model)
+        for queue in Admission.objects.filter(
+            state=AdmissionState.PENDING, decision="reclaim", gpu_model__code=model
+        ).values_list("queue_id", flat=True)
+    )
 
     def load_held(snap: Snapshot) -> None:
         for pk, queue, gpus, tier_id, user, borrowed, admitted_at in admitted.values_list(

@@ -109,9 +109,8 @@ def test_worker_killed_after_commit_loses_nothing_and_duplicates_nothing(fleet, 
     # A worker claims it, submits to the backend, and dies before recording success.
     assert services._claim_entry(entry.pk)
     workload = Workload.objects.get(pk=created["id"])
-    from apps.workloads.specs import parse_spec, to_backend_spec
-
     from apps.backends.registry import get_backend
+    from apps.workloads.specs import parse_spec, to_backend_spec
 
     backend_spec = to_backend_spec(parse_spec("training", workload.spec, services.catalog()), workload.tier.value)
     backend_spec.name = workload.backend_name
@@ -199,3 +198,31 @@ def test_workload_pages(fleet, personas, client, django_capture_on_commit_callba
     assert client.get(reverse("workloads:workload_list")).status_code == 200
     bad = client.post(reverse("workloads:workload_submit"), {"kind": "training", "spec": "{not json"})
     assert bad.status_code == 200 and "Not valid JSON" in bad.content.decode()
+
+
+def test_reclaim_plan_is_carried_out_on_the_simulator(fleet, personas, api, django_capture_on_commit_callbacks):
+    """A lender wants its guarantee back: the borrowing job is preempted in the backend and requeued."""
+    from apps.tenancy import services as tenancy
+    from apps.tenancy.models import QueueBinding
+
+    admin = fresh(personas.platform_admin)
+    lender = tenancy.create_queue(admin, tenant=personas.a, name="serve")
+    QueueBinding.objects.create(queue=lender, cluster=fleet["cluster"], namespaces=["a-serve"])
+    tenancy.set_quota(admin, queue=fleet["queue"], gpu_model=fleet["h100"], guaranteed=8)
+    tenancy.set_quota(admin, queue=lender, gpu_model=fleet["h100"], guaranteed=8)
+    tenancy.set_quota(admin, queue=fleet["queue"], gpu_model=fleet["h100"], guaranteed=8, borrow_limit=8)
+    with django_capture_on_commit_callbacks(execute=True):
+        borrower = post(api, personas.member_a, training_spec(name="borrower", workers=2, retries=1), key="b").json()
+    assert borrower["admission"]["decision"] == "borrow"
+    with django_capture_on_commit_callbacks(execute=True):
+        owner = post(api, personas.member_a, training_spec(name="owner", queue="serve"), key="o").json()
+    assert owner["state"] == "pending" and owner["admission"]["decision"] == "reclaim"
+    with django_capture_on_commit_callbacks(execute=True):
+        services.tick()  # plans are carried out: the borrower is preempted (and requeued: it allows one retry)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.tick()  # the owner is admitted on the next pass and submitted
+    victim = Workload.objects.get(pk=borrower["id"])
+    assert victim.requeues == 1 and victim.state == "pending", [e.kind for e in victim.events.all()]
+    assert SimWorkload.objects.get(name=victim.backend_name).state == "cancelled"
+    assert any(e.kind == "preempt" for e in victim.events.all())
+    assert Workload.objects.get(pk=owner["id"]).state in {"admitted", "running"}
