@@ -234,9 +234,8 @@ def tiers(request):
     from apps.tenancy.services import update_tier
 
     if request.method == "POST":
-        tier = get_object_or_404(
-            PriorityTier, pk=request.POST.get("tier", "0") if request.POST.get("tier", "").isdigit() else 0
-        )
+        tier_id = request.POST.get("tier", "")
+        tier = get_object_or_404(PriorityTier, pk=int(tier_id) if tier_id.isdigit() else 0)
         form = TierForm(request.POST)
         if form.is_valid():
             data = dict(form.cleaned_data)
