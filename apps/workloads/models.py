@@ -6,16 +6,11 @@ from django.db import models
 from django.db.models import Q
 
 from apps.core.validators import dns1123_label
+from apps.tenancy.models import TenantScopedQuerySet
 
 
-class TenantOwnedQuerySet(models.QuerySet):
+class TenantOwnedQuerySet(TenantScopedQuerySet):
     tenant_field = "tenant_id"
-
-    def for_user(self, user, action: str):
-        from apps.accounts.permissions import allowed_tenant_ids
-
-        ids = allowed_tenant_ids(user, action)
-        return self if ids is None else self.filter(**{f"{self.tenant_field}__in": ids})
 
 
 class WorkloadKind(models.TextChoices):
