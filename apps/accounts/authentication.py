@@ -51,6 +51,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
     def _touch(token: ApiToken, now) -> None:
         # At most one write per token per resolution window: CI polling must not turn every GET into an UPDATE.
         resolution = timedelta(seconds=settings.API_TOKEN_LAST_USED_RESOLUTION_S)
+        if token.last_used_at is not None and token.last_used_at >= now - resolution:
+            return  # recorded recently: no write at all
         ApiToken.objects.filter(pk=token.pk).filter(
             Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - resolution)
         ).update(last_used_at=now)

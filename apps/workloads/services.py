@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from apps.accounts.permissions import require
+from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.backends.base import BackendError, NotFoundError
@@ -44,7 +44,8 @@ logger = logging.getLogger(__name__)
 MAX_BACKOFF_S = 300
 
 
-def catalog() -> dict[str, dict]:
+def catalog(models: list[GpuModel] | None = None) -> dict[str, dict]:
+    """The GPU model catalog in the shape the spec parser takes (from `models` when already loaded)."""
     return {
         m.code: {
             "name": m.name,
@@ -53,17 +54,17 @@ def catalog() -> dict[str, dict]:
             "product_labels": m.product_labels,
             "nvlink": m.nvlink,
         }
-        for m in GpuModel.objects.all()
+        for m in (models if models is not None else GpuModel.objects.all())
     }
 
 
-def _parse(kind: str, data: dict, gpus_per_node: int = 8):
+def _parse(kind: str, data: dict, gpus_per_node: int = 8, known: dict[str, dict] | None = None):
     from apps.workloads.specs import SpecError, parse_spec
 
     if kind not in WorkloadKind.values:
         raise InvalidInput(f"Unknown workload kind {kind!r}.", {"kind": f"One of: {', '.join(WorkloadKind.values)}."})
     try:
-        return parse_spec(kind, data, catalog(), gpus_per_node=gpus_per_node)
+        return parse_spec(kind, data, known if known is not None else catalog(), gpus_per_node=gpus_per_node)
     except SpecError as exc:
         raise InvalidInput(str(exc) or "Invalid workload spec.", exc.fields) from exc
 
@@ -78,7 +79,8 @@ def _event(workload: Workload, kind: str, message: str) -> None:
 
 def _pick_cluster(queue: Queue, model: GpuModel) -> tuple[Cluster, int]:
     """The first cluster (by name) bound to the queue that has nodes of the model, and its usual node size."""
-    bound = list(QueueBinding.objects.filter(queue=queue).values_list("cluster_id", flat=True))
+    clusters = {b.cluster_id: b.cluster for b in QueueBinding.objects.filter(queue=queue).select_related("cluster")}
+    bound = list(clusters)
     if not bound:
         raise InvalidInput(
             f"Queue {queue} is not bound to any cluster yet; ask a platform admin.",
@@ -101,7 +103,7 @@ def _pick_cluster(queue: Queue, model: GpuModel) -> tuple[Cluster, int]:
             f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
         )
     cluster_id = min(sizes, key=lambda c: names[c])
-    return Cluster.objects.get(pk=cluster_id), sizes[cluster_id].most_common(1)[0][0]
+    return clusters[cluster_id], sizes[cluster_id].most_common(1)[0][0]
 
 
 def _backend_name(workload: Workload) -> str:
@@ -124,22 +126,24 @@ def submit_workload(
         if existing is not None:
             return _replay(existing, digest)
     tenant = Tenant.objects.filter(slug=spec.get("tenant")).first() if isinstance(spec, dict) else None
-    if tenant is None or not Tenant.objects.for_user(actor, "view").filter(pk=tenant.pk).exists():
+    if tenant is None or not has_perm(actor, Action.VIEW, tenant):
         raise NotFound(
             f"No tenant {spec.get('tenant') if isinstance(spec, dict) else None!r}.", {"tenant": "Not found."}
         )
     require(actor, Action.SUBMIT, tenant, f"You may not submit work to tenant {tenant.slug}.")
-    parsed = _parse(kind, spec)
+    models = {m.code: m for m in GpuModel.objects.all()}  # one query serves the parser and the lookup
+    known = catalog(list(models.values()))
+    parsed = _parse(kind, spec, known=known)
     queue = Queue.objects.filter(tenant=tenant, name=parsed.queue).first()
     if queue is None:
         raise InvalidInput(f"Tenant {tenant.slug} has no queue {parsed.queue!r}.", {"queue": "No such queue."})
     tier = PriorityTier.objects.filter(name=parsed.tier).first()
     if tier is None:
         raise InvalidInput(f"Unknown tier {parsed.tier!r}.", {"tier": "No such tier."})
-    model = GpuModel.objects.get(code=parsed.gpu_model)
+    model = models[parsed.gpu_model]
     cluster, gpus_per_node = _pick_cluster(queue, model)
     if gpus_per_node != 8:
-        parsed = _parse(kind, spec, gpus_per_node)  # gang checks against this cluster's node size
+        parsed = _parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
     with transaction.atomic():
         workload = Workload(
             kind=kind,

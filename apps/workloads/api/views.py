@@ -29,7 +29,7 @@ IDEMPOTENCY = OpenApiParameter(
 
 
 def _submitted(workload: Workload, created: bool) -> Response:
-    body = WorkloadDetailSerializer(workload).data
+    body = WorkloadSerializer(workload).data  # the short form: the timeline is at GET /workloads/{id}/
     return Response(
         body,
         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
@@ -59,7 +59,7 @@ class WorkloadViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Read
     @extend_schema(
         request=WorkloadSubmitSerializer,
         parameters=[IDEMPOTENCY],
-        responses={201: WorkloadDetailSerializer, 200: WorkloadDetailSerializer},
+        responses={201: WorkloadSerializer, 200: WorkloadSerializer},
     )
     def create(self, request, *args, **kwargs):
         body = WorkloadSubmitSerializer(data=request.data)
@@ -111,9 +111,7 @@ class TemplateViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Read
         template = services.save_template(request.user, tenant=tenant, **data)
         return Response(TemplateSerializer(template).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(
-        request=TemplateSubmitSerializer, parameters=[IDEMPOTENCY], responses={201: WorkloadDetailSerializer}
-    )
+    @extend_schema(request=TemplateSubmitSerializer, parameters=[IDEMPOTENCY], responses={201: WorkloadSerializer})
     @action(detail=True, methods=["post"])
     def submit(self, request, pk=None):
         body = TemplateSubmitSerializer(data=request.data)
