@@ -42,6 +42,9 @@ from apps.workloads.models import (
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 300
+# Claims made for workloads carry this prefix, so the sweep can tell one whose workload never got written.
+CLAIM_PREFIX = "workload:"
+ORPHAN_AFTER = timedelta(minutes=5)
 
 
 def catalog(models: list[GpuModel] | None = None) -> dict[str, dict]:
@@ -144,54 +147,65 @@ def submit_workload(
     cluster, gpus_per_node = _pick_cluster(queue, model)
     if gpus_per_node != 8:
         parsed = _parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
-    with transaction.atomic():
-        workload = Workload(
-            kind=kind,
-            name=parsed.name,
-            tenant=tenant,
-            queue=queue,
-            tier=tier,
-            cluster=cluster,
-            gpu_model=model,
-            gpus=parsed.total_gpus,
-            spec=parsed.to_dict(),
-            template=template,
-            idempotency_key=idempotency_key or None,
-            request_hash=digest,
-            created_by=actor if actor.pk else None,
-        )
-        try:
-            with transaction.atomic():
-                workload.save()
-        except IntegrityError:
-            # Two retries raced with one key: the other one won; return its workload.
-            existing = Workload.objects.get(created_by=actor, idempotency_key=idempotency_key)
-            return _replay(existing, digest)
-        workload.backend_name = _backend_name(workload)
-        claim = submit_admission(
-            name=str(workload),
-            queue=queue,
-            gpu_model=model,
-            gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
-            tier=tier,
-            user=actor.get_username(),
-        )
-        workload.admission = claim
-        _apply_admission(workload, claim)
-        workload.save()
-        _event(
-            workload, "submitted", f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}"
-        )
-        record_event(
-            actor,
-            "workload.submit",
-            workload,
-            tenant=tenant,
-            after={
-                **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
-                "idempotency_key": idempotency_key,
-            },
-        )
+    # The quota decision commits first, in its own short transaction: its lock serializes admission
+    # decisions and must not be held while the rest of the submission is written. A claim left behind
+    # by a failure below is released here, or by the tick's sweep if the process died (see
+    # `release_orphan_claims`).
+    claim = submit_admission(
+        name=f"{CLAIM_PREFIX}{tenant.slug}/{parsed.name}",
+        queue=queue,
+        gpu_model=model,
+        gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
+        tier=tier,
+        user=actor.get_username(),
+    )
+    try:
+        with transaction.atomic():
+            workload = Workload(
+                kind=kind,
+                name=parsed.name,
+                tenant=tenant,
+                queue=queue,
+                tier=tier,
+                cluster=cluster,
+                gpu_model=model,
+                gpus=parsed.total_gpus,
+                spec=parsed.to_dict(),
+                template=template,
+                idempotency_key=idempotency_key or None,
+                request_hash=digest,
+                created_by=actor if actor.pk else None,
+                admission=claim,
+            )
+            try:
+                with transaction.atomic():
+                    workload.save()
+            except IntegrityError:
+                # Two retries raced with one key: the other one won; return its workload.
+                existing = Workload.objects.get(created_by=actor, idempotency_key=idempotency_key)
+                release_admission(claim)
+                return _replay(existing, digest)
+            workload.backend_name = _backend_name(workload)
+            _apply_admission(workload, claim)
+            workload.save(update_fields=["backend_name", "state", "state_reason", "finished_at", "updated_at"])
+            _event(
+                workload,
+                "submitted",
+                f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
+            )
+            record_event(
+                actor,
+                "workload.submit",
+                workload,
+                tenant=tenant,
+                after={
+                    **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
+                    "idempotency_key": idempotency_key,
+                },
+            )
+    except BaseException:
+        release_admission(claim)
+        raise
     return workload, True
 
 
@@ -412,7 +426,7 @@ def _maybe_requeue(workload: Workload) -> None:
     if workload.kind != WorkloadKind.TRAINING or workload.requeues >= retries:
         return
     claim = submit_admission(
-        name=str(workload),
+        name=f"{CLAIM_PREFIX}{workload}",
         queue=workload.queue,
         gpu_model=workload.gpu_model,
         gpus=max(math.ceil(workload.gpus), 1),
@@ -534,12 +548,31 @@ def reconcile_workloads() -> int:
     return changed
 
 
+def release_orphan_claims() -> int:
+    """Claims whose submission died between the quota decision and writing the workload give their GPUs back."""
+    from apps.tenancy.models import Admission
+
+    orphans = Admission.objects.filter(
+        name__startswith=CLAIM_PREFIX,
+        state__in=[AdmissionState.PENDING, AdmissionState.ADMITTED],
+        workload__isnull=True,
+        submitted_at__lt=timezone.now() - ORPHAN_AFTER,
+    )
+    count = 0
+    for claim in orphans:
+        release_admission(claim)
+        count += 1
+    return count
+
+
 def tick() -> dict:
     """One round of the loop that keeps workloads moving (beat runs it every few seconds)."""
     from apps.tenancy.services.admissions import run_admission_pass
 
+    orphans = release_orphan_claims()
     admission = run_admission_pass()
     return {
+        "orphans": orphans,
         "admission": admission,
         "dispatched": dispatch_admitted(),
         "reclaimed": carry_out_reclaims(),

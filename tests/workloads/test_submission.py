@@ -3,6 +3,7 @@
 from datetime import timedelta
 from unittest import mock
 
+import pytest
 from django.urls import reverse
 from django.utils import timezone
 
@@ -226,3 +227,27 @@ def test_reclaim_plan_is_carried_out_on_the_simulator(fleet, personas, api, djan
     assert SimWorkload.objects.get(name=victim.backend_name).state == "cancelled"
     assert any(e.kind == "preempt" for e in victim.events.all())
     assert Workload.objects.get(pk=owner["id"]).state in {"admitted", "running"}
+
+
+def test_a_claim_left_by_a_failed_submission_is_released(fleet, personas, api):
+    """The quota decision commits before the workload is written; if writing fails the claim goes back."""
+    from apps.tenancy.models import Admission
+
+    with mock.patch("apps.workloads.services.record_event", side_effect=RuntimeError("disk full")):
+        with pytest.raises(RuntimeError):
+            services.submit_workload(fresh(personas.member_a), kind="training", spec=training_spec())
+    assert not Workload.objects.exists()
+    assert Admission.objects.get().state == "released"
+    # A process that died between the two transactions leaves an admitted claim: the tick's sweep frees it.
+    orphan = Admission.objects.create(
+        name="workload:a/ghost",
+        queue=fleet["queue"],
+        gpu_model=fleet["h100"],
+        gpus=8,
+        tier_id=Admission.objects.get().tier_id,
+        state="admitted",
+        submitted_at=timezone.now() - timedelta(minutes=10),
+    )
+    assert services.release_orphan_claims() == 1
+    orphan.refresh_from_db()
+    assert orphan.state == "released"
