@@ -135,11 +135,18 @@ class Snapshot:
     reclaiming: set[tuple[int, str]] = field(default_factory=set)
     # Set by a snapshot built from aggregates (one decision): loads `held` the first time reclaim needs it.
     load_held: object = field(default=None, repr=False)
+    load_lenders: object = field(default=None, repr=False)
+    _loaded_queues: set[int] = field(default_factory=set, repr=False)
     user_used: dict[tuple[int, str, str], int] = field(default_factory=lambda: defaultdict(int))
     _lenders: dict[str, list[QuotaState]] = field(default_factory=dict, repr=False)
     _lendable: dict[str, int] = field(default_factory=dict, repr=False)
 
     def lenders(self, model: str) -> list[QuotaState]:
+        if self.load_lenders is not None:  # a one-queue snapshot: read the other queues now
+            load, self.load_lenders = self.load_lenders, None
+            load(self)
+            self._lenders.clear()
+            self._lendable.clear()
         if model not in self._lenders:
             self._lenders[model] = [q for (_, m), q in self.quotas.items() if m == model]
         return self._lenders[model]

@@ -77,47 +77,23 @@ def build_snapshot(
     return snapshot, tier_map
 
 
-def build_decision_snapshot(model: str) -> Snapshot:
-    """What one decision on `model` needs, from aggregates: quotas, use and lending per queue, capacity.
+def build_decision_snapshot(model: str, queue: int | None = None) -> Snapshot:
+    """What one decision on `model` needs, from aggregates: quota, use and lending, capacity.
 
-    The number of rows read grows with queues, not with admitted work; the admitted claims themselves
-    are loaded only if the decision has to plan a reclaim.
+    With `queue`, only that queue's row is read up front; every other queue (the possible lenders)
+    is read the first time the decision asks for lenders, and the admitted claims themselves only
+    if it has to plan a reclaim. A decision within the guarantee reads a handful of rows.
     """
-    from django.db import connection
-
-    snapshot, tier_map = build_snapshot(with_capacity=False, model=model, with_held=False)
+    tier_map = tiers()
+    snapshot = Snapshot(quotas={}, paths={}, names={}, model_names={})
+    _load_quota_use(snapshot, model, queue)
+    if queue is not None:
+        snapshot.load_lenders = lambda snap: _load_quota_use(snap, model, None)
     admitted = Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model)
-    for queue, used in admitted.values("queue_id").annotate(n=Sum("gpus")).values_list("queue_id", "n"):
-        if (queue, model) in snapshot.quotas:
-            snapshot.quotas[(queue, model)].used = used or 0
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT b.key::bigint, SUM(b.value::int) FROM tenancy_admission a "
-                "JOIN fleet_gpumodel m ON m.id = a.gpu_model_id, jsonb_each_text(a.borrowed_from) b "
-                "WHERE a.state = %s AND m.code = %s GROUP BY b.key",
-                [AdmissionState.ADMITTED, model],
-            )
-            lent = cursor.fetchall()
-    else:  # the demo's SQLite: fold in Python
-        lent_map: dict[int, int] = defaultdict(int)
-        for borrowed in admitted.exclude(borrowed_from={}).values_list("borrowed_from", flat=True):
-            for key, value in (borrowed or {}).items():
-                lent_map[int(key)] += int(value)
-        lent = list(lent_map.items())
-    for lender, n in lent:
-        if (lender, model) in snapshot.quotas:
-            snapshot.quotas[(lender, model)].lent = int(n or 0)
-    for queue, user, used in (
-        admitted.values("queue_id", "user").annotate(n=Sum("gpus")).values_list("queue_id", "user", "n")
-        if any(q.per_user_limit != UNLIMITED for q in snapshot.quotas.values())
-        else []
-    ):
-        snapshot.user_used[(queue, model, user)] = used or 0
     snapshot.free_capacity.update(free_capacity_cached(model))
     snapshot.reclaiming.update(
-        (queue, model)
-        for queue in Admission.objects.filter(
+        (reclaimer, model)
+        for reclaimer in Admission.objects.filter(
             state=AdmissionState.PENDING, decision="reclaim", gpu_model__code=model
         ).values_list("queue_id", flat=True)
     )
@@ -205,3 +181,76 @@ def quota_usage(snapshot: Snapshot) -> dict[tuple[int, str], dict]:
         }
         for key, q in snapshot.quotas.items()
     }
+
+
+def _load_quota_use(snapshot: Snapshot, model: str, queue: int | None) -> None:
+    """Quota rows of `model` (one queue's, or all) with what their admitted work uses and lends."""
+    from django.db import connection
+
+    quota_rows = Quota.objects.filter(gpu_model__code=model)
+    admitted = Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model)
+    if queue is not None:
+        quota_rows = quota_rows.filter(queue_id=queue)
+    for qid, code, model_name, g, borrow, lend, weight, per_user, path, slug, qname in quota_rows.values_list(
+        "queue_id",
+        "gpu_model__code",
+        "gpu_model__name",
+        "guaranteed",
+        "borrow_limit",
+        "lend_limit",
+        "weight",
+        "per_user_limit",
+        "queue__tenant__path",
+        "queue__tenant__slug",
+        "queue__name",
+    ):
+        if (qid, code) in snapshot.quotas and queue is None and qid in snapshot._loaded_queues:
+            continue  # already read, maybe already changed by this decision: keep it
+        snapshot.quotas[(qid, code)] = QuotaState(
+            qid,
+            code,
+            g,
+            UNLIMITED if borrow is None else borrow,
+            lend,
+            weight,
+            UNLIMITED if per_user is None else per_user,
+        )
+        snapshot.paths[qid] = path
+        snapshot.names[qid] = f"{slug}/{qname}"
+        snapshot.model_names[code] = model_name
+    used_rows = admitted.filter(queue_id=queue) if queue is not None else admitted
+    for qid, used in used_rows.values("queue_id").annotate(n=Sum("gpus")).values_list("queue_id", "n"):
+        if (qid, model) in snapshot.quotas and (queue is not None or qid not in snapshot._loaded_queues):
+            snapshot.quotas[(qid, model)].used = used or 0
+    if connection.vendor == "postgresql" and queue is None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT b.key::bigint, SUM(b.value::int) FROM tenancy_admission a "
+                "JOIN fleet_gpumodel m ON m.id = a.gpu_model_id, jsonb_each_text(a.borrowed_from) b "
+                "WHERE a.state = %s AND m.code = %s GROUP BY b.key",
+                [AdmissionState.ADMITTED, model],
+            )
+            lent = cursor.fetchall()
+    else:  # one queue (claims that borrowed from it), or the demo's SQLite: fold in Python
+        rows = (
+            admitted.filter(borrowed_from__has_key=str(queue))
+            if queue is not None
+            else admitted.exclude(borrowed_from={})
+        )
+        lent_map: dict[int, int] = defaultdict(int)
+        for borrowed in rows.values_list("borrowed_from", flat=True):
+            for key, value in (borrowed or {}).items():
+                if queue is None or int(key) == queue:
+                    lent_map[int(key)] += int(value)
+        lent = list(lent_map.items())
+    for lender, n in lent:
+        if (lender, model) in snapshot.quotas and (queue is not None or lender not in snapshot._loaded_queues):
+            snapshot.quotas[(lender, model)].lent = int(n or 0)
+    if queue is not None:
+        snapshot._loaded_queues.add(queue)
+    if any(q.per_user_limit != UNLIMITED for q in snapshot.quotas.values()):
+        user_rows = admitted.filter(queue_id=queue) if queue is not None else admitted
+        for qid, user, used in (
+            user_rows.values("queue_id", "user").annotate(n=Sum("gpus")).values_list("queue_id", "user", "n")
+        ):
+            snapshot.user_used.setdefault((qid, model, user), used or 0)

@@ -298,5 +298,14 @@ def test_decision_snapshot_matches_the_full_snapshot(setup):
     for key, q in full.quotas.items():
         p = part.quotas[key]
         assert (p.used, p.lent, p.borrowed) == (q.used, q.lent, q.borrowed), key
+    for queue in (setup["team_a"], setup["org_a"], setup["b"]):  # one queue first, the lenders on demand
+        one = build_decision_snapshot("h100", queue.pk)
+        assert list(one.quotas) == [(queue.pk, "h100")]
+        mine, theirs = one.quotas[(queue.pk, "h100")], full.quotas[(queue.pk, "h100")]
+        assert (mine.used, mine.lent) == (theirs.used, theirs.lent)
+        one.lenders("h100")
+        assert {k: (q.used, q.lent) for k, q in one.quotas.items()} == {
+            k: (q.used, q.lent) for k, q in full.quotas.items()
+        }
     request = Request(setup["org_a"].pk, "h100", 8, full.held[next(iter(full.held))].tier)
     assert decide(part, request).reclaim == decide(full, request).reclaim  # held loaded on demand

@@ -56,7 +56,7 @@ def submit_admission(
     now = timezone.now()
     with transaction.atomic():
         _serialize()
-        result = decide(build_decision_snapshot(gpu_model.code), request)
+        result = decide(build_decision_snapshot(gpu_model.code, queue.pk), request)
         state = {
             Decision.ADMIT: AdmissionState.ADMITTED,
             Decision.BORROW: AdmissionState.ADMITTED,
