@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	DEBUG=1 $(BIN)/python manage.py demo
+	exec env DEBUG=1 $(BIN)/python manage.py demo
 
 # Test services: PostgreSQL and Redis on 127.0.0.1 (CI has them running; scripts/test-services.sh
 # starts them when it can, or says exactly what is missing). Chromium comes from Debian's packages.
