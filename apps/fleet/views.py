@@ -76,7 +76,7 @@ def cluster_desired_state(request, name: str):
     from apps.tenancy.desired_state import build_desired_state
 
     cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
-    kind = "slurm" if cluster.kind == "slurm" else "kubernetes"
+    kind = _render_kind(cluster)
     state = build_desired_state(cluster)
     text, error = "", ""
     try:
@@ -271,8 +271,12 @@ def node_telemetry(request, cluster: str, name: str):
     return render(request, "fleet/_node_telemetry.html", {"rows": rows, "error": error})
 
 
+def _render_kind(cluster) -> str:
+    """Which renderer speaks for the cluster: Slurm's, or Kubernetes' (simulated clusters show Kubernetes')."""
+    return "slurm" if cluster.kind == "slurm" else "kubernetes"
+
+
 def _caveats(cluster) -> list[str]:
     from apps.backends.render import caveats_for
 
-    kind = "slurm" if cluster.kind == "slurm" else "kubernetes"
-    return caveats_for(kind, (cluster.connection or {}).get("queueing", "kueue"))
+    return caveats_for(_render_kind(cluster), (cluster.connection or {}).get("queueing", "kueue"))

@@ -15,34 +15,30 @@ def tiers() -> dict[int, Tier]:
     return {t.pk: Tier(t.name, t.value, t.preemptible, t.may_borrow) for t in PriorityTier.objects.all()}
 
 
-def build_snapshot(
-    with_capacity: bool = True, model: str | None = None, with_held: bool = True
-) -> tuple[Snapshot, dict[int, Tier]]:
-    """Every quota row, every admitted claim, and the fleet's free GPUs per model: 4-5 queries in all.
+_QUOTA_FIELDS = (
+    "queue_id",
+    "gpu_model__code",
+    "gpu_model__name",
+    "guaranteed",
+    "borrow_limit",
+    "lend_limit",
+    "weight",
+    "per_user_limit",
+    "queue__tenant__path",
+    "queue__tenant__slug",
+    "queue__name",
+)
+_HELD_FIELDS = ("id", "queue_id", "gpu_model__code", "gpus", "tier_id", "user", "borrowed_from", "admitted_at")
 
-    With `model` (a GPU model code) only that model's rows are loaded: enough to decide one request.
-    """
-    tier_map = tiers()
-    quotas: dict[tuple[int, str], QuotaState] = {}
-    paths: dict[int, str] = {}
-    names: dict[int, str] = {}
-    models: dict[str, str] = {}
-    quota_rows = Quota.objects.filter(gpu_model__code=model) if model else Quota.objects.all()
-    rows = quota_rows.values_list(
-        "queue_id",
-        "gpu_model__code",
-        "gpu_model__name",
-        "guaranteed",
-        "borrow_limit",
-        "lend_limit",
-        "weight",
-        "per_user_limit",
-        "queue__tenant__path",
-        "queue__tenant__slug",
-        "queue__name",
-    )
-    for queue, code, model_name, g, borrow, lend, weight, per_user, path, slug, qname in rows:
-        quotas[(queue, code)] = QuotaState(
+
+def _read_quotas(snapshot: Snapshot, quota_rows, keep: set[int] = frozenset()) -> None:
+    """Quota rows into the snapshot; queues in `keep` were read earlier and may already be changed."""
+    for queue, code, model_name, g, borrow, lend, weight, per_user, path, slug, qname in quota_rows.values_list(
+        *_QUOTA_FIELDS
+    ):
+        if queue in keep and (queue, code) in snapshot.quotas:
+            continue
+        snapshot.quotas[(queue, code)] = QuotaState(
             queue,
             code,
             g,
@@ -51,27 +47,40 @@ def build_snapshot(
             weight,
             UNLIMITED if per_user is None else per_user,
         )
-        paths[queue] = path
-        names[queue] = f"{slug}/{qname}"
-        models[code] = model_name
-    snapshot = Snapshot(quotas=quotas, paths=paths, names=names, model_names=models)
-    admitted = Admission.objects.filter(state=AdmissionState.ADMITTED)
-    if not with_held:
-        admitted = admitted.none()
-    if model:
-        admitted = admitted.filter(gpu_model__code=model)
-    for pk, queue, code, gpus, tier_id, user, borrowed, admitted_at in admitted.values_list(
-        "id", "queue_id", "gpu_model__code", "gpus", "tier_id", "user", "borrowed_from", "admitted_at"
-    ):
-        lenders = {int(k): int(v) for k, v in (borrowed or {}).items()}
-        snapshot.held[pk] = Held(pk, queue, code, gpus, tier_map[tier_id], admitted_at, user, lenders)
-        quota = quotas.get((queue, code))
+        snapshot.paths[queue] = path
+        snapshot.names[queue] = f"{slug}/{qname}"
+        snapshot.model_names[code] = model_name
+
+
+def _held(admitted, tier_map: dict[int, Tier]):
+    """Admitted claims as engine holdings."""
+    for pk, queue, code, gpus, tier_id, user, borrowed, admitted_at in admitted.values_list(*_HELD_FIELDS):
+        yield Held(
+            pk,
+            queue,
+            code,
+            gpus,
+            tier_map[tier_id],
+            admitted_at,
+            user,
+            {int(k): int(v) for k, v in (borrowed or {}).items()},
+        )
+
+
+def build_snapshot(with_capacity: bool = True) -> tuple[Snapshot, dict[int, Tier]]:
+    """Every quota row, every admitted claim, and the fleet's free GPUs per model: 4-5 queries in all."""
+    tier_map = tiers()
+    snapshot = Snapshot(quotas={}, paths={}, names={}, model_names={})
+    _read_quotas(snapshot, Quota.objects.all())
+    for held in _held(Admission.objects.filter(state=AdmissionState.ADMITTED), tier_map):
+        snapshot.held[held.id] = held
+        quota = snapshot.quotas.get((held.queue, held.model))
         if quota is not None:
-            quota.used += gpus
-        for lender, n in lenders.items():
-            if (lender, code) in quotas:
-                quotas[(lender, code)].lent += n
-        snapshot.user_used[(queue, code, user)] += gpus
+            quota.used += held.gpus
+        for lender, n in held.borrowed_from.items():
+            if (lender, held.model) in snapshot.quotas:
+                snapshot.quotas[(lender, held.model)].lent += n
+        snapshot.user_used[(held.queue, held.model, held.user)] += held.gpus
     if with_capacity:
         snapshot.free_capacity.update(free_capacity())
     return snapshot, tier_map
@@ -99,19 +108,7 @@ def build_decision_snapshot(model: str, queue: int | None = None) -> Snapshot:
     )
 
     def load_held(snap: Snapshot) -> None:
-        for pk, queue, gpus, tier_id, user, borrowed, admitted_at in admitted.values_list(
-            "id", "queue_id", "gpus", "tier_id", "user", "borrowed_from", "admitted_at"
-        ):
-            snap.held[pk] = Held(
-                pk,
-                queue,
-                model,
-                gpus,
-                tier_map[tier_id],
-                admitted_at,
-                user,
-                {int(k): int(v) for k, v in (borrowed or {}).items()},
-            )
+        snap.held.update((held.id, held) for held in _held(admitted, tier_map))
 
     snapshot.load_held = load_held
     return snapshot
@@ -169,20 +166,6 @@ def pending_requests(tier_map: dict[int, Tier]) -> list[Request]:
     ]
 
 
-def quota_usage(snapshot: Snapshot) -> dict[tuple[int, str], dict]:
-    """Per (queue, model): guaranteed, used, borrowed, lent, for the pages and API."""
-    return {
-        key: {
-            "guaranteed": q.guaranteed,
-            "used": q.used,
-            "borrowed": q.borrowed,
-            "lent": q.lent,
-            "free": q.free_in_guarantee,
-        }
-        for key, q in snapshot.quotas.items()
-    }
-
-
 def _load_quota_use(snapshot: Snapshot, model: str, queue: int | None) -> None:
     """Quota rows of `model` (one queue's, or all) with what their admitted work uses and lends."""
     from django.db import connection
@@ -191,33 +174,7 @@ def _load_quota_use(snapshot: Snapshot, model: str, queue: int | None) -> None:
     admitted = Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model)
     if queue is not None:
         quota_rows = quota_rows.filter(queue_id=queue)
-    for qid, code, model_name, g, borrow, lend, weight, per_user, path, slug, qname in quota_rows.values_list(
-        "queue_id",
-        "gpu_model__code",
-        "gpu_model__name",
-        "guaranteed",
-        "borrow_limit",
-        "lend_limit",
-        "weight",
-        "per_user_limit",
-        "queue__tenant__path",
-        "queue__tenant__slug",
-        "queue__name",
-    ):
-        if (qid, code) in snapshot.quotas and queue is None and qid in snapshot._loaded_queues:
-            continue  # already read, maybe already changed by this decision: keep it
-        snapshot.quotas[(qid, code)] = QuotaState(
-            qid,
-            code,
-            g,
-            UNLIMITED if borrow is None else borrow,
-            lend,
-            weight,
-            UNLIMITED if per_user is None else per_user,
-        )
-        snapshot.paths[qid] = path
-        snapshot.names[qid] = f"{slug}/{qname}"
-        snapshot.model_names[code] = model_name
+    _read_quotas(snapshot, quota_rows, keep=snapshot._loaded_queues if queue is None else frozenset())
     used_rows = admitted.filter(queue_id=queue) if queue is not None else admitted
     for qid, used in used_rows.values("queue_id").annotate(n=Sum("gpus")).values_list("queue_id", "n"):
         if (qid, model) in snapshot.quotas and (queue is not None or qid not in snapshot._loaded_queues):

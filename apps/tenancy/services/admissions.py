@@ -38,11 +38,12 @@ def preview_admission(
     actor, *, queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int = 1, user: str = ""
 ) -> Result:
     """What would happen to this request now (read-only)."""
-    from apps.tenancy.snapshot import build_snapshot
+    from apps.tenancy.snapshot import build_decision_snapshot
 
     require(actor, Action.VIEW, queue.tenant, f"You may not view tenant {queue.tenant.slug}.")
-    snapshot, _ = build_snapshot()
-    return decide(snapshot, _request(queue, gpu_model, gpus, tier, gang, user or actor.get_username()))
+    # The same snapshot a submission decides on, so the preview is what submitting would do.
+    request = _request(queue, gpu_model, gpus, tier, gang, user or actor.get_username())
+    return decide(build_decision_snapshot(gpu_model.code, queue.pk), request)
 
 
 def submit_admission(
