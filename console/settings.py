@@ -212,6 +212,8 @@ API_TOKEN_PREFIX = "gpuc_"
 API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 60, minimum=0)
 # Seconds a process reuses the fleet's free-GPU count per model when deciding admissions (0: always re-read).
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
+# GPU models and priority tiers are re-read at most this often per process (0: on every use).
+REFERENCE_CACHE_S = env_int("REFERENCE_CACHE_S", 5, minimum=0)
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
 

@@ -11,11 +11,11 @@ import hashlib
 import json
 import logging
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.permissions import has_perm, require
@@ -25,9 +25,10 @@ from apps.backends.base import BackendError, NotFoundError
 from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
-from apps.fleet.models import Cluster, GpuModel, Node, NodeState
-from apps.tenancy.models import AdmissionState, PriorityTier, Queue, QueueBinding, Tenant
+from apps.fleet.models import GpuModel
+from apps.tenancy.models import AdmissionState, Tenant
 from apps.tenancy.services.admissions import release_admission, submit_admission
+from apps.tenancy.snapshot import tier_rows
 from apps.workloads.models import (
     OutboxAction,
     OutboxEntry,
@@ -38,6 +39,7 @@ from apps.workloads.models import (
     WorkloadState,
     WorkloadTemplate,
 )
+from apps.workloads.submission_context import gpu_models, load_context
 
 logger = logging.getLogger(__name__)
 
@@ -80,35 +82,6 @@ def _event(workload: Workload, kind: str, message: str) -> None:
     WorkloadEvent.objects.create(workload=workload, kind=kind, message=message[:1000])
 
 
-def _pick_cluster(queue: Queue, model: GpuModel) -> tuple[Cluster, int]:
-    """The first cluster (by name) bound to the queue that has nodes of the model, and its usual node size."""
-    clusters = {b.cluster_id: b.cluster for b in QueueBinding.objects.filter(queue=queue).select_related("cluster")}
-    bound = list(clusters)
-    if not bound:
-        raise InvalidInput(
-            f"Queue {queue} is not bound to any cluster yet; ask a platform admin.",
-            {"queue": "Not bound to a cluster."},
-        )
-    sizes: dict[int, Counter] = defaultdict(Counter)
-    names: dict[int, str] = {}
-    rows = (
-        Node.objects.filter(cluster_id__in=bound, gpu_model=model)
-        .exclude(state=NodeState.VANISHED)
-        .values("cluster_id", "cluster__name", "gpu_count")
-        .annotate(n=Count("id"))
-        .values_list("cluster_id", "cluster__name", "gpu_count", "n")
-    )
-    for cluster_id, name, count, n in rows:
-        sizes[cluster_id][count] += n
-        names[cluster_id] = name
-    if not sizes:
-        raise InvalidInput(
-            f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
-        )
-    cluster_id = min(sizes, key=lambda c: names[c])
-    return clusters[cluster_id], sizes[cluster_id].most_common(1)[0][0]
-
-
 def _backend_name(workload: Workload) -> str:
     return f"wl{workload.pk}-{workload.name}"[:63].rstrip("-")
 
@@ -124,27 +97,36 @@ def submit_workload(
     if idempotency_key is not None and (not idempotency_key or len(idempotency_key) > 200):
         raise InvalidInput("The Idempotency-Key must be 1 to 200 characters.", {"idempotency_key": "1 to 200."})
     digest = _request_hash(kind, spec)
-    if idempotency_key:
-        existing = Workload.objects.filter(created_by=actor, idempotency_key=idempotency_key).first()
-        if existing is not None:
-            return _replay(existing, digest)
-    tenant = Tenant.objects.filter(slug=spec.get("tenant")).first() if isinstance(spec, dict) else None
+    if not isinstance(spec, dict):
+        raise NotFound("No tenant None.", {"tenant": "Not found."})
+    context = load_context(actor.pk, idempotency_key or None, spec)  # one query: key, tenant, queue, clusters
+    if context.existing_id is not None:
+        return _replay(Workload.objects.get(pk=context.existing_id), digest)
+    tenant = context.tenant
     if tenant is None or not has_perm(actor, Action.VIEW, tenant):
-        raise NotFound(
-            f"No tenant {spec.get('tenant') if isinstance(spec, dict) else None!r}.", {"tenant": "Not found."}
-        )
+        raise NotFound(f"No tenant {spec.get('tenant')!r}.", {"tenant": "Not found."})
     require(actor, Action.SUBMIT, tenant, f"You may not submit work to tenant {tenant.slug}.")
-    models = {m.code: m for m in GpuModel.objects.all()}  # one query serves the parser and the lookup
+    models = gpu_models()
     known = catalog(list(models.values()))
     parsed = _parse(kind, spec, known=known)
-    queue = Queue.objects.filter(tenant=tenant, name=parsed.queue).first()
+    queue = context.queue
     if queue is None:
         raise InvalidInput(f"Tenant {tenant.slug} has no queue {parsed.queue!r}.", {"queue": "No such queue."})
-    tier = PriorityTier.objects.filter(name=parsed.tier).first()
+    tier = next((t for t in tier_rows() if t.name == parsed.tier), None)
     if tier is None:
         raise InvalidInput(f"Unknown tier {parsed.tier!r}.", {"tier": "No such tier."})
     model = models[parsed.gpu_model]
-    cluster, gpus_per_node = _pick_cluster(queue, model)
+    if not context.bound:
+        raise InvalidInput(
+            f"Queue {queue} is not bound to any cluster yet; ask a platform admin.",
+            {"queue": "Not bound to a cluster."},
+        )
+    picked = context.pick_cluster()
+    if picked is None:
+        raise InvalidInput(
+            f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
+        )
+    cluster, gpus_per_node = picked
     if gpus_per_node != 8:
         parsed = _parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
     # The quota decision commits first, in its own short transaction: its lock serializes admission
