@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -25,6 +25,7 @@ from apps.backends.base import BackendError, NotFoundError
 from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
+from apps.core.inserts import insert_row
 from apps.fleet.models import GpuModel
 from apps.tenancy.models import AdmissionState, Tenant
 from apps.tenancy.services.admissions import release_admission, submit_admission
@@ -79,7 +80,7 @@ def _request_hash(kind: str, data: dict) -> str:
 
 
 def _event(workload: Workload, kind: str, message: str) -> None:
-    WorkloadEvent.objects.create(workload=workload, kind=kind, message=message[:1000])
+    insert_row(WorkloadEvent(workload=workload, kind=kind, message=message[:1000]))
 
 
 def _backend_name(workload: Workload) -> str:
@@ -159,17 +160,23 @@ def submit_workload(
                 created_by=actor if actor.pk else None,
                 admission=claim,
             )
+            _state_from_claim(workload, claim)
             try:
                 with transaction.atomic():
-                    workload.save()
+                    insert_row(workload)
             except IntegrityError:
                 # Two retries raced with one key: the other one won; return its workload.
                 existing = Workload.objects.get(created_by=actor, idempotency_key=idempotency_key)
                 release_admission(claim)
                 return _replay(existing, digest)
-            workload.backend_name = _backend_name(workload)
-            _apply_admission(workload, claim)
-            workload.save(update_fields=["backend_name", "state", "state_reason", "finished_at", "updated_at"])
+            workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE workloads_workload SET backend_name = %s WHERE id = %s",
+                    [workload.backend_name, workload.pk],
+                )
+            if claim.state == AdmissionState.ADMITTED:
+                _enqueue(workload, OutboxAction.SUBMIT)
             _event(
                 workload,
                 "submitted",
@@ -201,11 +208,10 @@ def _replay(existing: Workload, digest: str) -> tuple[Workload, bool]:
     return existing, False
 
 
-def _apply_admission(workload: Workload, claim) -> None:
-    """Map the claim's state onto the workload; an admitted one gets its backend submission queued."""
+def _state_from_claim(workload: Workload, claim) -> None:
+    """Map the claim's state onto the (new) workload; the caller queues an admitted one's backend submission."""
     if claim.state == AdmissionState.ADMITTED:
         workload.state, workload.state_reason = WorkloadState.ADMITTED, claim.reason
-        _enqueue(workload, OutboxAction.SUBMIT)
     elif claim.state == AdmissionState.REJECTED:
         workload.state, workload.state_reason = WorkloadState.REJECTED, claim.reason
         workload.finished_at = timezone.now()
@@ -216,7 +222,7 @@ def _apply_admission(workload: Workload, claim) -> None:
 def _enqueue(workload: Workload, action: str) -> OutboxEntry:
     from apps.workloads.tasks import process_outbox_task
 
-    entry = OutboxEntry.objects.create(workload=workload, action=action, next_attempt_at=timezone.now())
+    entry = insert_row(OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now()))
     transaction.on_commit(lambda: process_outbox_task.delay(entry.pk))
     return entry
 

@@ -10,6 +10,7 @@ from apps.accounts.roles import Action
 from apps.audit.services import record_event
 from apps.core.bulk import bulk_update_fast
 from apps.core.errors import InvalidInput
+from apps.core.inserts import insert_row
 from apps.fleet.models import GpuModel
 from apps.tenancy.admission import Decision, Request, Result, admission_pass, decide, rebalance
 from apps.tenancy.models import Admission, AdmissionState, PriorityTier, Queue
@@ -63,21 +64,23 @@ def submit_admission(
             Decision.BORROW: AdmissionState.ADMITTED,
             Decision.REJECT: AdmissionState.REJECTED,
         }.get(result.decision, AdmissionState.PENDING)
-        return Admission.objects.create(
-            name=name,
-            queue=queue,
-            gpu_model=gpu_model,
-            gpus=gpus,
-            gang=gang,
-            tier=tier,
-            user=user,
-            state=state,
-            decision=result.decision,
-            reason=result.reason[:500],
-            borrowed_from={str(k): v for k, v in result.borrow.items()},
-            reclaim_plan=[list(p) for p in result.reclaim],
-            submitted_at=now,
-            admitted_at=now if state == AdmissionState.ADMITTED else None,
+        return insert_row(
+            Admission(
+                name=name,
+                queue=queue,
+                gpu_model=gpu_model,
+                gpus=gpus,
+                gang=gang,
+                tier=tier,
+                user=user,
+                state=state,
+                decision=result.decision,
+                reason=result.reason[:500],
+                borrowed_from={str(k): v for k, v in result.borrow.items()},
+                reclaim_plan=[list(p) for p in result.reclaim],
+                submitted_at=now,
+                admitted_at=now if state == AdmissionState.ADMITTED else None,
+            )
         )
 
 
