@@ -23,6 +23,11 @@ app.conf.beat_schedule = {
         "task": "apps.fleet.tasks.sync_all_clusters_task",
         "schedule": 60.0,
     },
+    # Usage metering from every backend (idempotent per cluster watermark), fault credits, budget alerts.
+    "chargeback-meter": {
+        "task": "apps.chargeback.tasks.meter_usage_task",
+        "schedule": 60.0,
+    },
     "prune-finished-operations": {
         "task": "apps.operations.tasks.prune_operations_task",
         "schedule": 24 * 3600.0,

@@ -189,6 +189,9 @@ class UsageRecord:
     gpu_fraction: float  # GPUs held (e.g. 8, or 1/7 for a 1g.10gb MIG slice)
     start: datetime
     end: datetime
+    # Where it ran, when the backend knows (GPUs of one record hold the same share each); chargeback
+    # reads these GPUs' utilization to find idle time. Empty: no idle-waste figure for this record.
+    placements: list[Placement] = field(default_factory=list)
 
     @property
     def gpu_seconds(self) -> float:

@@ -1,0 +1,189 @@
+"""Metering: every backend's `usage_since` turned into priced-ready usage records, exactly once.
+
+Per cluster, a watermark says how far (in the backend's clock) usage has been metered. A run reads
+the watermark, asks the backend for usage since then (outside any transaction: a backend call may
+take seconds), then in one transaction re-checks the watermark (another run may have won), inserts
+the records and moves the watermark to the backend's clock at the call (or the latest end reported,
+if later): the backend reports every allocation that overlapped [since, its now). The unique key (cluster, backend id,
+GPU model, start) makes a replay of the same interval insert nothing. Records are split at UTC
+midnights (so at period boundaries too) and at rate-card changes, mapped to console workloads by
+`Workload.backend_name`, and given the exact GPU fraction their spec holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.backends.base import BackendError
+from apps.backends.registry import get_backend
+from apps.backends.types import UsageRecord as BackendUsage
+from apps.chargeback.fractions import SECOND_PLACES, exact_seconds, held_gpus, to_decimal, worker_share
+from apps.chargeback.models import MeterWatermark, Period, UsageRecord
+from apps.chargeback.periods import period_for, split_points
+from apps.chargeback.rates import RateBook
+from apps.chargeback.waste import assess_waste
+from apps.fleet.inventory import ModelResolver
+from apps.fleet.models import Cluster, GpuModel
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class MeterResult:
+    cluster: str
+    ok: bool = True
+    error: str = ""
+    received: int = 0
+    inserted: int = 0
+    late: int = 0  # pieces that fell in a closed period and were not recorded
+    metered_until: datetime | None = None
+    skipped: bool = False  # another run moved the watermark first
+    unattributed: int = 0
+    late_pieces: list[str] = field(default_factory=list)
+
+
+def meter_cluster(cluster_id: int) -> MeterResult:
+    """Meter one cluster's usage since its watermark. Safe to run concurrently and to repeat."""
+    cluster = Cluster.objects.get(pk=cluster_id)
+    mark = MeterWatermark.objects.filter(cluster=cluster).first()
+    since = mark.metered_until if mark else cluster.created_at
+    called_at = backend_now(cluster)
+    try:
+        usage = get_backend(cluster).usage_since(since)
+    except BackendError as exc:
+        logger.warning("metering %s failed: %s", cluster.name, exc)
+        return MeterResult(cluster.name, ok=False, error=str(exc))
+    result = MeterResult(cluster.name, received=len(usage))
+    rows = build_records(cluster, usage, since)
+    with transaction.atomic():
+        if mark is None:
+            mark, _created = MeterWatermark.objects.get_or_create(cluster=cluster, defaults={"metered_until": since})
+        locked = MeterWatermark.objects.select_for_update().get(pk=mark.pk)
+        if locked.metered_until != since:
+            result.skipped = True
+            return result
+        periods = {p.pk: p for p in Period.objects.filter(pk__in={r.period_id for r in rows})}
+        keep = []
+        for row in rows:
+            if periods[row.period_id].is_closed:
+                result.late += 1
+                result.late_pieces.append(f"{row.backend_id} {row.start.isoformat()}")
+            else:
+                keep.append(row)
+        if result.late:
+            logger.warning(
+                "%s: %d usage pieces fell in closed periods and were not recorded", cluster.name, result.late
+            )
+        # bulk_create with ignore_conflicts does not say which rows it skipped: count this interval's rows.
+        fresh = UsageRecord.objects.filter(cluster=cluster, end__gt=since)
+        before = fresh.count()
+        UsageRecord.objects.bulk_create(keep, ignore_conflicts=True, batch_size=2000)
+        result.inserted = fresh.count() - before
+        result.unattributed = sum(1 for r in keep if r.tenant_id is None)
+        # Everything before the call was reported; running work was reported up to the backend's now.
+        locked.metered_until = max(since, called_at, *(u.end for u in usage))
+        locked.save(update_fields=["metered_until", "updated_at"])
+        result.metered_until = locked.metered_until
+    return result
+
+
+def backend_now(cluster: Cluster) -> datetime:
+    """The cluster's clock: simulated time for a simulated cluster (its usage is in that clock), else now."""
+    if cluster.kind == "simulated":
+        from apps.backends.models import SimCluster
+
+        simulation = SimCluster.objects.filter(cluster=cluster).first()
+        if simulation is not None:
+            return simulation.sim_now()
+    return timezone.now()
+
+
+def meter_all_clusters() -> list[MeterResult]:
+    return [meter_cluster(pk) for pk in Cluster.objects.order_by("pk").values_list("pk", flat=True)]
+
+
+def build_records(cluster: Cluster, usage: list[BackendUsage], since: datetime) -> list[UsageRecord]:
+    """Unsaved UsageRecord rows for the backend's records (pure apart from a few look-up queries)."""
+    from apps.tenancy.models import Queue, Tenant
+    from apps.workloads.models import Workload
+
+    if not usage:
+        return []
+    models = {m.pk: m for m in GpuModel.objects.all()}
+    resolver = ModelResolver(models.values())
+    workloads = {
+        w.backend_name: w
+        for w in Workload.objects.filter(cluster=cluster, backend_name__in={u.backend_id for u in usage}).only(
+            "id", "backend_name", "tenant_id", "queue_id", "tier_id", "gpu_model_id", "spec"
+        )
+    }
+    unmapped = [u for u in usage if u.backend_id not in workloads]
+    tenants = dict(Tenant.objects.filter(slug__in={u.tenant for u in unmapped}).values_list("slug", "id"))
+    queues = {
+        (tenant_id, name): pk
+        for pk, tenant_id, name in Queue.objects.filter(tenant_id__in=tenants.values()).values_list(
+            "id", "tenant_id", "name"
+        )
+    }
+    book = RateBook()
+    cache: dict[datetime, Period] = {}
+    rows: list[UsageRecord] = []
+    for record in usage:
+        start = max(record.start, since)
+        if record.end <= start:
+            continue
+        workload = workloads.get(record.backend_id)
+        model_id = resolver.resolve(record.gpu_model)
+        if workload is not None:
+            tenant_id, queue_id, tier_id = workload.tenant_id, workload.queue_id, workload.tier_id
+            model_id = model_id or workload.gpu_model_id
+            spec = workload.spec or {}
+            share = _share(spec, models.get(model_id))
+        else:
+            tenant_id = tenants.get(record.tenant)
+            queue_id = queues.get((tenant_id, record.queue))
+            tier_id, share = None, Fraction(0)
+        gpus = held_gpus(record.gpu_fraction, share)
+        for piece_start, piece_end in split_points(start, record.end, book.change_times(model_id)):
+            seconds = exact_seconds(piece_end - piece_start)
+            card = book.card_for(model_id, tier_id, piece_start)
+            rows.append(
+                UsageRecord(
+                    period=period_for(piece_start, cache),
+                    cluster=cluster,
+                    tenant_id=tenant_id,
+                    queue_id=queue_id,
+                    tier_id=tier_id,
+                    gpu_model_id=model_id,
+                    workload=workload,
+                    rate_card=card,
+                    backend_id=record.backend_id[:253],
+                    backend_model=record.gpu_model[:100],
+                    start=piece_start,
+                    end=piece_end,
+                    gpus=to_decimal(gpus),
+                    seconds=to_decimal(seconds, SECOND_PLACES),
+                    gpu_seconds=to_decimal(gpus * seconds, SECOND_PLACES),
+                )
+            )
+            rows[-1]._placements = record.placements  # for the waste assessment below; not stored
+    assess_waste(cluster, rows)
+    return rows
+
+
+def _share(spec: dict, model: GpuModel | None) -> Fraction:
+    """One worker's share of a GPU under the workload's spec; 0 when it cannot be told (keep the backend's figure)."""
+    if model is None:
+        return Fraction(0)
+    if spec.get("kind") == "inference":
+        return Fraction(0)  # whole GPUs per pod: the backend's figure is already exact
+    try:
+        return worker_share(spec.get("sharing"), spec.get("gpus_per_worker", 1), model)
+    except ValueError:
+        return Fraction(0)

@@ -1,0 +1,182 @@
+"""Statements: a period's usage and credits priced per (tenant, model, queue, tier, rate), rolled up the tree.
+
+One GROUP BY over the period's usage records (each carries the rate card that prices it), one over
+its settled credits, then each tenant's statement takes the lines of every tenant in its subtree
+(materialized `path` prefix). A line's amount is its exact GPU-seconds × rate, rounded to the cent
+once; a statement's totals are sums of its lines' amounts, so an export of the lines adds up to the
+statement to the cent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from apps.chargeback.models import (
+    CENT,
+    SECONDS_PER_HOUR,
+    Credit,
+    CreditState,
+    LineKind,
+    Period,
+    RateCard,
+    Statement,
+    StatementLine,
+)
+from apps.tenancy.models import Tenant
+
+HOUR_PLACES = Decimal("0.000001")
+
+
+def money(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
+def hours(gpu_seconds: Decimal) -> Decimal:
+    return (gpu_seconds / SECONDS_PER_HOUR).quantize(HOUR_PLACES, rounding=ROUND_HALF_EVEN)
+
+
+def priced(gpu_seconds: Decimal, rate: Decimal | None) -> Decimal:
+    return money(gpu_seconds * rate / SECONDS_PER_HOUR) if rate is not None else Decimal("0.00")
+
+
+# The statement's one aggregate over the usage table (bench/chargeback_bench.py compares it with a bare GROUP BY).
+_USAGE_SQL = """
+SELECT tenant_id, gpu_model_id, queue_id, tier_id, rate_card_id,
+       SUM(gpu_seconds), COALESCE(SUM(idle_gpu_seconds), 0)
+FROM chargeback_usagerecord
+WHERE period_id = %s AND tenant_id IS NOT NULL{tenant_filter}
+GROUP BY tenant_id, gpu_model_id, queue_id, tier_id, rate_card_id
+"""
+
+
+def usage_groups(period: Period, tenant_ids: list[int] | None = None) -> list[tuple]:
+    """(tenant, model, queue, tier, rate card, GPU-seconds, idle GPU-seconds) of the period, as Decimals."""
+    params: list = [period.pk]
+    tenant_filter = ""
+    if tenant_ids is not None:
+        if not tenant_ids:
+            return []
+        placeholders = ", ".join(["%s"] * len(tenant_ids))
+        tenant_filter = f" AND tenant_id IN ({placeholders})"
+        params += list(tenant_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(_USAGE_SQL.format(tenant_filter=tenant_filter), params)
+        return [(*row[:5], Decimal(row[5]), Decimal(row[6])) for row in cursor.fetchall()]
+
+
+def _lines_by_tenant(period: Period, tenant_ids: list[int] | None) -> dict[int, list[StatementLine]]:
+    groups = usage_groups(period, tenant_ids)
+    rates = dict(RateCard.objects.filter(pk__in={g[4] for g in groups if g[4]}).values_list("id", "rate"))
+    out: dict[int, list[StatementLine]] = defaultdict(list)
+    for tenant_id, model_id, queue_id, tier_id, card_id, gpu_seconds, idle_seconds in groups:
+        rate = rates.get(card_id)
+        out[tenant_id].append(
+            StatementLine(
+                kind=LineKind.USAGE,
+                source_tenant_id=tenant_id,
+                gpu_model_id=model_id,
+                queue_id=queue_id,
+                tier_id=tier_id,
+                rate=rate,
+                gpu_hours=hours(gpu_seconds),
+                amount=priced(gpu_seconds, rate),
+                idle_gpu_hours=hours(idle_seconds),
+                idle_amount=priced(idle_seconds, rate),
+                note="" if rate is not None else "no rate card for this GPU model and tier",
+            )
+        )
+    credits = Credit.objects.filter(period=period, state=CreditState.SETTLED).select_related("rate_card")
+    if tenant_ids is not None:
+        credits = credits.filter(tenant_id__in=tenant_ids)
+    for credit in credits:
+        rate = credit.rate_card.rate if credit.rate_card_id else None
+        out[credit.tenant_id].append(
+            StatementLine(
+                kind=LineKind.CREDIT,
+                source_tenant_id=credit.tenant_id,
+                gpu_model_id=credit.gpu_model_id,
+                queue_id=credit.queue_id,
+                tier_id=credit.tier_id,
+                rate=rate,
+                gpu_hours=-hours(credit.gpu_seconds),
+                amount=-priced(credit.gpu_seconds, rate),
+                incident_ref=credit.incident_ref,
+                incident_url=credit.incident_url,
+                note=credit.reason[:500],
+            )
+        )
+    return out
+
+
+def compute_statements(period: Period, tenants: list[Tenant] | None = None) -> list[Statement]:
+    """Unsaved statements (with `.computed_lines`) of `tenants` (default: every tenant) for `period`.
+
+    A tenant's statement holds its own lines and its subtenants'; computing for a subset reads only
+    the usage of those tenants' subtrees.
+    """
+    everyone = list(Tenant.objects.only("id", "path", "slug", "name"))
+    if tenants is None:
+        tenants, scope_ids = everyone, None
+    else:
+        prefixes = [t.path for t in tenants]
+        scope_ids = [t.pk for t in everyone if any(t.path.startswith(p) for p in prefixes)]
+    own = _lines_by_tenant(period, scope_ids)
+    path_of = {t.pk: t.path for t in everyone}
+    # Each tenant's lines go to its own statement and to each ancestor's: walk up the path once per tenant.
+    subtree_lines: dict[int, list[StatementLine]] = defaultdict(list)
+    for tenant_id, lines in own.items():
+        for ancestor_id in (int(part) for part in path_of[tenant_id].strip("/").split("/") if part):
+            subtree_lines[ancestor_id].extend(lines)
+    now = timezone.now()
+    currency = settings.CHARGEBACK_CURRENCY
+    out = []
+    for tenant in tenants:
+        lines = subtree_lines.get(tenant.pk, [])
+        usage = [line for line in lines if line.kind == LineKind.USAGE]
+        credit = [line for line in lines if line.kind == LineKind.CREDIT]
+        statement = Statement(
+            period=period,
+            tenant=tenant,
+            currency=currency,
+            gpu_hours=sum((line.gpu_hours for line in usage), Decimal(0)),
+            usage_amount=sum((line.amount for line in usage), Decimal("0.00")),
+            credit_gpu_hours=-sum((line.gpu_hours for line in credit), Decimal(0)),
+            credit_amount=-sum((line.amount for line in credit), Decimal("0.00")),
+            idle_gpu_hours=sum((line.idle_gpu_hours for line in usage), Decimal(0)),
+            idle_amount=sum((line.idle_amount for line in usage), Decimal("0.00")),
+            total=sum((line.amount for line in lines), Decimal("0.00")),
+            computed_at=now,
+        )
+        statement.computed_lines = lines
+        out.append(statement)
+    return out
+
+
+def save_statements(period: Period, statements: list[Statement]) -> int:
+    """Replace the period's stored statements with `statements` (inside the caller's transaction)."""
+    Statement.objects.filter(period=period).delete()
+    saved = Statement.objects.bulk_create(statements, batch_size=1000)
+    lines = []
+    for statement, original in zip(saved, statements, strict=True):
+        for line in original.computed_lines:
+            lines.append(
+                StatementLine(statement=statement, **{f.attname: getattr(line, f.attname) for f in _LINE_FIELDS})
+            )
+    StatementLine.objects.bulk_create(lines, batch_size=5000)
+    return len(saved)
+
+
+_LINE_FIELDS = [f for f in StatementLine._meta.concrete_fields if f.name not in {"id", "statement"}]
+
+
+def lines_of(statement: Statement) -> list[StatementLine]:
+    """The lines of a stored statement, or of a computed (draft) one."""
+    computed = getattr(statement, "computed_lines", None)
+    if computed is not None:
+        return computed
+    return list(statement.lines.select_related("source_tenant", "gpu_model", "queue", "tier"))
