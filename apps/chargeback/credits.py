@@ -10,6 +10,7 @@ are the credit, priced by the rate card in force at the interruption.
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 
 from django.db import transaction
 
@@ -31,7 +32,7 @@ def lost_run(credit: Credit, records: list[UsageRecord], floor=None) -> tuple[De
             break
         if limit is not None and record.start < limit:
             part = exact_seconds(record.end - limit) / exact_seconds(record.end - record.start)
-            total += to_decimal(part * record.gpu_seconds, SECOND_PLACES)
+            total += to_decimal(part * Fraction(record.gpu_seconds), SECOND_PLACES)
             start = limit
             gpus = max(gpus, record.gpus)
             break

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -132,23 +133,26 @@ def reprice_open_usage(gpu_model: GpuModel, effective_from: datetime) -> int:
 
 
 def split_records(records: list[UsageRecord], at: datetime) -> None:
-    """Cut each record in two at `at`, sharing its GPU-seconds (and idle/used) in proportion to time."""
+    """Cut each record in two at `at`, sharing its GPU-seconds (and idle/used) in proportion to time.
+
+    The second piece takes what the first leaves, so the two add up to the original exactly.
+    """
+    amounts = ("gpu_seconds", "idle_gpu_seconds", "used_gpu_seconds")
     pieces = []
     for record in records:
-        total = exact_seconds(record.end - record.start)
-        for start, end in ((record.start, at), (at, record.end)):
-            part = exact_seconds(end - start) / total
-            piece = UsageRecord(
-                **{f.attname: getattr(record, f.attname) for f in UsageRecord._meta.concrete_fields if f.name != "id"}
-            )
-            piece.start, piece.end = start, end
-            piece.seconds = to_decimal(exact_seconds(end - start), SECOND_PLACES)
-            piece.gpu_seconds = to_decimal(part * record.gpu_seconds, SECOND_PLACES)
-            if record.idle_gpu_seconds is not None:
-                piece.idle_gpu_seconds = to_decimal(part * record.idle_gpu_seconds, SECOND_PLACES)
-            if record.used_gpu_seconds is not None:
-                piece.used_gpu_seconds = to_decimal(part * record.used_gpu_seconds, SECOND_PLACES)
-            pieces.append(piece)
+        part = exact_seconds(at - record.start) / exact_seconds(record.end - record.start)
+        fields = {f.attname: getattr(record, f.attname) for f in UsageRecord._meta.concrete_fields if f.name != "id"}
+        first, second = UsageRecord(**fields), UsageRecord(**fields)
+        first.end = second.start = at
+        for piece in (first, second):
+            piece.seconds = to_decimal(exact_seconds(piece.end - piece.start), SECOND_PLACES)
+        for name in amounts:
+            whole = getattr(record, name)
+            if whole is not None:
+                share = to_decimal(part * Fraction(whole), SECOND_PLACES)
+                setattr(first, name, share)
+                setattr(second, name, whole - share)
+        pieces += [first, second]
     UsageRecord.objects.filter(pk__in=[r.pk for r in records]).delete()
     UsageRecord.objects.bulk_create(pieces)
 
@@ -162,7 +166,10 @@ def unmetered_clusters(period: Period) -> list[str]:
     """Clusters whose usage is not metered up to the period's end (their records may still be missing)."""
     marks = dict(MeterWatermark.objects.values_list("cluster_id", "metered_until"))
     out = []
-    for pk, name in Cluster.objects.filter(created_at__lt=period.end).values_list("pk", "name"):
+    with_usage = UsageRecord.objects.filter(period=period).values("cluster_id")
+    for pk, name in Cluster.objects.filter(Q(created_at__lt=period.end) | Q(pk__in=with_usage)).values_list(
+        "pk", "name"
+    ):
         until = marks.get(pk)
         if until is None or until < period.end:
             out.append(f"{name} (metered until {until:%Y-%m-%d %H:%M} UTC)" if until else f"{name} (never metered)")
