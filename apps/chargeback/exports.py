@@ -6,6 +6,8 @@ import csv
 import io
 from decimal import Decimal
 
+from django.http import HttpResponse
+
 from apps.chargeback.models import Statement, StatementLine
 from apps.chargeback.statements import lines_of
 from apps.fleet.models import GpuModel
@@ -128,3 +130,10 @@ def to_json(statement: Statement) -> dict:
         "totals": {key: _text(value) for key, value in totals(statement).items()},
         "lines": [{key: _text(value) for key, value in row.items()} for row in line_rows(statement)],
     }
+
+
+def csv_response(statement: Statement) -> HttpResponse:
+    response = HttpResponse(to_csv(statement), content_type="text/csv; charset=utf-8")
+    name = f"statement-{statement.tenant.slug}-{statement.period}.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

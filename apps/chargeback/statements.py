@@ -10,6 +10,7 @@ statement to the cent.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import asdict, dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from django.conf import settings
@@ -30,6 +31,25 @@ from apps.chargeback.models import (
 from apps.tenancy.models import Tenant
 
 HOUR_PLACES = Decimal("0.000001")
+
+
+@dataclass(slots=True)
+class Line:
+    """A computed statement line (a StatementLine once stored): a plain object, as thousands are built per close."""
+
+    kind: str
+    source_tenant_id: int
+    gpu_model_id: int | None
+    queue_id: int | None
+    tier_id: int | None
+    rate: Decimal | None
+    gpu_hours: Decimal
+    amount: Decimal
+    idle_gpu_hours: Decimal = Decimal(0)
+    idle_amount: Decimal = Decimal("0.00")
+    incident_ref: str = ""
+    incident_url: str = ""
+    note: str = ""
 
 
 def money(value: Decimal) -> Decimal:
@@ -69,14 +89,14 @@ def usage_groups(period: Period, tenant_ids: list[int] | None = None) -> list[tu
         return [(*row[:5], Decimal(row[5]), Decimal(row[6])) for row in cursor.fetchall()]
 
 
-def _lines_by_tenant(period: Period, tenant_ids: list[int] | None) -> dict[int, list[StatementLine]]:
+def _lines_by_tenant(period: Period, tenant_ids: list[int] | None) -> dict[int, list[Line]]:
     groups = usage_groups(period, tenant_ids)
     rates = dict(RateCard.objects.filter(pk__in={g[4] for g in groups if g[4]}).values_list("id", "rate"))
-    out: dict[int, list[StatementLine]] = defaultdict(list)
+    out: dict[int, list[Line]] = defaultdict(list)
     for tenant_id, model_id, queue_id, tier_id, card_id, gpu_seconds, idle_seconds in groups:
         rate = rates.get(card_id)
         out[tenant_id].append(
-            StatementLine(
+            Line(
                 kind=LineKind.USAGE,
                 source_tenant_id=tenant_id,
                 gpu_model_id=model_id,
@@ -96,7 +116,7 @@ def _lines_by_tenant(period: Period, tenant_ids: list[int] | None) -> dict[int, 
     for credit in credits:
         rate = credit.rate_card.rate if credit.rate_card_id else None
         out[credit.tenant_id].append(
-            StatementLine(
+            Line(
                 kind=LineKind.CREDIT,
                 source_tenant_id=credit.tenant_id,
                 gpu_model_id=credit.gpu_model_id,
@@ -128,7 +148,7 @@ def compute_statements(period: Period, tenants: list[Tenant] | None = None) -> l
     own = _lines_by_tenant(period, scope_ids)
     path_of = {t.pk: t.path for t in everyone}
     # Each tenant's lines go to its own statement and to each ancestor's: walk up the path once per tenant.
-    subtree_lines: dict[int, list[StatementLine]] = defaultdict(list)
+    subtree_lines: dict[int, list[Line]] = defaultdict(list)
     for tenant_id, lines in own.items():
         for ancestor_id in (int(part) for part in path_of[tenant_id].strip("/").split("/") if part):
             subtree_lines[ancestor_id].extend(lines)
@@ -161,20 +181,16 @@ def save_statements(period: Period, statements: list[Statement]) -> int:
     """Replace the period's stored statements with `statements` (inside the caller's transaction)."""
     Statement.objects.filter(period=period).delete()
     saved = Statement.objects.bulk_create(statements, batch_size=1000)
-    lines = []
-    for statement, original in zip(saved, statements, strict=True):
-        for line in original.computed_lines:
-            lines.append(
-                StatementLine(statement=statement, **{f.attname: getattr(line, f.attname) for f in _LINE_FIELDS})
-            )
+    lines = [
+        StatementLine(statement=statement, **asdict(line))
+        for statement, original in zip(saved, statements, strict=True)
+        for line in original.computed_lines
+    ]
     StatementLine.objects.bulk_create(lines, batch_size=5000)
     return len(saved)
 
 
-_LINE_FIELDS = [f for f in StatementLine._meta.concrete_fields if f.name not in {"id", "statement"}]
-
-
-def lines_of(statement: Statement) -> list[StatementLine]:
+def lines_of(statement: Statement) -> list[StatementLine | Line]:
     """The lines of a stored statement, or of a computed (draft) one."""
     computed = getattr(statement, "computed_lines", None)
     if computed is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -19,7 +18,7 @@ from apps.chargeback.api.serializers import (
     SpendBudgetSerializer,
     StatementSerializer,
 )
-from apps.chargeback.exports import to_csv, to_json
+from apps.chargeback.exports import csv_response, to_json
 from apps.chargeback.models import Credit, Period, RateCard, SpendBudget, Statement
 from apps.core.api.views import ScopedViewSetMixin
 
@@ -52,12 +51,7 @@ class StatementViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(responses={(200, "text/csv"): str})
     @action(detail=True, methods=["get"])
     def csv(self, request, pk=None):
-        statement = self.get_object()
-        response = HttpResponse(to_csv(statement), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = (
-            f'attachment; filename="statement-{statement.tenant.slug}-{statement.period}.csv"'
-        )
-        return response
+        return csv_response(self.get_object())
 
 
 class PeriodViewSet(viewsets.ReadOnlyModelViewSet):
