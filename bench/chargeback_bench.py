@@ -219,10 +219,8 @@ def main() -> None:
     print(f"records: {records:,}; tenants: {len(statements)}; groups (baseline rows): {groups:,}; lines: {lines:,}")
     print(f"baseline GROUP BY:           {base_s * 1000:8.0f} ms (median of {REPEAT}, interleaved)")
     print(f"equivalent hand-written SQL: {same_s * 1000:8.0f} ms (same groups and sums as the statement, priced)")
-    print(
     ratios = f"ratio {stmt_s / base_s:.2f} (minimal) / {stmt_s / same_s:.2f} (equivalent)"
     print(f"compute_statements (100):    {stmt_s * 1000:8.0f} ms (median of {REPEAT})  {ratios}")
-    )
     print(f"save_statements (once):      {save_s * 1000:8.0f} ms")
     print(
         f"targets: statements <= 2000 ms: {'met' if stmt_s <= 2 else 'NOT met'}; "

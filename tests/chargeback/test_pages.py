@@ -1,4 +1,4 @@
-"""The chargeback pages: charts and waste scoped to the viewer, printable statements, periods, rate editor, tenant spend."""
+"""Chargeback pages: charts and waste scoped to the viewer, printable statements, periods, rates, tenant spend."""
 
 from __future__ import annotations
 
