@@ -44,19 +44,20 @@ def lost_run(credit: Credit, records: list[UsageRecord], floor=None) -> tuple[De
 
 def settle_credits(period: Period | None = None) -> int:
     """Settle pending credits whose cluster is metered past the interruption. Returns how many were settled."""
-    pending = Credit.objects.filter(state=CreditState.PENDING).select_related("workload")
+    pending = Credit.objects.filter(state=CreditState.PENDING)
     if period is not None:
         pending = pending.filter(period=period)
     marks = dict(MeterWatermark.objects.values_list("cluster_id", "metered_until"))
-    ready = [c for c in pending if (marks.get(c.workload.cluster_id) or c.interrupted_at) > c.interrupted_at]
+    ready = [c for c in pending if (marks.get(c.cluster_id) or c.interrupted_at) > c.interrupted_at]
     if not ready:
         return 0
     book = RateBook()
     with transaction.atomic():
         for credit in ready:
-            records = list(UsageRecord.objects.filter(workload_id=credit.workload_id, start__lt=credit.interrupted_at))
+            same = {"cluster_id": credit.cluster_id, "backend_id": credit.backend_id}
+            records = list(UsageRecord.objects.filter(**same, start__lt=credit.interrupted_at))
             floor = (
-                Credit.objects.filter(workload_id=credit.workload_id, interrupted_at__lt=credit.interrupted_at)
+                Credit.objects.filter(**same, interrupted_at__lt=credit.interrupted_at)
                 .order_by("-interrupted_at")
                 .values_list("interrupted_at", flat=True)
                 .first()

@@ -52,8 +52,9 @@ def meter_cluster(cluster_id: int) -> MeterResult:
     """Meter one cluster's usage since its watermark. Safe to run concurrently and to repeat."""
     cluster = Cluster.objects.get(pk=cluster_id)
     mark = MeterWatermark.objects.filter(cluster=cluster).first()
-    since = mark.metered_until if mark else cluster.created_at
     called_at = backend_now(cluster)
+    # First run: from the cluster's creation, or from its own clock if that is earlier (a replayed simulation).
+    since = mark.metered_until if mark else min(cluster.created_at, called_at)
     try:
         usage = get_backend(cluster).usage_since(since)
     except BackendError as exc:

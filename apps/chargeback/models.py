@@ -172,16 +172,19 @@ class CreditQuerySet(TenantScopedQuerySet):
 class Credit(models.Model):
     """GPU time lost to a hardware fault: the interrupted run's GPU time since its last checkpoint or start.
 
-    `interrupted_at` is in the backend's clock (as usage records are). The incident is linked by
+    `interrupted_at` is in the backend's clock (as usage records are). Keyed by the backend's workload
+    id, so work submitted outside the console (an sbatch on the cluster) is credited too. The incident is linked by
     reference (`incident_ref`, `incident_url`) so the health app's incidents can point here without a
     foreign key in either direction.
     """
 
-    workload = models.ForeignKey("workloads.Workload", on_delete=models.PROTECT, related_name="+")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="+")
+    backend_id = models.CharField(max_length=253, help_text="the interrupted workload as the backend names it")
+    workload = models.ForeignKey("workloads.Workload", null=True, on_delete=models.SET_NULL, related_name="+")
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
-    queue = models.ForeignKey("tenancy.Queue", on_delete=models.PROTECT, related_name="+")
-    tier = models.ForeignKey("tenancy.PriorityTier", on_delete=models.PROTECT, related_name="+")
-    gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
+    queue = models.ForeignKey("tenancy.Queue", null=True, on_delete=models.PROTECT, related_name="+")
+    tier = models.ForeignKey("tenancy.PriorityTier", null=True, on_delete=models.PROTECT, related_name="+")
+    gpu_model = models.ForeignKey("fleet.GpuModel", null=True, on_delete=models.PROTECT, related_name="+")
     period = models.ForeignKey(Period, on_delete=models.PROTECT, related_name="credits")
     rate_card = models.ForeignKey(RateCard, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     interrupted_at = models.DateTimeField()
@@ -201,11 +204,13 @@ class Credit(models.Model):
     class Meta:
         ordering = ["-interrupted_at"]
         constraints = [
-            models.UniqueConstraint(fields=["workload", "interrupted_at"], name="credit_one_per_interruption"),
+            models.UniqueConstraint(
+                fields=["cluster", "backend_id", "interrupted_at"], name="credit_one_per_interruption"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"credit {self.workload_id} at {self.interrupted_at:%Y-%m-%d %H:%M}"
+        return f"credit {self.backend_id} at {self.interrupted_at:%Y-%m-%d %H:%M}"
 
 
 class SpendBudget(models.Model):

@@ -327,18 +327,33 @@ def credit_interruptions(
         raise Conflict(
             f"Period {period} is closed; credits for it cannot be added.", {"interrupted_at": "Closed period."}
         )
-    workloads = list(Workload.objects.filter(cluster=cluster, backend_name__in=backend_ids))
+    # Whose work it was: the console's workload, else the latest metered usage of that backend id.
+    owners = {
+        w.backend_name: (w.pk, w.tenant_id, w.queue_id, w.tier_id, w.gpu_model_id)
+        for w in Workload.objects.filter(cluster=cluster, backend_name__in=backend_ids)
+    }
+    for backend_id, tenant_id, queue_id, tier_id, model_id in (
+        UsageRecord.objects.filter(cluster=cluster, backend_id__in=set(backend_ids) - set(owners), tenant__isnull=False)
+        .order_by("start")
+        .values_list("backend_id", "tenant_id", "queue_id", "tier_id", "gpu_model_id")
+    ):
+        owners[backend_id] = (None, tenant_id, queue_id, tier_id, model_id)
     created = []
     with transaction.atomic():
-        for workload in workloads:
+        for backend_id in backend_ids:
+            if backend_id not in owners:
+                continue  # nothing metered and no console workload: no tenant to credit
+            workload_id, tenant_id, queue_id, tier_id, model_id = owners[backend_id]
             credit, new = Credit.objects.get_or_create(
-                workload=workload,
+                cluster=cluster,
+                backend_id=backend_id,
                 interrupted_at=interrupted_at,
                 defaults={
-                    "tenant_id": workload.tenant_id,
-                    "queue_id": workload.queue_id,
-                    "tier_id": workload.tier_id,
-                    "gpu_model_id": workload.gpu_model_id,
+                    "workload_id": workload_id,
+                    "tenant_id": tenant_id,
+                    "queue_id": queue_id,
+                    "tier_id": tier_id,
+                    "gpu_model_id": model_id,
                     "period": period,
                     "checkpoint_at": checkpoint_at,
                     "reason": reason.strip()[:500],
@@ -360,7 +375,7 @@ def credit_interruptions(
                 after={
                     "cluster": cluster.name,
                     "interrupted_at": interrupted_at,
-                    "workloads": [c.workload_id for c in created],
+                    "workloads": [c.backend_id for c in created],
                     "incident_ref": incident_ref,
                     "incident_url": incident_url,
                 },

@@ -86,7 +86,8 @@ def usage_groups(period: Period, tenant_ids: list[int] | None = None) -> list[tu
         params += list(tenant_ids)
     with connection.cursor() as cursor:
         cursor.execute(_USAGE_SQL.format(tenant_filter=tenant_filter), params)
-        return [(*row[:5], Decimal(row[5]), Decimal(row[6])) for row in cursor.fetchall()]
+        # str(): SQLite (the demo) may hand back floats; PostgreSQL hands back Decimals.
+        return [(*row[:5], Decimal(str(row[5])), Decimal(str(row[6]))) for row in cursor.fetchall()]
 
 
 def _lines_by_tenant(period: Period, tenant_ids: list[int] | None) -> dict[int, list[Line]]:

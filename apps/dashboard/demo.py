@@ -83,6 +83,9 @@ def seed_fleet(admin) -> None:
         )
     sync_inventory(cluster.pk)
     seed_quotas(admin, cluster)
+    from apps.chargeback.demo import seed_chargeback
+
+    seed_chargeback(admin)  # rates, spend budgets, last month's spend replayed and its period closed
 
 
 # (tenant, queue, namespace, {model: (guaranteed, borrow_limit, lend_limit)})

@@ -86,7 +86,7 @@ class SpendBudgetSerializer(StrictModelSerializer):
 
 class CreditSerializer(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    workload = serializers.CharField(source="workload.backend_name", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
     period = serializers.CharField(source="period.label", read_only=True)
 
@@ -95,6 +95,8 @@ class CreditSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "tenant",
+            "cluster",
+            "backend_id",
             "workload",
             "gpu_model",
             "period",

@@ -122,7 +122,7 @@ class CreditViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
 
     model = Credit
     serializer_class = CreditSerializer
-    select_related = ("tenant", "workload", "gpu_model", "period")
+    select_related = ("tenant", "cluster", "gpu_model", "period")
 
     @extend_schema(request=CreditRequestSerializer, responses=CreditSerializer(many=True))
     def create(self, request, *args, **kwargs):
