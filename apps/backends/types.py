@@ -192,6 +192,9 @@ class UsageRecord:
     # Where it ran, when the backend knows (GPUs of one record hold the same share each); chargeback
     # reads these GPUs' utilization to find idle time. Empty: no idle-waste figure for this record.
     placements: list[Placement] = field(default_factory=list)
+    # When this run started (a requeued workload runs again from a new start), when the backend knows:
+    # tells a run cut short by a fault from the restart that may follow at the same instant.
+    run_started_at: datetime | None = None
 
     @property
     def gpu_seconds(self) -> float:

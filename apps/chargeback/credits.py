@@ -2,8 +2,9 @@
 
 A credit is created pending (services.credit_interruptions) with the interruption instant in the
 backend's clock. Once the cluster's usage is metered past that instant, the run is read back from
-the workload's usage records: the contiguous chain of records ending at or before the interruption
-(a gap, an earlier credited interruption or the last checkpoint ends the walk back). Its GPU-seconds
+the workload's usage records: the contiguous chain of records of one run (when the backend reports
+runs) ending at or before the interruption (a gap, another run, an earlier credited interruption or
+the last checkpoint ends the walk back). Its GPU-seconds
 are the credit, priced by the rate card in force at the interruption.
 """
 
@@ -20,14 +21,31 @@ from apps.chargeback.models import Credit, CreditState, MeterWatermark, Period, 
 from apps.chargeback.rates import RateBook
 
 
-def lost_run(credit: Credit, records: list[UsageRecord], floor=None) -> tuple[Decimal, Decimal, object]:
-    """(GPU-seconds, GPUs, run start) of the run the interruption ended, from the workload's records."""
-    chain = sorted((r for r in records if r.end <= credit.interrupted_at), key=lambda r: r.start, reverse=True)
+def lost_run(
+    credit: Credit, records: list[UsageRecord], floor=None, going_on: set | frozenset = frozenset()
+) -> tuple[Decimal, Decimal, object]:
+    """(GPU-seconds, GPUs, run start) of the run the interruption ended, from the workload's records.
+
+    `going_on`: runs (by start) that still have usage after the interruption, i.e. a restart, not the
+    run that was cut short.
+    """
+    chain = sorted(
+        (
+            r
+            for r in records
+            if r.end <= credit.interrupted_at and (r.run_started_at is None or r.run_started_at not in going_on)
+        ),
+        key=lambda r: r.start,
+        reverse=True,
+    )
     limit = max((t for t in (floor, credit.checkpoint_at) if t is not None), default=None)
     total, gpus, start, previous_start = Decimal(0), Decimal(0), None, None
+    run = chain[0].run_started_at if chain else None
     for record in chain:
         if previous_start is not None and record.end != previous_start:
             break  # a gap: the run started at previous_start
+        if run is not None and record.run_started_at != run:
+            break  # the previous run, ended exactly where this one started
         if limit is not None and record.end <= limit:
             break
         if limit is not None and record.start < limit:
@@ -62,7 +80,12 @@ def settle_credits(period: Period | None = None) -> int:
                 .values_list("interrupted_at", flat=True)
                 .first()
             )
-            seconds, gpus, start = lost_run(credit, records, floor)
+            going_on = set(
+                UsageRecord.objects.filter(**same, end__gt=credit.interrupted_at, run_started_at__isnull=False)
+                .values_list("run_started_at", flat=True)
+                .distinct()
+            )
+            seconds, gpus, start = lost_run(credit, records, floor, going_on)
             credit.gpu_seconds, credit.gpus, credit.run_started_at = seconds, gpus, start
             credit.rate_card = book.card_for(credit.gpu_model_id, credit.tier_id, credit.interrupted_at)
             credit.state = CreditState.SETTLED

@@ -168,6 +168,7 @@ def build_records(cluster: Cluster, usage: list[BackendUsage], since: datetime) 
                     backend_model=record.gpu_model[:100],
                     start=piece_start,
                     end=piece_end,
+                    run_started_at=record.run_started_at,
                     gpus=to_decimal(gpus),
                     seconds=to_decimal(seconds, SECOND_PLACES),
                     gpu_seconds=to_decimal(gpus * seconds, SECOND_PLACES),

@@ -131,6 +131,7 @@ class UsageRecord(models.Model):
     backend_model = models.CharField(max_length=100, help_text="the GPU model as the backend named it")
     start = models.DateTimeField()
     end = models.DateTimeField()
+    run_started_at = models.DateTimeField(null=True, help_text="start of the run this is part of, when known")
     gpus = models.DecimalField(max_digits=14, decimal_places=9)
     seconds = models.DecimalField(max_digits=14, decimal_places=6)
     gpu_seconds = models.DecimalField(max_digits=20, decimal_places=6)

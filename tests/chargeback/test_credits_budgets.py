@@ -34,6 +34,7 @@ def test_a_drain_for_a_fault_credits_the_run_since_its_start(fleet, personas, dj
     node = workload.placements[0]["node"]
     result = get_backend(cluster).drain(node, "XID 79: GPU fell off the bus")
     assert workload.backend_name in result.evicted
+    meter_cluster(cluster.pk)  # the evicted job may restart elsewhere at once: its new run is metered too
     with pytest.raises(Forbidden):
         chargeback.credit_drain(fresh(personas.tenant_admin_a), cluster, result, reason="XID 79")
     (credit,) = chargeback.credit_drain(

@@ -197,6 +197,7 @@ def usage_since(engine: Engine, since: datetime) -> list[UsageRecord]:
                 start=start,
                 end=end,
                 placements=[Placement(node=a.node, gpu_indexes=list(a.gpu_indexes)) for a in allocations],
+                run_started_at=started_at,
             )
         )
     return records
