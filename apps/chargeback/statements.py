@@ -31,6 +31,8 @@ from apps.chargeback.models import (
 from apps.tenancy.models import Tenant
 
 HOUR_PLACES = Decimal("0.000001")
+ZERO_HOURS = Decimal("0.000000")
+ZERO_MONEY = Decimal("0.00")
 
 
 @dataclass(slots=True)
@@ -69,7 +71,7 @@ _USAGE_SQL = """
 SELECT tenant_id, gpu_model_id, queue_id, tier_id, rate_card_id,
        SUM(gpu_seconds), COALESCE(SUM(idle_gpu_seconds), 0)
 FROM chargeback_usagerecord
-WHERE period_id = %s AND tenant_id IS NOT NULL{tenant_filter}
+WHERE period_id = %s{tenant_filter}
 GROUP BY tenant_id, gpu_model_id, queue_id, tier_id, rate_card_id
 """
 
@@ -86,8 +88,12 @@ def usage_groups(period: Period, tenant_ids: list[int] | None = None) -> list[tu
         params += list(tenant_ids)
     with connection.cursor() as cursor:
         cursor.execute(_USAGE_SQL.format(tenant_filter=tenant_filter), params)
-        # str(): SQLite (the demo) may hand back floats; PostgreSQL hands back Decimals.
-        return [(*row[:5], Decimal(str(row[5])), Decimal(str(row[6]))) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    # Unattributed usage (no tenant) is on no tenant's statement. SQLite (the demo) may hand back
+    # floats for the sums: through str() they become the decimals they print as.
+    if connection.vendor == "postgresql":
+        return [row for row in rows if row[0] is not None]
+    return [(*row[:5], Decimal(str(row[5])), Decimal(str(row[6]))) for row in rows if row[0] is not None]
 
 
 def _lines_by_tenant(period: Period, tenant_ids: list[int] | None) -> dict[int, list[Line]]:
@@ -106,8 +112,8 @@ def _lines_by_tenant(period: Period, tenant_ids: list[int] | None) -> dict[int, 
                 rate=rate,
                 gpu_hours=hours(gpu_seconds),
                 amount=priced(gpu_seconds, rate),
-                idle_gpu_hours=hours(idle_seconds),
-                idle_amount=priced(idle_seconds, rate),
+                idle_gpu_hours=hours(idle_seconds) if idle_seconds else ZERO_HOURS,
+                idle_amount=priced(idle_seconds, rate) if idle_seconds else ZERO_MONEY,
                 note="" if rate is not None else "no rate card for this GPU model and tier",
             )
         )
@@ -148,34 +154,55 @@ def compute_statements(period: Period, tenants: list[Tenant] | None = None) -> l
         scope_ids = [t.pk for t in everyone if any(t.path.startswith(p) for p in prefixes)]
     own = _lines_by_tenant(period, scope_ids)
     path_of = {t.pk: t.path for t in everyone}
-    # Each tenant's lines go to its own statement and to each ancestor's: walk up the path once per tenant.
+    # Each tenant's lines and subtotals go to its own statement and to each ancestor's: one walk up
+    # the path per tenant, so the work grows with lines + tenants × depth, not lines × depth.
     subtree_lines: dict[int, list[Line]] = defaultdict(list)
+    subtree_totals: dict[int, list[Decimal]] = {}
     for tenant_id, lines in own.items():
+        totals = _totals(lines)
         for ancestor_id in (int(part) for part in path_of[tenant_id].strip("/").split("/") if part):
             subtree_lines[ancestor_id].extend(lines)
+            if ancestor_id in subtree_totals:
+                subtree_totals[ancestor_id] = [a + b for a, b in zip(subtree_totals[ancestor_id], totals, strict=True)]
+            else:
+                subtree_totals[ancestor_id] = list(totals)
     now = timezone.now()
     currency = settings.CHARGEBACK_CURRENCY
+    empty = _totals([])
     out = []
     for tenant in tenants:
-        lines = subtree_lines.get(tenant.pk, [])
-        usage = [line for line in lines if line.kind == LineKind.USAGE]
-        credit = [line for line in lines if line.kind == LineKind.CREDIT]
+        gpu_hours, usage, credit_hours, credit, idle_hours, idle = subtree_totals.get(tenant.pk, empty)
         statement = Statement(
             period=period,
             tenant=tenant,
             currency=currency,
-            gpu_hours=sum((line.gpu_hours for line in usage), Decimal(0)),
-            usage_amount=sum((line.amount for line in usage), Decimal("0.00")),
-            credit_gpu_hours=-sum((line.gpu_hours for line in credit), Decimal(0)),
-            credit_amount=-sum((line.amount for line in credit), Decimal("0.00")),
-            idle_gpu_hours=sum((line.idle_gpu_hours for line in usage), Decimal(0)),
-            idle_amount=sum((line.idle_amount for line in usage), Decimal("0.00")),
-            total=sum((line.amount for line in lines), Decimal("0.00")),
+            gpu_hours=gpu_hours,
+            usage_amount=usage,
+            credit_gpu_hours=credit_hours,
+            credit_amount=credit,
+            idle_gpu_hours=idle_hours,
+            idle_amount=idle,
+            total=usage - credit,
             computed_at=now,
         )
-        statement.computed_lines = lines
+        statement.computed_lines = subtree_lines.get(tenant.pk, [])
         out.append(statement)
     return out
+
+
+def _totals(lines: list[Line]) -> list[Decimal]:
+    """[GPU-hours, usage amount, credited GPU-hours, credit amount, idle GPU-hours, idle amount] of `lines`."""
+    hours_, usage, credit_hours, credit, idle_hours, idle = (Decimal(0),) * 6
+    for line in lines:
+        if line.kind == LineKind.USAGE:
+            hours_ += line.gpu_hours
+            usage += line.amount
+            idle_hours += line.idle_gpu_hours
+            idle += line.idle_amount
+        else:
+            credit_hours -= line.gpu_hours
+            credit -= line.amount
+    return [hours_, usage, credit_hours, credit, idle_hours, idle]
 
 
 def save_statements(period: Period, statements: list[Statement]) -> int:
