@@ -30,8 +30,10 @@ budget_threshold_crossed = django.dispatch.Signal()
 RUN_RATE_WINDOW = timedelta(days=3)
 
 
-def _cost_by_tenant(period: Period, since: datetime | None = None) -> dict[int, Decimal]:
+def _cost_by_tenant(period: Period, since: datetime | None = None, within: Tenant | None = None) -> dict[int, Decimal]:
     rows = UsageRecord.objects.filter(period=period, tenant__isnull=False)
+    if within is not None:  # one subtree: the (period, tenant) index reads only its rows
+        rows = rows.filter(tenant_id__in=Tenant.objects.subtree_of(within).values("id"))
     if since is not None:
         rows = rows.filter(start__gte=since)
     priced = rows.values("tenant_id").annotate(
@@ -40,9 +42,9 @@ def _cost_by_tenant(period: Period, since: datetime | None = None) -> dict[int, 
     return {r["tenant_id"]: Decimal(r["cost"] or 0) / SECONDS_PER_HOUR for r in priced}
 
 
-def subtree_costs(period: Period, since: datetime | None = None) -> dict[int, Decimal]:
-    """Each tenant's subtree cost in `period` (unrounded), from one grouped query."""
-    own = _cost_by_tenant(period, since)
+def subtree_costs(period: Period, since: datetime | None = None, within: Tenant | None = None) -> dict[int, Decimal]:
+    """Each tenant's subtree cost in `period` (unrounded), from one grouped query (of `within`'s subtree only)."""
+    own = _cost_by_tenant(period, since, within)
     path_of = dict(Tenant.objects.values_list("id", "path"))
     out: dict[int, Decimal] = {}
     for tenant_id, cost in own.items():
@@ -87,8 +89,8 @@ def forecast(cost_to_date: Decimal, recent: Decimal, period: Period, now: dateti
 def spend_of(tenant: Tenant, now: datetime | None = None) -> Spend:
     now = now or timezone.now()
     period = current_period(now)
-    costs = subtree_costs(period)
-    recent = subtree_costs(period, since=max(period.start, now - RUN_RATE_WINDOW))
+    costs = subtree_costs(period, within=tenant)
+    recent = subtree_costs(period, since=max(period.start, now - RUN_RATE_WINDOW), within=tenant)
     cost = costs.get(tenant.pk, Decimal(0))
     return Spend(
         tenant=tenant,
