@@ -195,7 +195,7 @@ def _celery_queue_depth() -> int | None:
         with app.connection_for_read() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
             return conn.default_channel.queue_declare(queue="celery", durable=True, auto_delete=False).message_count
-    except Exception:
+    except Exception:  # a broker that does not answer leaves the series out (readyz says why)
         logger.warning("metrics: Celery queue depth unavailable", exc_info=True)
         return None
 
@@ -209,7 +209,7 @@ class ConsoleCollector:
         for part in (_workload_families, _quota_family, _fleet_families, _pipeline_families):
             try:
                 result = part()
-            except Exception:
+            except Exception:  # one broken part must not hide the others
                 logger.exception("metrics: %s failed", part.__name__)
                 errors += 1
                 continue

@@ -27,7 +27,7 @@ def _check(name: str, probe) -> dict:
     start = time.perf_counter()
     try:
         detail = probe() or ""
-    except Exception as exc:
+    except Exception as exc:  # any failure is what the probe reports
         return {"name": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
     return {"name": name, "ok": True, "ms": round((time.perf_counter() - start) * 1000, 1), "detail": detail}
 
