@@ -19,7 +19,7 @@ from django.db.models import DecimalField, F, Sum
 from django.utils import timezone
 
 from apps.audit.services import record_event
-from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, SpendBudget, UsageRecord
+from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, SpendBudget, UsageDay
 from apps.chargeback.periods import current_period
 from apps.chargeback.statements import money
 from apps.core.errors import Conflict
@@ -31,11 +31,11 @@ RUN_RATE_WINDOW = timedelta(days=3)
 
 
 def _cost_by_tenant(period: Period, since: datetime | None = None, within: Tenant | None = None) -> dict[int, Decimal]:
-    rows = UsageRecord.objects.filter(period=period, tenant__isnull=False)
-    if within is not None:  # one subtree: the (period, tenant) index reads only its rows
+    rows = UsageDay.objects.filter(period=period, tenant__isnull=False)
+    if within is not None:
         rows = rows.filter(tenant_id__in=Tenant.objects.subtree_of(within).values("id"))
-    if since is not None:
-        rows = rows.filter(start__gte=since)
+    if since is not None:  # whole days: the run rate is a per-day figure
+        rows = rows.filter(day__gte=since.date())
     priced = rows.values("tenant_id").annotate(
         cost=Sum(F("gpu_seconds") * F("rate_card__rate"), output_field=DecimalField(max_digits=30, decimal_places=12))
     )

@@ -27,6 +27,7 @@ from apps.chargeback.fractions import SECOND_PLACES, exact_seconds, held_gpus, t
 from apps.chargeback.models import MeterWatermark, Period, UsageRecord
 from apps.chargeback.periods import period_for, split_points
 from apps.chargeback.rates import RateBook
+from apps.chargeback.rollup import rebuild_days, touched
 from apps.chargeback.waste import assess_waste
 from apps.fleet.inventory import ModelResolver
 from apps.fleet.models import Cluster, GpuModel
@@ -86,6 +87,7 @@ def meter_cluster(cluster_id: int) -> MeterResult:
         before = fresh.count()
         UsageRecord.objects.bulk_create(keep, ignore_conflicts=True, batch_size=2000)
         result.inserted = fresh.count() - before
+        rebuild_days(touched(keep))
         result.unattributed = sum(1 for r in keep if r.tenant_id is None)
         # Everything before the call was reported; running work was reported up to the backend's now.
         locked.metered_until = max(since, called_at, *(u.end for u in usage))

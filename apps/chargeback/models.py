@@ -155,10 +155,42 @@ class UsageRecord(models.Model):
             models.Index(fields=["workload", "end"], name="usage_workload_end"),
             models.Index(fields=["gpu_model", "start"], name="usage_model_start"),
             models.Index(fields=["cluster", "end"], name="usage_cluster_end"),
+            models.Index(fields=["cluster", "start"], name="usage_cluster_start"),
         ]
 
     def __str__(self) -> str:
         return f"{self.backend_id} {self.gpus} × {self.backend_model} {self.start:%Y-%m-%d %H:%M}–{self.end:%H:%M}"
+
+
+class UsageDay(models.Model):
+    """Usage records summed per cluster, UTC day and statement key: what statements, charts and budgets read.
+
+    Rebuilt from the records for every (cluster, day) that metering or a rate change touches, in the
+    same transaction (rollup.py), so it always equals the records' sums; a month of 1.5 M records is a
+    few hundred thousand rows here. Locked with its period like the records.
+    """
+
+    period = models.ForeignKey(Period, on_delete=models.PROTECT, related_name="+")
+    day = models.DateField()
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey("tenancy.Tenant", null=True, on_delete=models.PROTECT, related_name="+")
+    queue = models.ForeignKey("tenancy.Queue", null=True, on_delete=models.PROTECT, related_name="+")
+    tier = models.ForeignKey("tenancy.PriorityTier", null=True, on_delete=models.PROTECT, related_name="+")
+    gpu_model = models.ForeignKey("fleet.GpuModel", null=True, on_delete=models.PROTECT, related_name="+")
+    rate_card = models.ForeignKey(RateCard, null=True, on_delete=models.PROTECT, related_name="+")
+    gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6)
+    idle_gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6)
+    used_gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6)
+    records = models.PositiveIntegerField()
+
+    objects = UsageQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["day", "id"]
+        indexes = [models.Index(fields=["period", "day", "cluster"], name="usageday_period_day")]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.tenant_id}/{self.gpu_model_id}: {self.gpu_seconds} GPU-s"
 
 
 class CreditState(models.TextChoices):

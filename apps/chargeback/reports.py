@@ -1,7 +1,7 @@
 """What the chargeback pages chart: spend per day by tenant and GPU model, allocation against use, idle waste.
 
-Every figure is one grouped query over the period's usage records of the tenants the viewer may
-see (records are split at UTC midnights, so a record's day is its start's day).
+Every figure is one grouped query over the period's per-day usage rollup (the top idle workloads:
+over its usage records) of the tenants the viewer may see.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from collections import defaultdict
 from decimal import Decimal
 
 from django.db.models import DecimalField, F, Sum
-from django.db.models.functions import TruncDate
 
-from apps.chargeback.models import SECONDS_PER_HOUR, Period, UsageRecord
+from apps.chargeback.models import SECONDS_PER_HOUR, Period, UsageDay, UsageRecord
 from apps.chargeback.statements import money
 
 _COST = Sum(F("gpu_seconds") * F("rate_card__rate"), output_field=DecimalField(max_digits=30, decimal_places=12))
@@ -20,6 +19,11 @@ _IDLE_COST = Sum(
     F("idle_gpu_seconds") * F("rate_card__rate"), output_field=DecimalField(max_digits=30, decimal_places=12)
 )
 TOP = 10
+
+
+def _days(period: Period, tenant_ids: set[int] | None):
+    rows = UsageDay.objects.filter(period=period, tenant__isnull=False)
+    return rows if tenant_ids is None else rows.filter(tenant_id__in=tenant_ids)
 
 
 def _records(period: Period, tenant_ids: set[int] | None):
@@ -38,13 +42,7 @@ def _hours(value) -> float:
 
 def spend_by_day(period: Period, tenant_ids: set[int] | None, key: str) -> list[dict]:
     """Plotly bar traces: one per `key` value (tenant__slug or gpu_model__code), the top ones by spend."""
-    rows = (
-        _records(period, tenant_ids)
-        .annotate(day=TruncDate("start"))
-        .values("day", key)
-        .annotate(cost=_COST)
-        .order_by("day")
-    )
+    rows = _days(period, tenant_ids).values("day", key).annotate(cost=_COST).order_by("day")
     series: dict[str, dict] = defaultdict(dict)
     totals: dict[str, Decimal] = defaultdict(Decimal)
     for row in rows:
@@ -56,8 +54,7 @@ def spend_by_day(period: Period, tenant_ids: set[int] | None, key: str) -> list[
 
 def allocation_vs_use(period: Period, tenant_ids: set[int] | None) -> list[dict]:
     rows = (
-        _records(period, tenant_ids)
-        .annotate(day=TruncDate("start"))
+        _days(period, tenant_ids)
         .values("day")
         .annotate(allocated=Sum("gpu_seconds"), used=Sum("used_gpu_seconds"), idle=Sum("idle_gpu_seconds"))
         .order_by("day")
@@ -85,7 +82,7 @@ def allocation_vs_use(period: Period, tenant_ids: set[int] | None) -> list[dict]
 def waste_by_tenant(period: Period, tenant_ids: set[int] | None) -> list[dict]:
     """Per tenant: GPU-hours, idle GPU-hours and idle cost, most wasteful first."""
     rows = (
-        _records(period, tenant_ids)
+        _days(period, tenant_ids)
         .values("tenant__slug")
         .annotate(gpu=Sum("gpu_seconds"), idle=Sum("idle_gpu_seconds"), cost=_COST, idle_cost=_IDLE_COST)
         .order_by("-idle_cost", "tenant__slug")

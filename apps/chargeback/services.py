@@ -33,6 +33,7 @@ from apps.chargeback.models import (
 )
 from apps.chargeback.periods import period_for
 from apps.chargeback.rates import RateBook
+from apps.chargeback.rollup import days_of, rebuild_days
 from apps.chargeback.statements import compute_statements, save_statements
 from apps.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from apps.fleet.models import Cluster, GpuModel
@@ -114,6 +115,7 @@ def set_rate(
 def reprice_open_usage(gpu_model: GpuModel, effective_from: datetime) -> int:
     """Split open-period records of `gpu_model` that straddle `effective_from` and re-point every later one's card."""
     open_q = Q(gpu_model=gpu_model, period__state=PeriodState.OPEN)
+    days = days_of(UsageRecord.objects.filter(open_q, end__gt=effective_from))
     straddling = list(UsageRecord.objects.filter(open_q, start__lt=effective_from, end__gt=effective_from))
     if straddling:
         split_records(straddling, effective_from)
@@ -129,6 +131,7 @@ def reprice_open_usage(gpu_model: GpuModel, effective_from: datetime) -> int:
             if right is not None:
                 rows = rows.filter(start__lt=right)
             count += rows.update(rate_card=card)
+    rebuild_days(days)
     return count
 
 

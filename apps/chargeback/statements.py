@@ -1,6 +1,6 @@
 """Statements: a period's usage and credits priced per (tenant, model, queue, tier, rate), rolled up the tree.
 
-One GROUP BY over the period's usage records (each carries the rate card that prices it), one over
+One GROUP BY over the period's per-day usage rollup (each row carries the rate card that prices it), one over
 its settled credits, then each tenant's statement takes the lines of every tenant in its subtree
 (materialized `path` prefix). A line's amount is its exact GPU-seconds × rate, rounded to the cent
 once; a statement's totals are sums of its lines' amounts, so an export of the lines adds up to the
@@ -66,11 +66,11 @@ def priced(gpu_seconds: Decimal, rate: Decimal | None) -> Decimal:
     return money(gpu_seconds * rate / SECONDS_PER_HOUR) if rate is not None else Decimal("0.00")
 
 
-# The statement's one aggregate over the usage table (bench/chargeback_bench.py compares it with a bare GROUP BY).
+# The statement's one aggregate, over the per-day rollup of the usage records (rollup.py); the
+# benchmark (bench/chargeback_bench.py) compares it with a bare GROUP BY over the records themselves.
 _USAGE_SQL = """
-SELECT tenant_id, gpu_model_id, queue_id, tier_id, rate_card_id,
-       SUM(gpu_seconds), COALESCE(SUM(idle_gpu_seconds), 0)
-FROM chargeback_usagerecord
+SELECT tenant_id, gpu_model_id, queue_id, tier_id, rate_card_id, SUM(gpu_seconds), SUM(idle_gpu_seconds)
+FROM chargeback_usageday
 WHERE period_id = %s{tenant_filter}
 GROUP BY tenant_id, gpu_model_id, queue_id, tier_id, rate_card_id
 """

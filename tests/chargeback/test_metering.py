@@ -13,10 +13,11 @@ from apps.backends.models import SimAllocation
 from apps.chargeback import services as chargeback
 from apps.chargeback.fractions import exact_seconds, hami_share, mig_share, time_slice_share, worker_share
 from apps.chargeback.metering import meter_cluster
-from apps.chargeback.models import MeterWatermark, Period, UsageRecord
+from apps.chargeback.models import MeterWatermark, Period, UsageDay, UsageRecord
 from apps.chargeback.periods import month_start
 from apps.core.errors import Conflict
 from tests.chargeback.conftest import advance, before_month_end, run, set_sim_time
+from tests.chargeback.test_statements import rollup_matches_records
 
 
 def truth_gpu_seconds(cluster) -> Fraction:
@@ -64,6 +65,7 @@ def test_metering_twice_never_double_counts(fleet, personas, django_capture_on_c
     replay = meter_cluster(cluster.pk)
     assert replay.ok and replay.inserted == 0
     assert UsageRecord.objects.aggregate(s=Sum("gpu_seconds"))["s"] == total
+    assert UsageDay.objects.aggregate(s=Sum("gpu_seconds"))["s"] == total and rollup_matches_records()
 
 
 def test_mig_slices_are_priced_as_their_share(fleet, personas, django_capture_on_commit_callbacks):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import defaultdict
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
@@ -15,8 +17,9 @@ from apps.backends.types import UsageRecord as BackendUsage
 from apps.chargeback import services as chargeback
 from apps.chargeback.exports import to_csv
 from apps.chargeback.metering import build_records
-from apps.chargeback.models import Period, Statement, UsageRecord
+from apps.chargeback.models import Period, Statement, UsageDay, UsageRecord
 from apps.chargeback.periods import month_start, next_month
+from apps.chargeback.rollup import rebuild_days, touched
 from apps.chargeback.statements import compute_statements
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 from tests.utils.personas import fresh
@@ -29,7 +32,23 @@ def last_month() -> datetime:
 def ingest(cluster, usage: list[BackendUsage]) -> list[UsageRecord]:
     """What metering does with a backend's answer, for records whose times the test chooses."""
     rows = build_records(cluster, usage, min(u.start for u in usage))
-    return UsageRecord.objects.bulk_create(rows)
+    with transaction.atomic():
+        created = UsageRecord.objects.bulk_create(rows)
+        rebuild_days(touched(rows))
+    return created
+
+
+def rollup_matches_records() -> bool:
+    """The per-day rollup holds exactly the records' sums, per day and statement key."""
+    keys = ("cluster_id", "tenant_id", "queue_id", "tier_id", "gpu_model_id", "rate_card_id")
+    records = defaultdict(Decimal)
+    for row in UsageRecord.objects.values(*keys, "start", "gpu_seconds"):
+        records[(*[row[k] for k in keys], row["start"].date())] += row["gpu_seconds"]
+    days = {
+        (*[row[k] for k in keys], row["day"]): row["gpu_seconds"]
+        for row in UsageDay.objects.values(*keys, "day", "gpu_seconds")
+    }
+    return bool(records) and dict(records) == days
 
 
 def usage(tenant, queue, model, gpus, start, hours, name="job") -> BackendUsage:
@@ -51,6 +70,7 @@ def test_a_mid_month_rate_change_applies_from_its_effective_time(fleet):
     records = list(UsageRecord.objects.order_by("start"))
     assert [r.end for r in records][:-1] == [r.start for r in records][1:] and change in [r.start for r in records]
     assert {(r.start < change, r.rate_card.rate) for r in records} == {(True, Decimal("2.5")), (False, Decimal("3.1"))}
+    assert rollup_matches_records()
     (statement,) = compute_statements(Period.objects.get(start=last_month()), [fleet["queues"]["a-team"].tenant])
     assert statement.gpu_hours == Decimal(80)
     assert statement.usage_amount == Decimal("8") * 4 * Decimal("2.50") + Decimal("8") * 6 * Decimal("3.10")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import transaction
 from playwright.sync_api import Page, expect
 
 from apps.backends.simulator.services import create_simulated_cluster
@@ -13,6 +14,7 @@ from apps.chargeback import services as chargeback
 from apps.chargeback.metering import build_records
 from apps.chargeback.models import MeterWatermark, UsageRecord
 from apps.chargeback.periods import month_start, next_month
+from apps.chargeback.rollup import rebuild_days, touched
 from apps.fleet.models import GpuModel
 from apps.tenancy import services as tenancy
 from tests.e2e.browser import PageProblems, log_in, screenshot
@@ -47,7 +49,10 @@ def last_month_of_usage(personas_live):
         for day in range(0, 28, 2)
         for slug, gpus in (("a", 2), ("a-team", 8))
     ]
-    UsageRecord.objects.bulk_create(build_records(cluster, usage, start))
+    rows = build_records(cluster, usage, start)
+    with transaction.atomic():
+        UsageRecord.objects.bulk_create(rows)
+        rebuild_days(touched(rows))
     MeterWatermark.objects.create(cluster=cluster, metered_until=next_month(start))
     return start
 

@@ -33,7 +33,7 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql;
 """
-TABLES = ("chargeback_usagerecord", "chargeback_credit")
+TABLES = ("chargeback_usagerecord", "chargeback_usageday", "chargeback_credit")
 
 
 def forwards(apps, schema_editor):
