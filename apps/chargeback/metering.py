@@ -27,7 +27,7 @@ from apps.chargeback.fractions import SECOND_PLACES, exact_seconds, held_gpus, t
 from apps.chargeback.models import MeterWatermark, Period, UsageRecord
 from apps.chargeback.periods import period_for, split_points
 from apps.chargeback.rates import RateBook
-from apps.chargeback.rollup import rebuild_days, touched
+from apps.chargeback.rollup import add_to_rollup
 from apps.chargeback.waste import assess_waste
 from apps.fleet.inventory import ModelResolver
 from apps.fleet.models import Cluster, GpuModel
@@ -82,12 +82,16 @@ def meter_cluster(cluster_id: int) -> MeterResult:
             logger.warning(
                 "%s: %d usage pieces fell in closed periods and were not recorded", cluster.name, result.late
             )
-        # bulk_create with ignore_conflicts does not say which rows it skipped: count this interval's rows.
-        fresh = UsageRecord.objects.filter(cluster=cluster, end__gt=since)
-        before = fresh.count()
-        UsageRecord.objects.bulk_create(keep, ignore_conflicts=True, batch_size=2000)
-        result.inserted = fresh.count() - before
-        rebuild_days(touched(keep))
+        # A replay of an interval already metered finds its rows there (the unique key backs this up).
+        known = set(
+            UsageRecord.objects.filter(cluster=cluster, start__gte=since).values_list(
+                "backend_id", "backend_model", "start"
+            )
+        )
+        new = [r for r in keep if (r.backend_id, r.backend_model, r.start) not in known]
+        UsageRecord.objects.bulk_create(new, batch_size=2000)
+        add_to_rollup(new)
+        result.inserted = len(new)
         result.unattributed = sum(1 for r in keep if r.tenant_id is None)
         # Everything before the call was reported; running work was reported up to the backend's now.
         locked.metered_until = max(since, called_at, *(u.end for u in usage))

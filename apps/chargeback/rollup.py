@@ -1,7 +1,8 @@
 """The per-day rollup of usage records (UsageDay), rebuilt for exactly the (cluster, day) pairs a change touched.
 
-Every change to usage records goes through metering or a rate change, and both call
-`rebuild_days` in their own transaction, so the rollup equals the records' sums. A rebuild first
+Every change to usage records goes through metering (which adds its new records: `add_to_rollup`)
+or a rate change (which rebuilds the days it repriced: `rebuild_days`), each in its own
+transaction, so the rollup equals the records' sums. A rebuild first
 locks the periods involved, which serializes rebuilds of the same period (two clusters metering at
 once, a rate change during metering) without a unique constraint over nullable keys.
 """
@@ -16,17 +17,13 @@ from django.db.models import Count, Sum
 from django.db.models.functions import TruncDate
 
 from apps.chargeback.models import Period, UsageDay, UsageRecord
+from apps.core.bulk import bulk_update_fast
 
 KEYS = ("period_id", "cluster_id", "tenant_id", "queue_id", "tier_id", "gpu_model_id", "rate_card_id")
 
 
 def utc_day(at: datetime) -> date:
     return at.astimezone(UTC).date()
-
-
-def touched(records) -> set[tuple[int, date]]:
-    """(cluster id, UTC day) of each record (records are split at midnight: their start's day)."""
-    return {(r.cluster_id, utc_day(r.start)) for r in records}
 
 
 def rebuild_days(pairs: set[tuple[int, date]]) -> int:
@@ -36,8 +33,7 @@ def rebuild_days(pairs: set[tuple[int, date]]) -> int:
     by_day: dict[date, set[int]] = defaultdict(set)
     for cluster_id, day in pairs:
         by_day[day].add(cluster_id)
-    starts = {datetime(d.year, d.month, 1, tzinfo=UTC) for d in by_day}
-    list(Period.objects.select_for_update().filter(start__in=starts).order_by("pk").values_list("pk", flat=True))
+    _lock_periods(set(by_day))
     rows = []
     for day, clusters in sorted(by_day.items()):
         start = datetime(day.year, day.month, day.day, tzinfo=UTC)
@@ -61,6 +57,54 @@ def rebuild_days(pairs: set[tuple[int, date]]) -> int:
             )
     UsageDay.objects.bulk_create(rows, batch_size=5000)
     return len(rows)
+
+
+def add_to_rollup(records: list[UsageRecord]) -> int:
+    """Add newly inserted records to the rollup (metering's path: work in proportion to the new records
+    and the touched days' rollup rows, not to the day's records). Call inside a transaction."""
+    if not records:
+        return 0
+    sums: dict[tuple, list] = {}
+    for r in records:
+        acc = sums.setdefault(
+            (utc_day(r.start), *(getattr(r, k) for k in KEYS)), [Decimal(0), Decimal(0), Decimal(0), 0]
+        )
+        acc[0] += r.gpu_seconds
+        acc[1] += r.idle_gpu_seconds or 0
+        acc[2] += r.used_gpu_seconds or 0
+        acc[3] += 1
+    days, clusters = {key[0] for key in sums}, {key[2] for key in sums}
+    _lock_periods(days)
+    existing = {
+        (row.day, *(getattr(row, k) for k in KEYS)): row
+        for row in UsageDay.objects.filter(cluster_id__in=clusters, day__in=days)
+    }
+    changed, new = [], []
+    for key, (gpu, idle, used, count) in sums.items():
+        row = existing.get(key)
+        if row is None:
+            day, *ids = key
+            fields = dict(zip(KEYS, ids, strict=True))
+            new.append(
+                UsageDay(
+                    day=day, gpu_seconds=gpu, idle_gpu_seconds=idle, used_gpu_seconds=used, records=count, **fields
+                )
+            )
+        else:
+            row.gpu_seconds += gpu
+            row.idle_gpu_seconds += idle
+            row.used_gpu_seconds += used
+            row.records += count
+            changed.append(row)
+    bulk_update_fast(UsageDay, changed, ["gpu_seconds", "idle_gpu_seconds", "used_gpu_seconds", "records"])
+    UsageDay.objects.bulk_create(new, batch_size=5000)
+    return len(changed) + len(new)
+
+
+def _lock_periods(days: set[date]) -> None:
+    # Rebuilds and additions of one period take its row first, so they never interleave.
+    starts = {datetime(d.year, d.month, 1, tzinfo=UTC) for d in days}
+    list(Period.objects.select_for_update().filter(start__in=starts).order_by("pk").values_list("pk", flat=True))
 
 
 def rebuild_period(period: Period) -> int:

@@ -19,7 +19,7 @@ from apps.chargeback.exports import to_csv
 from apps.chargeback.metering import build_records
 from apps.chargeback.models import Period, Statement, UsageDay, UsageRecord
 from apps.chargeback.periods import month_start, next_month
-from apps.chargeback.rollup import rebuild_days, touched
+from apps.chargeback.rollup import add_to_rollup
 from apps.chargeback.statements import compute_statements
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 from tests.utils.personas import fresh
@@ -34,7 +34,7 @@ def ingest(cluster, usage: list[BackendUsage]) -> list[UsageRecord]:
     rows = build_records(cluster, usage, min(u.start for u in usage))
     with transaction.atomic():
         created = UsageRecord.objects.bulk_create(rows)
-        rebuild_days(touched(rows))
+        add_to_rollup(rows)
     return created
 
 

@@ -14,7 +14,7 @@ from apps.chargeback import services as chargeback
 from apps.chargeback.metering import build_records
 from apps.chargeback.models import MeterWatermark, UsageRecord
 from apps.chargeback.periods import month_start, next_month
-from apps.chargeback.rollup import rebuild_days, touched
+from apps.chargeback.rollup import add_to_rollup
 from apps.fleet.models import GpuModel
 from apps.tenancy import services as tenancy
 from tests.e2e.browser import PageProblems, log_in, screenshot
@@ -52,7 +52,7 @@ def last_month_of_usage(personas_live):
     rows = build_records(cluster, usage, start)
     with transaction.atomic():
         UsageRecord.objects.bulk_create(rows)
-        rebuild_days(touched(rows))
+        add_to_rollup(rows)
     MeterWatermark.objects.create(cluster=cluster, metered_until=next_month(start))
     return start
 
