@@ -32,10 +32,8 @@ class NodeAction(OperationHandler):
         self.actor = self.operation.actor
         self.reason = self.operation.reason or self.kind
         self.backend = get_backend(self.node.cluster)
-        incidents = Incident.objects.open().filter(node=self.node)
-        if params.get("incident_id"):
-            incidents = incidents.filter(pk=params["incident_id"])
-        self.incidents = list(incidents.order_by("id"))
+        # Every open incident of the node moves with it: a cordon isolates the node for all of its causes.
+        self.incidents = list(Incident.objects.open().filter(node=self.node).order_by("id"))
         self._advance(self.before_states)
         self.set_progress(10)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db.models import F
 
 from apps.backends.simulator.services import create_simulated_cluster, inject_fault
 from apps.fleet.models import GpuModel, Node
@@ -34,7 +35,7 @@ def fleet(personas):
 def cycle(cluster):
     """One ingestion cycle, as if the previous one was 15 s ago (rates need a time base)."""
     NodeHealth.objects.filter(node__cluster=cluster, scraped_at__isnull=False).update(
-        scraped_at=__import__("django.db.models", fromlist=["F"]).F("scraped_at") - timedelta(seconds=15)
+        scraped_at=F("scraped_at") - timedelta(seconds=15)
     )
     return run_cycle(cluster.pk)
 

@@ -157,6 +157,12 @@ def consider_isolation(incident_id: int) -> str:
             f"the node is already cordoned by {owner}",
         )
         return "already-isolated"
+    joining = Incident.objects.open().filter(node=node, auto_isolated_at__isnull=False).exclude(pk=incident.pk)
+    if joining.exists():
+        # Automation is already isolating this node for another cause: this incident rides along (no budget).
+        Incident.objects.filter(pk=incident.pk).update(auto_isolated_at=timezone.now())
+        transition_incident(None, incident, IncidentState.ISOLATING, "automatic: the node is being isolated already")
+        return "joined"
     guard = inference_guard(node)
     if guard:
         set_waiting(incident, guard)
