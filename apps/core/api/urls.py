@@ -9,7 +9,8 @@ from rest_framework.routers import DefaultRouter
 from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, ServiceAccountViewSet, UserViewSet
 from apps.audit.api.views import AuditEventViewSet
 from apps.backends.simulator.api import AdvanceView, FaultViewSet
-from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, NodeViewSet
+from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet
+from apps.health.api.views import ChannelViewSet, IncidentViewSet, NodeViewSet, RuleViewSet, TelemetrySourceViewSet
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
     AdmissionPreviewView,
@@ -44,6 +45,10 @@ router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("admissions", AdmissionViewSet, basename="admission")
 router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("templates", TemplateViewSet, basename="template")
+router.register("incidents", IncidentViewSet, basename="incident")
+router.register("health-rules", RuleViewSet, basename="health-rule")
+router.register("telemetry-sources", TelemetrySourceViewSet, basename="telemetry-source")
+router.register("notification-channels", ChannelViewSet, basename="notification-channel")
 
 app_name = "api"
 urlpatterns = [
