@@ -536,6 +536,34 @@ def _(personas, api, client, channel):
     return _api(api, personas).delete(f"/api/v1/notification-channels/{channel.pk}/?reason=rotated")
 
 
+@case("health:incident_transition", "post", setup=_incident)
+def _(personas, api, client, incident):
+    return _logged_in(client, personas, "oncall").post(
+        reverse("health:incident_transition", args=[incident.pk]), {"to": "isolating", "reason": "cordoning"}
+    )
+
+
+@case("health:node_action", "post", setup=_walk_node)
+def _(personas, api, client, node):
+    return _logged_in(client, personas, "oncall").post(
+        reverse("health:node_action", args=[node.pk]), {"action": "cordon", "reason": "drill"}
+    )
+
+
+@case("health:rules", "post", setup=_rules)
+def _(personas, api, client, ruleset):
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("health:rules"),
+        {
+            "key": "power-brake",
+            "severity": "critical",
+            "action": "alert",
+            "enabled": "on",
+            "params": '{"metric": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "mask": 128}',
+        },
+    )
+
+
 @case("login", "post")
 def _(personas, api, client):
     return client.post(reverse("login"), {"username": "member-a", "password": PASSWORD})
