@@ -489,7 +489,8 @@ def requeue_after_fault(actor, workload: Workload, *, reason: str) -> Workload |
         locked.admission = claim
         locked.backend_name = _backend_name(locked, locked.requeues)
         locked.state, locked.started_at, locked.finished_at = WorkloadState.PENDING, None, None
-        locked.state_reason = f"requeued after a GPU fault: {reason}"[:500]
+        locked.placements = []
+        locked.state_reason = f"requeued after a GPU fault ({reason}); admission: {claim.reason}"[:500]
         locked.save(
             update_fields=[
                 "requeues",
@@ -498,6 +499,7 @@ def requeue_after_fault(actor, workload: Workload, *, reason: str) -> Workload |
                 "state",
                 "started_at",
                 "finished_at",
+                "placements",
                 "state_reason",
                 "updated_at",
             ]
