@@ -8,13 +8,14 @@ gone quiet. Only findings that are new on a node go to the incident service (one
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -278,15 +279,46 @@ def ingest(
         if row.node_id in failed:  # retry next cycle: keep what fired before as not yet handled
             row.firing = list(previous[row.node_id][5]) if row.node_id in previous else []
     with transaction.atomic():
-        NodeHealth.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["node"], update_fields=_HEALTH_FIELDS, batch_size=500
-        )
+        upsert_health(rows)
         if rollups:
             NodeRollup.objects.bulk_create(rollups, ignore_conflicts=True, batch_size=500)
         _touch_incidents(firing_causes, at)
     result.rollups = len(rollups)
     result.findings_by_node = new_by_node
     return result
+
+
+def upsert_health(rows: list[NodeHealth]) -> None:
+    """Write the cycle's health rows in one statement. On PostgreSQL the rows are COPYed into a temporary
+    table and upserted from there: binding ~1,280 JSON documents as query parameters costs seconds, COPY
+    a fraction of that. Elsewhere (the SQLite demo) Django's bulk upsert."""
+    if connection.vendor != "postgresql":
+        NodeHealth.objects.bulk_create(
+            rows, update_conflicts=True, unique_fields=["node"], update_fields=_HEALTH_FIELDS, batch_size=500
+        )
+        return
+    table = NodeHealth._meta.db_table
+    columns = ["node_id", *_HEALTH_FIELDS]
+    json_fields = {"gpus", "acc", "firing"}
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TEMP TABLE health_stage ON COMMIT DROP AS SELECT {', '.join(columns)} FROM {table} WITH NO DATA"  # noqa: S608
+        )
+        with cursor.cursor.copy(f"COPY health_stage ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(
+                    [
+                        dumps(getattr(row, f)) if f in json_fields else getattr(row, f)
+                        for f in ["node_id", *_HEALTH_FIELDS]
+                    ]
+                )
+        updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in _HEALTH_FIELDS)
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}, isolated_by) "  # noqa: S608 - names from the model
+            f"SELECT {', '.join(columns)}, '' FROM health_stage ON CONFLICT (node_id) DO UPDATE SET {updates}"
+        )
+        cursor.execute("DROP TABLE health_stage")
 
 
 def _open_incidents(new_by_node: dict[int, list[Finding]], version: int, at) -> set[int]:

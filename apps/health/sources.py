@@ -86,15 +86,14 @@ def query_prometheus(base_url: str, nodes: list[str], wanted, timeout: float) ->
 
 
 def read_simulator(cluster, nodes: list[str], wanted) -> dict[str, Outcome]:
-    """A simulated cluster's exporter text, read in process (what its HTTP endpoint would answer)."""
-    from apps.backends.base import BackendError
-    from apps.backends.registry import get_backend
+    """A simulated cluster's exporter text for every node, as its HTTP endpoints would answer (read in process,
+    from one load of the simulation); parsed after the simulation's lock is released."""
+    from apps.backends.simulator.exporter import scrape_many
 
-    backend = get_backend(cluster)
     out: dict[str, Outcome] = {}
-    for node in nodes:
-        try:
-            out[node] = parse_exporter(backend.node_metrics_text(node), wanted)
-        except BackendError as exc:
-            out[node] = ScrapeError(str(exc))
+    for node, answer in scrape_many(cluster, nodes).items():
+        if answer.status == 200:
+            out[node] = parse_exporter(answer.body, wanted)
+        else:
+            out[node] = ScrapeError(f"exporter answered {answer.status}: {answer.body.strip()}")
     return out
