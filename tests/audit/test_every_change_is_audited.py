@@ -536,6 +536,15 @@ def _(personas, api, client, channel):
     return _api(api, personas).delete(f"/api/v1/notification-channels/{channel.pk}/?reason=rotated")
 
 
+@case("api:isolation-policy-list", "post")
+def _(personas, api, client):
+    return _api(api, personas).post(
+        "/api/v1/isolation-policies/",
+        {"cordon_severities": ["fatal"], "drain_severities": [], "max_nodes_per_hour": 2, "max_percent_per_hour": 5},
+        format="json",
+    )
+
+
 @case("health:incident_transition", "post", setup=_incident)
 def _(personas, api, client, incident):
     return _logged_in(client, personas, "oncall").post(

@@ -10,6 +10,7 @@ from apps.health.models import Incident, IsolationPolicy, NodeHealth, Notificati
 from apps.health.services.housekeeping import close_quiet_incidents
 from apps.health.services.incidents import transition_incident
 from apps.health.services.runbook import node_action
+from apps.operations.models import Operation
 from apps.workloads.services import reconcile_workloads, submit_workload, tick
 from tests.health.conftest import cycle, inject, training_spec
 from tests.utils.personas import fresh
@@ -171,3 +172,43 @@ def test_automation_resumes_only_what_it_isolated(fleet, personas, settings, dja
     assert set(Incident.objects.values_list("state", flat=True)) == {"resolved"}
     assert not Node.objects.get(name="gpu-0001").unschedulable  # automation isolated it: resumed
     assert Node.objects.get(name="gpu-0002").unschedulable  # a human isolated it: stays out
+
+
+def test_a_pool_that_drains_fatal_faults_automatically(fleet, personas, api, django_capture_on_commit_callbacks):
+    pool = fleet["nodes"][0].pool
+    response = api(fresh(personas.platform_admin)).post(
+        "/api/v1/isolation-policies/",
+        {
+            "cluster": "hsim",
+            "pool": pool.name,
+            "cordon_severities": ["critical", "fatal"],
+            "drain_severities": ["fatal"],
+            "max_nodes_per_hour": 2,
+            "max_percent_per_hour": 50,
+            "reason": "training pool: drain on fatal",
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    assert response.json()["drain_severities"] == ["fatal"]
+    denied = api(fresh(personas.oncall)).post(
+        "/api/v1/isolation-policies/",
+        {"cordon_severities": [], "max_nodes_per_hour": 0, "max_percent_per_hour": 0},
+        format="json",
+    )
+    assert denied.status_code == 403
+    workload = _running(personas, django_capture_on_commit_callbacks, **training_spec(gpus_per_worker=4))
+    node = workload.placements[0]["node"]
+    free_gpu = ({0, 1, 2, 3, 4, 5, 6, 7} - set(workload.placements[0]["gpus"])).pop()
+    cycle(fleet["cluster"])
+    inject(fleet["cluster"], node, "xid79", free_gpu)  # a GPU the job does not use: the job survives, is evicted
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(fleet["cluster"])
+    incident = Incident.objects.get(cause="xid-79")
+    assert incident.state == "drained" and incident.auto_isolated_at
+    operation = Operation.objects.get(kind="health.drain")
+    assert operation.result["evicted"] == [workload.backend_name] and operation.actor is None
+    assert SimWorkload.objects.get(name=workload.backend_name).state in {
+        "pending",
+        "running",
+    }  # the backend requeued it

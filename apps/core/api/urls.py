@@ -10,7 +10,14 @@ from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, 
 from apps.audit.api.views import AuditEventViewSet
 from apps.backends.simulator.api import AdvanceView, FaultViewSet
 from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet
-from apps.health.api.views import ChannelViewSet, IncidentViewSet, NodeViewSet, RuleViewSet, TelemetrySourceViewSet
+from apps.health.api.views import (
+    ChannelViewSet,
+    IncidentViewSet,
+    IsolationPolicyViewSet,
+    NodeViewSet,
+    RuleViewSet,
+    TelemetrySourceViewSet,
+)
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
     AdmissionPreviewView,
@@ -49,6 +56,7 @@ router.register("incidents", IncidentViewSet, basename="incident")
 router.register("health-rules", RuleViewSet, basename="health-rule")
 router.register("telemetry-sources", TelemetrySourceViewSet, basename="telemetry-source")
 router.register("notification-channels", ChannelViewSet, basename="notification-channel")
+router.register("isolation-policies", IsolationPolicyViewSet, basename="isolation-policy")
 
 app_name = "api"
 urlpatterns = [

@@ -6,8 +6,10 @@ from apps.health.models import (
     Incident,
     IncidentEvent,
     IncidentState,
+    IsolationPolicy,
     NotificationChannel,
     Rule,
+    Severity,
     SourceKind,
     TelemetrySource,
 )
@@ -151,4 +153,37 @@ class ChannelCreateSerializer(StrictSerializer):
     tenant = serializers.CharField(required=False, allow_null=True, default=None, help_text="empty: on-call's")
     kind = serializers.ChoiceField(choices=ChannelKind.choices)
     target = serializers.CharField(max_length=500)
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class IsolationPolicySerializer(serializers.ModelSerializer):
+    pool = serializers.SerializerMethodField()
+
+    class Meta:
+        model = IsolationPolicy
+        fields = [
+            "id",
+            "pool",
+            "cordon_severities",
+            "drain_severities",
+            "max_nodes_per_hour",
+            "max_percent_per_hour",
+            "enabled",
+        ]
+        read_only_fields = fields
+
+    def get_pool(self, policy) -> str | None:
+        return str(policy.pool) if policy.pool_id else None
+
+
+class IsolationPolicySetSerializer(StrictSerializer):
+    cluster = serializers.CharField(
+        required=False, allow_null=True, default=None, help_text="with `pool`; both empty: the default"
+    )
+    pool = serializers.CharField(required=False, allow_null=True, default=None)
+    cordon_severities = serializers.ListField(child=serializers.ChoiceField(choices=Severity.choices))
+    drain_severities = serializers.ListField(child=serializers.ChoiceField(choices=Severity.choices), default=list)
+    max_nodes_per_hour = serializers.IntegerField(min_value=0)
+    max_percent_per_hour = serializers.FloatField(min_value=0, max_value=100)
+    enabled = serializers.BooleanField(default=True)
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")

@@ -7,13 +7,15 @@ from rest_framework.response import Response
 from apps.core.api.views import ScopedReadOnlyViewSet, ScopedViewSetMixin
 from apps.core.errors import NotFound
 from apps.fleet.api.views import NodeViewSet as FleetNodeViewSet
-from apps.fleet.models import Cluster
+from apps.fleet.models import Cluster, NodePool
 from apps.health.api.serializers import (
     ChannelCreateSerializer,
     ChannelSerializer,
     ImpactSerializer,
     IncidentDetailSerializer,
     IncidentSerializer,
+    IsolationPolicySerializer,
+    IsolationPolicySetSerializer,
     NodeActionSerializer,
     RuleSerializer,
     RuleTuneSerializer,
@@ -22,7 +24,7 @@ from apps.health.api.serializers import (
     TransitionSerializer,
 )
 from apps.health.filtersets import IncidentFilterSet
-from apps.health.models import Incident, NotificationChannel, Rule, TelemetrySource
+from apps.health.models import Incident, IsolationPolicy, NotificationChannel, Rule, TelemetrySource
 from apps.health.services import config, runbook
 from apps.health.services.incidents import transition_incident
 from apps.health.services.rulesets import active_ruleset, tune_rule
@@ -176,3 +178,26 @@ class ChannelViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets
     def destroy(self, request, *args, **kwargs):
         config.remove_channel(request.user, self.get_object(), reason=request.query_params.get("reason", ""))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class IsolationPolicyViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Automatic isolation per pool (and the default): which severities cordon and drain, and the hourly budget.
+    POST sets one (platform admins); naming no pool sets the default."""
+
+    model = IsolationPolicy
+    serializer_class = IsolationPolicySerializer
+    select_related = ("pool__cluster",)
+
+    @extend_schema(request=IsolationPolicySetSerializer, responses={201: IsolationPolicySerializer})
+    def create(self, request, *args, **kwargs):
+        body = IsolationPolicySetSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        cluster, name = data.pop("cluster"), data.pop("pool")
+        pool = None
+        if name:
+            pool = NodePool.objects.for_user(request.user, "view").filter(cluster__name=cluster, name=name).first()
+            if pool is None:
+                raise NotFound(f"No pool {name!r} in cluster {cluster!r}.", {"pool": "Not found."})
+        policy = config.set_isolation_policy(request.user, pool, **data)
+        return Response(IsolationPolicySerializer(policy).data, status=status.HTTP_201_CREATED)

@@ -10,7 +10,7 @@ from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.core.errors import InvalidInput
-from apps.health.models import ChannelKind, NotificationChannel, SourceKind, TelemetrySource
+from apps.health.models import ChannelKind, IsolationPolicy, NotificationChannel, Severity, SourceKind, TelemetrySource
 
 
 def _http_url(value: str, field: str) -> None:
@@ -84,3 +84,46 @@ def remove_channel(actor, channel: NotificationChannel, *, reason: str = "") -> 
             actor, "health.channel.remove", channel, tenant=channel.tenant, reason=reason, before=snapshot(channel)
         )
         channel.delete()
+
+
+def set_isolation_policy(
+    actor,
+    pool=None,
+    *,
+    cordon_severities: list[str],
+    drain_severities: list[str],
+    max_nodes_per_hour: int,
+    max_percent_per_hour: float,
+    enabled: bool = True,
+    reason: str = "",
+) -> IsolationPolicy:
+    """Set a pool's automatic isolation (or the default for pools without their own, `pool` None)."""
+    require(actor, Action.ADMINISTER, None, "Only platform admins set isolation policies.")
+    for field, values in (("cordon_severities", cordon_severities), ("drain_severities", drain_severities)):
+        bad = [v for v in values if v not in Severity.values]
+        if bad or len(set(values)) != len(values):
+            raise InvalidInput(
+                f"{field}: unknown or repeated severities {bad or values}.",
+                {field: f"From: {', '.join(Severity.values)}."},
+            )
+    if isinstance(max_nodes_per_hour, bool) or not isinstance(max_nodes_per_hour, int) or max_nodes_per_hour < 0:
+        raise InvalidInput("max_nodes_per_hour is a whole number, 0 or more.", {"max_nodes_per_hour": "0 or more."})
+    if not 0 <= float(max_percent_per_hour) <= 100:
+        raise InvalidInput("max_percent_per_hour is 0 to 100.", {"max_percent_per_hour": "0 to 100."})
+    values = {
+        "cordon_severities": sorted(cordon_severities, key=Severity.values.index),
+        "drain_severities": sorted(drain_severities, key=Severity.values.index),
+        "max_nodes_per_hour": max_nodes_per_hour,
+        "max_percent_per_hour": float(max_percent_per_hour),
+        "enabled": enabled,
+    }
+    with transaction.atomic():
+        policy = IsolationPolicy.objects.select_for_update().filter(pool=pool).first()
+        before = snapshot(policy, list(values)) if policy else None
+        if policy is None:
+            policy = IsolationPolicy(pool=pool)
+        for key, value in values.items():
+            setattr(policy, key, value)
+        policy.save()
+        record_event(actor, "health.policy.set", policy, reason=reason, before=before, after=values)
+    return policy
