@@ -281,44 +281,61 @@ def ingest(
     with transaction.atomic():
         upsert_health(rows)
         if rollups:
-            NodeRollup.objects.bulk_create(rollups, ignore_conflicts=True, batch_size=500)
+            insert_rollups(rollups)
         _touch_incidents(firing_causes, at)
     result.rollups = len(rollups)
     result.findings_by_node = new_by_node
     return result
 
 
+def _copy_insert(table: str, columns: list[str], rows: list[list], tail: str) -> None:
+    """COPY `rows` into a temporary table shaped like `table`'s `columns`, then INSERT … SELECT … `tail`.
+    Binding ~1,280 JSON documents as query parameters costs seconds; COPY a fraction of that (PostgreSQL)."""
+    names = ", ".join(columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMP TABLE health_stage ON COMMIT DROP AS SELECT {names} FROM {table} WITH NO DATA")  # noqa: S608
+        with cursor.cursor.copy(f"COPY health_stage ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(f"INSERT INTO {table} {tail.format(names=names)}")
+        cursor.execute("DROP TABLE health_stage")
+
+
 def upsert_health(rows: list[NodeHealth]) -> None:
-    """Write the cycle's health rows in one statement. On PostgreSQL the rows are COPYed into a temporary
-    table and upserted from there: binding ~1,280 JSON documents as query parameters costs seconds, COPY
-    a fraction of that. Elsewhere (the SQLite demo) Django's bulk upsert."""
+    """Write the cycle's health rows in one statement (COPY on PostgreSQL; Django's bulk upsert elsewhere)."""
     if connection.vendor != "postgresql":
         NodeHealth.objects.bulk_create(
             rows, update_conflicts=True, unique_fields=["node"], update_fields=_HEALTH_FIELDS, batch_size=500
         )
         return
-    table = NodeHealth._meta.db_table
-    columns = ["node_id", *_HEALTH_FIELDS]
     json_fields = {"gpus", "acc", "firing"}
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMP TABLE health_stage ON COMMIT DROP AS SELECT {', '.join(columns)} FROM {table} WITH NO DATA"  # noqa: S608
-        )
-        with cursor.cursor.copy(f"COPY health_stage ({', '.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(
-                    [
-                        dumps(getattr(row, f)) if f in json_fields else getattr(row, f)
-                        for f in ["node_id", *_HEALTH_FIELDS]
-                    ]
-                )
-        updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in _HEALTH_FIELDS)
-        cursor.execute(
-            f"INSERT INTO {table} ({', '.join(columns)}, isolated_by) "  # noqa: S608 - names from the model
-            f"SELECT {', '.join(columns)}, '' FROM health_stage ON CONFLICT (node_id) DO UPDATE SET {updates}"
-        )
-        cursor.execute("DROP TABLE health_stage")
+    fields = ["node_id", *_HEALTH_FIELDS]
+    values = [[_dumps(getattr(r, f)) if f in json_fields else getattr(r, f) for f in fields] for r in rows]
+    updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in _HEALTH_FIELDS)
+    _copy_insert(
+        NodeHealth._meta.db_table,
+        fields,
+        values,
+        "({names}, isolated_by) SELECT {names}, '' FROM health_stage "  # noqa: S608 - column names from the model
+        f"ON CONFLICT (node_id) DO UPDATE SET {updates}",
+    )
+
+
+def insert_rollups(rollups: list[NodeRollup]) -> None:
+    """The minute's rollup rows; a minute already written (a retried cycle) is left as it is."""
+    if connection.vendor != "postgresql":
+        NodeRollup.objects.bulk_create(rollups, ignore_conflicts=True, batch_size=500)
+        return
+    values = [[r.node_id, r.minute, _dumps(r.data)] for r in rollups]
+    _copy_insert(
+        NodeRollup._meta.db_table,
+        ["node_id", "minute", "data"],
+        values,
+        "({names}) SELECT {names} FROM health_stage ON CONFLICT (node_id, minute) DO NOTHING",
+    )
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _open_incidents(new_by_node: dict[int, list[Finding]], version: int, at) -> set[int]:
