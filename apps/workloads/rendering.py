@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from apps.workloads.logs import DEFAULT_SLURM_OUTPUT_DIR
 from apps.workloads.models import Workload
 
 
@@ -25,7 +26,7 @@ def render_workload(workload: Workload) -> tuple[str, str]:
                 qos=workload.tier.name,
                 partition=(workload.cluster.connection or {}).get("partition", "gpu"),
                 gres_type=model.code,
-                output_dir="/var/log/gpu-console",
+                output_dir=(workload.cluster.connection or {}).get("output_dir", DEFAULT_SLURM_OUTPUT_DIR),
             )
             return render_slurm(spec, ctx).script, ""
         namespaces = (binding.namespaces if binding else []) or [workload.tenant.slug]
