@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -66,7 +66,6 @@ class CycleResult:
     duration_ms: int = 0
     skipped: bool = False
     error: str = ""
-    findings_by_node: dict[int, list[Finding]] = field(default_factory=dict)
 
 
 def default_source(cluster: Cluster) -> TelemetrySource:
@@ -193,6 +192,7 @@ def ingest(
     rollups: list[NodeRollup] = []
     new_by_node: dict[int, list[Finding]] = {}
     firing_causes: dict[int, set[str]] = {}
+    silent: set[int] = set()
     for node_id, name in nodes:
         outcome = outcomes.get(name) or ScrapeError("not scraped")
         prev = previous.get(node_id)
@@ -201,6 +201,7 @@ def ingest(
         )
         if isinstance(outcome, ScrapeError):
             result.unreachable += 1
+            silent.add(node_id)
             failures = prev_failures + 1
             findings = exporter_down(compiled, name, failures, outcome.message, at)
             row = NodeHealth(
@@ -282,9 +283,8 @@ def ingest(
         upsert_health(rows)
         if rollups:
             insert_rollups(rollups)
-        _touch_incidents(firing_causes, at)
+        _touch_incidents(firing_causes, silent, at)
     result.rollups = len(rollups)
-    result.findings_by_node = new_by_node
     return result
 
 
@@ -352,8 +352,12 @@ def _open_incidents(new_by_node: dict[int, list[Finding]], version: int, at) -> 
     return failed
 
 
-def _touch_incidents(firing_causes: dict[int, set[str]], at) -> None:
-    """Open incidents still firing get `last_seen_at` (and lose `clean_since`); quiet ones get `clean_since`."""
+def _touch_incidents(firing_causes: dict[int, set[str]], silent: set[int], at) -> None:
+    """Open incidents still firing get `last_seen_at` (and lose `clean_since`); quiet ones get `clean_since`.
+
+    A node whose exporter did not answer proves nothing: its incidents are not marked quiet (only its
+    exporter-down incident, if any, is firing).
+    """
     firing = Q()
     for node_id, causes in firing_causes.items():
         if causes:
@@ -361,6 +365,5 @@ def _touch_incidents(firing_causes: dict[int, set[str]], at) -> None:
     open_here = Incident.objects.open().filter(node_id__in=list(firing_causes))
     if firing:
         open_here.filter(firing).update(last_seen_at=at, clean_since=None)
-        open_here.exclude(firing).filter(clean_since__isnull=True).update(clean_since=at)
-    else:
-        open_here.filter(clean_since__isnull=True).update(clean_since=at)
+    quiet = open_here.exclude(node_id__in=silent).filter(clean_since__isnull=True)
+    (quiet.exclude(firing) if firing else quiet).update(clean_since=at)

@@ -26,11 +26,11 @@ SHORT = {
 }
 
 
-def rule_severities(version: int | None = None) -> dict[str, str]:
+def rule_severities() -> dict[str, str]:
+    """{rule key: severity} of the rules in force."""
     from apps.health.services.rulesets import active_ruleset
 
-    ruleset = active_ruleset()
-    return dict(Rule.objects.filter(ruleset=ruleset).values_list("key", "severity"))
+    return dict(Rule.objects.filter(ruleset=active_ruleset()).values_list("key", "severity"))
 
 
 def gpu_states(firing: list[str], severities: dict[str, str]) -> dict[str, str]:

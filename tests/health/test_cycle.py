@@ -149,3 +149,16 @@ def test_a_cleared_fault_lets_an_alert_incident_resolve_itself(fleet, settings):
     settings.HEALTH_QUIET_S = 0
     assert close_quiet_incidents()["resolved"] == 1
     assert Incident.objects.get().state == "resolved"
+
+
+def test_a_silent_exporter_does_not_make_incidents_look_quiet(fleet):
+    cluster = fleet["cluster"]
+    cycle(cluster)
+    inject(cluster, "gpu-0001", "thermal", 0)
+    cycle(cluster)
+    inject(cluster, "gpu-0001", "exporter-down")
+    cycle(cluster)
+    cycle(cluster)
+    thermal = Incident.objects.get(cause="thermal")
+    assert thermal.clean_since is None  # no data is not good news
+    assert Incident.objects.get(cause="exporter-down").clean_since is None

@@ -195,3 +195,33 @@ def test_commands_preview_and_act(busy, personas, capsys):
         call_command("uncordon", node.name, "--cluster", "hsim", "--reason", "x", "--user", "member-a")
     call_command("mark_rma", node.name, "--cluster", "hsim", "--reason", "row remap failure confirmed")
     assert Operation.objects.filter(kind="health.mark-rma", status="succeeded").exists()
+
+
+def test_a_backend_refusal_fails_the_operation_and_rolls_the_incident_back(fleet, personas):
+    from django.utils import timezone
+
+    from apps.operations.runner import execute_operation
+
+    ghost = Node.objects.create(cluster=fleet["cluster"], name="gpu-9999")  # the inventory knows it, the backend not
+    now = timezone.now()
+    incident = Incident.objects.create(
+        node=ghost,
+        cause="xid-79",
+        rule_key="xid-fatal",
+        ruleset_version=1,
+        title="GPU off the bus",
+        severity="fatal",
+        action="drain",
+        detected_at=now,
+        last_seen_at=now,
+    )
+    from apps.health.services.runbook import node_action
+
+    operation = node_action(fresh(personas.oncall), ghost, "cordon", reason="isolate it")
+    execute_operation(operation.pk)
+    operation.refresh_from_db()
+    assert operation.status == "failed" and "refused" in operation.error and "gpu-9999" in operation.error
+    incident.refresh_from_db()
+    assert incident.state == "detected"  # isolating → detected: ready for the next attempt
+    assert [e.to_state for e in incident.events.filter(kind="transition")] == ["isolating", "detected"]
+    assert not Node.objects.get(pk=ghost.pk).unschedulable
