@@ -12,7 +12,15 @@ from django.db.models import Count
 from django.utils import timezone
 
 from apps.fleet.models import Node, NodePool, NodeState
-from apps.health.models import SEVERITY_RANK, Incident, NodeHealth, NodeRollup, Rule, TelemetrySource
+from apps.health.models import (
+    SEVERITY_RANK,
+    Incident,
+    IsolationPolicy,
+    NodeHealth,
+    NodeRollup,
+    Rule,
+    TelemetrySource,
+)
 from apps.health.rules import ROLLUP_METRICS
 
 GPU_STATES = ("ok", "info", "warning", "critical", "fatal", "unknown")
@@ -46,7 +54,7 @@ def gpu_states(firing: list[str], severities: dict[str, str]) -> dict[str, str]:
 
 def fleet_summary(nodes) -> dict:
     """GPUs by health state, nodes by status, open incidents by severity, isolation budget per pool."""
-    from apps.health.services.isolation import BUDGET_WINDOW, budget_limit, policy_for
+    from apps.health.services.isolation import BUDGET_WINDOW, budget_limit, default_policy
 
     severities = rule_severities()
     gpus: Counter = Counter()
@@ -80,8 +88,10 @@ def fleet_summary(nodes) -> dict:
         nodes.exclude(state=NodeState.VANISHED).values("pool_id").annotate(n=Count("id")).values_list("pool_id", "n")
     )
     budgets = []
+    default = default_policy()
+    policies = {p.pool_id: p for p in IsolationPolicy.objects.filter(pool_id__in=[p for p in sizes if p])}
     for pool in NodePool.objects.filter(id__in=[p for p in sizes if p]).select_related("cluster"):
-        policy = policy_for(pool)
+        policy = policies.get(pool.pk, default)
         budgets.append(
             {
                 "pool": pool,

@@ -442,8 +442,11 @@ def placed_on_node(cluster_id: int, node: str, *, gpus: set[int] | None = None, 
     states = Q(state__in=[WorkloadState.ADMITTED, WorkloadState.RUNNING, WorkloadState.CANCELLING])
     if ended_since is not None:
         states |= Q(state__in=WorkloadState.terminal(), finished_at__gte=ended_since)
+    candidates = Workload.objects.filter(states, cluster_id=cluster_id).select_related("tenant", "tier")
+    if connection.vendor == "postgresql":  # jsonb containment narrows it in the index scan; SQLite filters below
+        candidates = candidates.filter(placements__contains=[{"node": node}])
     out = []
-    for workload in Workload.objects.filter(states, cluster_id=cluster_id).select_related("tenant", "tier"):
+    for workload in candidates:
         for placement in workload.placements or []:
             if placement.get("node") == node and (gpus is None or gpus & set(placement.get("gpus") or [])):
                 out.append(workload)

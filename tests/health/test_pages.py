@@ -93,3 +93,27 @@ def test_rule_editor(fleet, personas, client):
     )
     assert ok.status_code == 302 and RuleSet.objects.count() == 2
     assert RuleSet.objects.get(version=2).rules.get(key="nvlink-crc").params["value"] == 50
+
+
+def test_fleet_health_queries_do_not_grow_with_pools_or_nodes(fleet, personas, client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.backends.simulator.services import create_simulated_cluster
+    from apps.fleet.services import sync_inventory
+
+    client.force_login(fresh(personas.oncall))
+    cycle(fleet["cluster"])
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(reverse("health:fleet_health")).status_code == 200
+        return len(queries)
+
+    small = count()
+    more = create_simulated_cluster(
+        None, "more", {"nodes": 12, "models": {"h100": 0.4, "a100": 0.3, "l40s": 0.3}, "seed": 3}
+    )
+    assert sync_inventory(more.pk).ok
+    cycle(more)
+    assert count() == small
