@@ -55,7 +55,11 @@ class NodeAction(OperationHandler):
             self.incidents = [advance_incident(self.actor, i, states, self.reason) for i in self.incidents]
 
     def _rollback(self) -> None:
-        """The backend refused: an incident left `isolating` goes back to `detected` for the next attempt."""
+        """The backend refused: an incident left `isolating` goes back to `detected` for the next attempt, and a
+        node that was never cordoned is nobody's isolation."""
+        NodeHealth.objects.filter(pk=self.node.pk, node__unschedulable=False).update(
+            isolated_by=IsolationOwner.NONE, isolated_at=None
+        )
         for incident in self.incidents:
             if incident.state == IncidentState.ISOLATING:
                 advance_incident(self.actor, incident, [IncidentState.DETECTED], f"{self.kind} failed")

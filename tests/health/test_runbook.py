@@ -225,3 +225,4 @@ def test_a_backend_refusal_fails_the_operation_and_rolls_the_incident_back(fleet
     assert incident.state == "detected"  # isolating → detected: ready for the next attempt
     assert [e.to_state for e in incident.events.filter(kind="transition")] == ["isolating", "detected"]
     assert not Node.objects.get(pk=ghost.pk).unschedulable
+    assert NodeHealth.objects.get(pk=ghost.pk).isolated_by == ""
