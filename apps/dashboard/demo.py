@@ -83,9 +83,19 @@ def seed_fleet(admin) -> None:
         )
     sync_inventory(cluster.pk)
     seed_quotas(admin, cluster)
+    seed_health(admin)
     from apps.chargeback.demo import seed_chargeback
 
     seed_chargeback(admin)  # rates, spend budgets, last month's spend replayed and its period closed
+
+
+def seed_health(admin) -> None:
+    """On-call (dave) gets health notifications by e-mail; the demo's mail backend prints them to the console."""
+    from apps.health.models import NotificationChannel
+    from apps.health.services.config import add_channel
+
+    if not NotificationChannel.objects.exists():
+        add_channel(admin, kind="email", target="dave@example.com", reason="demo on-call")
 
 
 # (tenant, queue, namespace, {model: (guaranteed, borrow_limit, lend_limit)})

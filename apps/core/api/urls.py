@@ -16,7 +16,15 @@ from apps.chargeback.api.views import (
     SpendBudgetViewSet,
     StatementViewSet,
 )
-from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, NodeViewSet
+from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet
+from apps.health.api.views import (
+    ChannelViewSet,
+    IncidentViewSet,
+    IsolationPolicyViewSet,
+    NodeViewSet,
+    RuleViewSet,
+    TelemetrySourceViewSet,
+)
 from apps.observability.api import WaitsView, WhyPendingView
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
@@ -57,6 +65,11 @@ router.register("periods", PeriodViewSet, basename="period")
 router.register("rate-cards", RateCardViewSet, basename="rate-card")
 router.register("spend-budgets", SpendBudgetViewSet, basename="spend-budget")
 router.register("credits", CreditViewSet, basename="credit")
+router.register("incidents", IncidentViewSet, basename="incident")
+router.register("health-rules", RuleViewSet, basename="health-rule")
+router.register("telemetry-sources", TelemetrySourceViewSet, basename="telemetry-source")
+router.register("notification-channels", ChannelViewSet, basename="notification-channel")
+router.register("isolation-policies", IsolationPolicyViewSet, basename="isolation-policy")
 
 app_name = "api"
 urlpatterns = [
