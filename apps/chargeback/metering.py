@@ -13,6 +13,7 @@ midnights (so at period boundaries too) and at rate-card changes, mapped to cons
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -118,18 +119,12 @@ def meter_all_clusters() -> list[MeterResult]:
 def build_records(cluster: Cluster, usage: list[BackendUsage], since: datetime) -> list[UsageRecord]:
     """Unsaved UsageRecord rows for the backend's records (pure apart from a few look-up queries)."""
     from apps.tenancy.models import Queue, Tenant
-    from apps.workloads.models import Workload
 
     if not usage:
         return []
     models = {m.pk: m for m in GpuModel.objects.all()}
     resolver = ModelResolver(models.values())
-    workloads = {
-        w.backend_name: w
-        for w in Workload.objects.filter(cluster=cluster, backend_name__in={u.backend_id for u in usage}).only(
-            "id", "backend_name", "tenant_id", "queue_id", "tier_id", "gpu_model_id", "spec"
-        )
-    }
+    workloads = console_workloads(cluster, {u.backend_id for u in usage})
     unmapped = [u for u in usage if u.backend_id not in workloads]
     tenants = dict(Tenant.objects.filter(slug__in={u.tenant for u in unmapped}).values_list("slug", "id"))
     queues = {
@@ -183,6 +178,40 @@ def build_records(cluster: Cluster, usage: list[BackendUsage], since: datetime) 
             rows[-1]._placements = record.placements  # for the waste assessment below; not stored
     assess_waste(cluster, rows)
     return rows
+
+
+_RUN_NAME = re.compile(r"^wl(\d+)(?:r(\d+))?-")
+
+
+def console_workloads(cluster: Cluster, backend_ids: set[str]) -> dict:
+    """{backend id: Workload} for the ids that are runs of console workloads on `cluster`.
+
+    A requeued workload runs again under a new backend name (wl<id>r<n>-<name>), and usage of an
+    earlier run can be metered after the workload moved on: the id and run are read from the name,
+    and the name is checked against the workload's naming rule.
+    """
+    from apps.workloads.models import Workload
+    from apps.workloads.services import _backend_name  # the naming rule itself, so the check cannot drift
+
+    runs = {}
+    for backend_id in backend_ids:
+        match = _RUN_NAME.match(backend_id)
+        if match:
+            runs[backend_id] = (int(match.group(1)), int(match.group(2) or 0))
+    if not runs:
+        return {}
+    found = {
+        w.pk: w
+        for w in Workload.objects.filter(cluster=cluster, pk__in={pk for pk, _ in runs.values()}).only(
+            "id", "name", "backend_name", "tenant_id", "queue_id", "tier_id", "gpu_model_id", "spec"
+        )
+    }
+    out = {}
+    for backend_id, (pk, attempt) in runs.items():
+        workload = found.get(pk)
+        if workload is not None and _backend_name(workload, attempt) == backend_id:
+            out[backend_id] = workload
+    return out
 
 
 def _share(spec: dict, model: GpuModel | None) -> Fraction:

@@ -21,7 +21,7 @@ from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.chargeback.fractions import SECOND_PLACES, exact_seconds, to_decimal
-from apps.chargeback.metering import backend_now
+from apps.chargeback.metering import backend_now, console_workloads
 from apps.chargeback.models import (
     Credit,
     MeterWatermark,
@@ -299,6 +299,8 @@ def set_spend_budget(
 
 
 def _require_crediting(actor) -> None:
+    if actor is None:  # the system: the health app's automation crediting what a fault killed
+        return
     if not (has_perm(actor, Action.ADMINISTER, None) or has_perm(actor, Action.OPERATE, None)):
         raise Forbidden("Only platform admins and on-call engineers credit fault losses.")
 
@@ -320,8 +322,6 @@ def credit_interruptions(
     usage is metered past `interrupted_at`; then the run's GPU time since its start (or the last
     checkpoint) becomes the credit. One credit per workload and interruption: a repeat adds nothing.
     """
-    from apps.workloads.models import Workload
-
     _require_crediting(actor)
     if not (reason or "").strip():
         raise InvalidInput("A credit needs a reason (the fault).", {"reason": "Required."})
@@ -332,8 +332,8 @@ def credit_interruptions(
         )
     # Whose work it was: the console's workload, else the latest metered usage of that backend id.
     owners = {
-        w.backend_name: (w.pk, w.tenant_id, w.queue_id, w.tier_id, w.gpu_model_id)
-        for w in Workload.objects.filter(cluster=cluster, backend_name__in=backend_ids)
+        backend_id: (w.pk, w.tenant_id, w.queue_id, w.tier_id, w.gpu_model_id)
+        for backend_id, w in console_workloads(cluster, set(backend_ids)).items()
     }
     for backend_id, tenant_id, queue_id, tier_id, model_id in (
         UsageRecord.objects.filter(cluster=cluster, backend_id__in=set(backend_ids) - set(owners), tenant__isnull=False)

@@ -7,8 +7,8 @@ with no data are left out (unknown, never counted as idle).
 Sources:
 - simulated clusters: the simulator's own telemetry model, recomputed for past minutes from its
   allocation history (the same figure its exporter serves for that minute);
-- other clusters: none yet. The health app's 1-minute DCGM rollups (apps/health) plug in here through
-  `register_source`, with no change to metering or statements.
+- Kubernetes and Slurm clusters: the health app's 1-minute DCGM rollups (apps/health NodeRollup).
+Another source plugs in through `register_source`, with no change to metering or statements.
 """
 
 from __future__ import annotations
@@ -110,4 +110,39 @@ def _constant_loads(allocations, start: datetime, end: datetime):
             yield left, right, round(load, 9)
 
 
+def health_rollups(cluster, gpu_uuids: list[str], start: datetime, end: datetime) -> dict[str, list[UtilizationSpan]]:
+    """The health app's 1-minute DCGM rollups (NodeRollup): each minute's average DCGM_FI_DEV_GPU_UTIL.
+
+    A minute is rolled up when it is over, so the last minute of a metering interval may not be
+    there yet; it then counts as unknown (not idle).
+    """
+    from apps.fleet.models import Gpu
+    from apps.health.models import NodeRollup
+
+    where = {
+        uuid: (node_id, str(index))
+        for uuid, node_id, index in Gpu.objects.filter(node__cluster=cluster, uuid__in=gpu_uuids).values_list(
+            "uuid", "node_id", "index"
+        )
+    }
+    by_node: dict[int, list[tuple[datetime, dict]]] = defaultdict(list)
+    for node_id, minute, data in NodeRollup.objects.filter(
+        node_id__in={n for n, _ in where.values()}, minute__gte=start - MINUTE, minute__lt=end
+    ).values_list("node_id", "minute", "data"):
+        by_node[node_id].append((minute, data))
+    out: dict[str, list[UtilizationSpan]] = {}
+    for uuid, (node_id, index) in where.items():
+        spans = []
+        for minute, data in sorted(by_node.get(node_id, []), key=lambda item: item[0]):
+            cell = (data.get(index) or {}).get(UTIL_METRIC)
+            left, right = max(minute, start), min(minute + MINUTE, end)
+            if cell and right > left:
+                spans.append(UtilizationSpan(left, right, float(cell[1])))
+        out[uuid] = spans
+    return out
+
+
+UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 register_source("simulated", simulator_rollups)
+register_source("kubernetes", health_rollups)
+register_source("slurm", health_rollups)

@@ -165,3 +165,35 @@ def test_a_closed_period_cannot_change(fleet, personas, django_capture_on_commit
         )
     record.refresh_from_db()
     assert record.gpu_seconds > 0 and Period.objects.get(pk=period.pk).is_closed
+
+
+def test_idle_minutes_from_the_health_apps_dcgm_rollups(fleet):
+    from datetime import timedelta
+
+    from apps.backends.types import Placement
+    from apps.chargeback.utilization import health_rollups
+    from apps.chargeback.waste import assess_waste
+    from apps.fleet.models import Gpu
+    from apps.health.models import NodeRollup
+
+    cluster = fleet["cluster"]
+    gpu = Gpu.objects.filter(node__cluster=cluster).select_related("node").first()
+    start = before_month_end(600).replace(second=0, microsecond=0)
+    for minute, util in enumerate((2.0, 50.0, 3.5)):
+        NodeRollup.objects.create(
+            node=gpu.node,
+            minute=start + timedelta(minutes=minute),
+            data={str(gpu.index): {"DCGM_FI_DEV_GPU_UTIL": [0, util, util]}},
+        )
+    spans = health_rollups(cluster, [gpu.uuid], start, start + timedelta(minutes=3))
+    assert [s.utilization_pct for s in spans[gpu.uuid]] == [2.0, 50.0, 3.5]
+    record = UsageRecord(start=start, end=start + timedelta(minutes=3), gpus=Decimal(1), gpu_seconds=Decimal(180))
+    record._placements = [Placement(node=gpu.node.name, gpu_indexes=[gpu.index])]
+    from apps.chargeback import utilization
+
+    utilization.register_source("simulated", health_rollups)  # as a Kubernetes or Slurm cluster reads them
+    try:
+        assess_waste(cluster, [record])
+    finally:
+        utilization.register_source("simulated", utilization.simulator_rollups)
+    assert record.idle_gpu_seconds == Decimal(120) and record.used_gpu_seconds == Decimal("33.300000")
