@@ -25,7 +25,7 @@ DAILY_WORK = [
     ("acme-vision", "train", "a100", 1, 8, "whole", 1.0, "", 6, 2),
     ("acme-vision", "train", "a100", 3, 1, "mig", 1 / 7, "1g.10gb", 4, 2),
     ("lab-rl", "default", "l40s", 2, 1, "time-slice", 0.25, "", 8, 3),
-    ("lab-rl", "default", "h100", 1, 1, "hami", 0.04, "", 20, 3),  # notebooks left open: idle waste
+    ("lab-rl", "default", "h100", 1, 1, "hami", 0.01, "", 20, 3),  # notebooks left open: idle waste
     ("lab-rl", "default", "a100", 1, 4, "whole", 1.0, "", 5, 1),
 ]
 
