@@ -7,6 +7,7 @@ from importlib import import_module
 from apps.backends.base import Backend, PermanentBackendError
 
 REGISTRY: dict[str, str] = {
+    "kubernetes": "apps.backends.kubernetes.backend.KubernetesBackend",
     "simulated": "apps.backends.simulator.backend.SimulatorBackend",
 }
 

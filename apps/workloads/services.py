@@ -338,6 +338,8 @@ def process_outbox_entry(entry_id: int) -> str:
             parsed = parse_spec(workload.kind, workload.spec, catalog())
             backend_spec = to_backend_spec(parsed, workload.tier.value)
             backend_spec.name = workload.backend_name
+            if workload.cluster.kind == "kubernetes":
+                backend_spec.manifest = _kubernetes_manifest(workload, parsed)
             result = backend.submit(backend_spec)
             with transaction.atomic():
                 _event(
@@ -361,6 +363,18 @@ def process_outbox_entry(entry_id: int) -> str:
         return entry.action
     except BackendError as exc:
         return _backend_failed(entry, workload, exc)
+
+
+def _kubernetes_manifest(workload: Workload, spec):
+    """The objects the Kubernetes backend applies: rendered with the queue's namespace and the pool's taints."""
+    from apps.backends.base import PermanentBackendError
+    from apps.workloads.rendering import kubernetes_rendering
+
+    try:
+        return kubernetes_rendering(workload, spec)
+    except (ValueError, TypeError) as exc:
+        where = f"{workload.backend_name} for {workload.cluster.name}"
+        raise PermanentBackendError(f"cannot render {where}: {exc}") from exc
 
 
 def _finish_entry(entry: OutboxEntry, outcome: str) -> str:

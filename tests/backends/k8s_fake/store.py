@@ -102,6 +102,7 @@ FIELDS = {
     "status.phase": lambda o: (o.get("status") or {}).get("phase", ""),
     "involvedObject.name": lambda o: (o.get("involvedObject") or {}).get("name", ""),
     "involvedObject.kind": lambda o: (o.get("involvedObject") or {}).get("kind", ""),
+    "type": lambda o: o.get("type", ""),
 }
 
 
