@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -220,10 +221,13 @@ class FakeKubernetes:
         ready: bool = True,
         extra_resources: dict | None = None,
         annotations: dict | None = None,
+        resource: str = "nvidia.com/gpu",
     ) -> dict:
-        capacity = {"cpu": "128", "memory": "2113536Mi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+        """A GPU node as GPU Feature Discovery labels it; `resource` is the name its device plugin advertises
+        (Volcano clusters rename it per model, e.g. nvidia.com/gpu-h100)."""
+        capacity = {"cpu": "128", "memory": "2113536Mi", "pods": "110", resource: str(gpus)}
         capacity.update(extra_resources or {})
-        alloc = dict(capacity, **{"nvidia.com/gpu": str(gpus if allocatable is None else allocatable)})
+        alloc = dict(capacity, **{resource: str(gpus if allocatable is None else allocatable)})
         node = {
             "metadata": {
                 "name": name,
@@ -543,6 +547,12 @@ def _managed(applied: dict[str, dict], resource: Resource, now: str, live: dict 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     fake: FakeKubernetes
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as separate writes: without this, Nagle's algorithm and delayed ACKs add
+        # 40 ms to every request.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format, *args) -> None:
         pass
