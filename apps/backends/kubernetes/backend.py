@@ -158,6 +158,14 @@ class KubernetesBackend(Backend):
                 f"cluster {self.cluster.name}: {spec.name} needs {ADDON_USE[missing].split(':')[0]}, which is not "
                 "installed"
             )
+        name = top["metadata"]["name"]
+        top_path = kind_of(top).path(name, top["metadata"].get("namespace", ""))
+        existing = self.api.get_or_none(top_path, f"read {quota_push.label(top)}")
+        if existing is not None:
+            # Idempotent by name, and never re-applied: Kueue owns spec.suspend once it admits a Job, and a
+            # forced apply of the rendered `suspend: true` would take a running job back off its nodes.
+            status = self.status([name])[name]
+            return SubmitResult(backend_id=name, state=status.state, reason=status.reason or "already submitted")
         applied = None
         for obj in objects:
             answer = self.api.apply(
@@ -167,7 +175,6 @@ class KubernetesBackend(Backend):
             )
             if obj is top:
                 applied = answer
-        name = top["metadata"]["name"]
         status = workload_status(name, applied or top, [], [])
         return SubmitResult(backend_id=name, state=status.state, reason=status.reason)
 
