@@ -75,11 +75,14 @@ def translate(exc: Exception, what: str, cluster: str) -> BackendError:
         error.reason = status.get("reason", "")
         error.causes = [c.get("message", "") for c in (status.get("details") or {}).get("causes", []) if c]
         return error
-    if isinstance(exc, urllib3.exceptions.TimeoutError):
+    if isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(exc, urllib3.exceptions.NewConnectionError):
         return RetryableBackendError(f"{where}: the API server did not answer in time ({exc})")
     if isinstance(exc, urllib3.exceptions.MaxRetryError):
         reason = exc.reason
-        if isinstance(reason, urllib3.exceptions.TimeoutError):
+        # NewConnectionError subclasses ConnectTimeoutError in urllib3: test for a refused connection first.
+        if isinstance(reason, urllib3.exceptions.TimeoutError) and not isinstance(
+            reason, urllib3.exceptions.NewConnectionError
+        ):
             return RetryableBackendError(f"{where}: the API server did not answer in time ({reason})")
         return RetryableBackendError(f"{where}: cannot reach the API server at {exc.url or ''}: {reason}")
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
@@ -122,7 +125,7 @@ class KubeApi:
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
-                _request_timeout=timeout or self.timeout,
+                _request_timeout=self._timeout(timeout),
             )
             data = response.data
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
@@ -133,6 +136,12 @@ class KubeApi:
             raise RetryableBackendError(
                 f"cluster {self.cluster_name}: {what}: the API server's answer is not JSON ({exc})"
             ) from exc
+
+    def _timeout(self, seconds: float | None) -> tuple[float, float]:
+        # (connect, read): the client ignores a plain float, and an int would be a total that cuts off a
+        # slow but progressing list page.
+        value = float(seconds or self.timeout)
+        return (value, value)
 
     def get(self, path: str, what: str) -> dict:
         return self.request("GET", path, what)
@@ -167,7 +176,7 @@ class KubeApi:
     def version(self) -> str:
         """The server's gitVersion through the client's VersionApi."""
         try:
-            info = k8s.VersionApi(self.client).get_code(_request_timeout=self.timeout)
+            info = k8s.VersionApi(self.client).get_code(_request_timeout=self._timeout(None))
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise translate(exc, "read the server version", self.cluster_name) from exc
         return info.git_version

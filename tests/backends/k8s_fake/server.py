@@ -70,6 +70,7 @@ class Fault:
     message: str
     seconds: float = 0.0
     details: dict | None = None
+    reason: str = ""
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (self.path is None or self.path in path)
@@ -165,9 +166,11 @@ class FakeKubernetes:
         path: str | None = None,
         message: str = "",
         details: dict | None = None,
+        reason: str = "",
     ) -> None:
+        """Answer the next `times` matching requests with `code` and a Status (`reason` defaults by code)."""
         message = message or f"injected {code} {REASONS.get(code, '')}".strip()
-        self.faults.append(Fault(code, times, method, path, message, details=details))
+        self.faults.append(Fault(code, times, method, path, message, details=details, reason=reason))
 
     def hang(self, seconds: float, *, times: int = 1, method: str | None = None, path: str | None = None) -> None:
         self.faults.append(Fault(0, times, method, path, "hang", seconds=seconds))
@@ -581,7 +584,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             if fault is not None:
-                raise ApiError(fault.code, REASONS.get(fault.code, "Unknown"), fault.message, fault.details)
+                reason = fault.reason or REASONS.get(fault.code, "Unknown")
+                raise ApiError(fault.code, reason, fault.message, fault.details)
             code, payload = fake.handle(self.command, url.path, query, headers, body)
         except ApiError as exc:
             code, payload = exc.code, exc.status()
