@@ -196,8 +196,10 @@ def workload_status(backend_id: str, obj: dict, pods: list[dict], events: list[s
 
 
 def event_lines(events: list[dict]) -> list[str]:
+    """ "reason: message" per distinct event, oldest first (a repeated event counts once, at its latest)."""
     ordered = sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-    return [f"{e.get('reason', '')}: {e.get('message', '')}".strip(": ") for e in ordered]
+    lines = [f"{e.get('reason', '')}: {e.get('message', '')}".strip(": ") for e in ordered]
+    return list(reversed(dict.fromkeys(reversed(lines))))
 
 
 # --- usage -------------------------------------------------------------------------------------------------

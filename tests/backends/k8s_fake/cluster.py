@@ -470,7 +470,8 @@ class ControlPlane:
                 detail = ", ".join(f"{count} {why}" for why, count in sorted(reasons.items()))
                 message = f"0/{len(nodes)} nodes are available: {detail}."
                 condition = _condition("PodScheduled", "Unschedulable", now, message, status="False")
-                if pod["status"].get("conditions") != [condition]:
+                previous = (pod["status"].get("conditions") or [{}])[0]
+                if previous.get("message") != message:
                     pod["status"]["conditions"] = [condition]
                     self._save(self.pods, pod)
                     self.event(now, pod, "FailedScheduling", message)

@@ -329,7 +329,10 @@ class FakeKubernetes:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if not rest:
                 return 200, self._resource_list(group, version)
-            return self._resource_request(method, group, version, rest, query, headers, body)
+            answer = self._resource_request(method, group, version, rest, query, headers, body)
+            if method != "GET":
+                self.tick()  # controllers react to a write at once, as a real control plane does within moments
+            return answer
 
     def _group_list(self) -> dict:
         groups: dict[str, list[str]] = {}
