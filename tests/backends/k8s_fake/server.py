@@ -329,10 +329,11 @@ class FakeKubernetes:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if not rest:
                 return 200, self._resource_list(group, version)
-            answer = self._resource_request(method, group, version, rest, query, headers, body)
+            code, payload = self._resource_request(method, group, version, rest, query, headers, body)
             if method != "GET":
+                payload = copy.deepcopy(payload)  # the answer is the object as written, before controllers act
                 self.tick()  # controllers react to a write at once, as a real control plane does within moments
-            return answer
+            return code, payload
 
     def _group_list(self) -> dict:
         groups: dict[str, list[str]] = {}

@@ -88,3 +88,21 @@ def test_a_forbidden_submission_fails_with_the_reason(k8s, fake, personas, api, 
     workload.refresh_from_db()
     assert workload.state == "failed"
     assert "403 Forbidden" in workload.state_reason and "rbac.yaml" in workload.state_reason
+
+
+def test_scheduler_events_reach_the_workload_timeline_once(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    backend = get_backend(k8s)
+    for node in ("gpu-01", "gpu-02"):
+        backend.cordon(node, "maintenance")
+    workload = submit(api, personas, django_capture_on_commit_callbacks)
+    services.reconcile_workloads()
+    services.reconcile_workloads()
+    workload.refresh_from_db()
+    assert workload.state == "admitted"
+    assert workload.state_reason == "0/2 nodes are available: 2 node(s) were unschedulable."
+    lines = list(workload.events.filter(kind="cluster").values_list("message", flat=True))
+    assert lines == ["FailedScheduling: 0/2 nodes are available: 2 node(s) were unschedulable."]
+    page = api(fresh(personas.member_a)).get(f"/workloads/{workload.pk}/")
+    assert page.status_code == 200 and b"FailedScheduling" in page.content
