@@ -23,6 +23,11 @@ app.conf.beat_schedule = {
         "task": "apps.fleet.tasks.sync_all_clusters_task",
         "schedule": 60.0,
     },
+    # What changed by hand on Kubernetes clusters against the console's quota state (an operation each).
+    "kubernetes-quota-drift": {
+        "task": "apps.fleet.tasks.quota_drift_all_task",
+        "schedule": 3600.0,
+    },
     "prune-finished-operations": {
         "task": "apps.operations.tasks.prune_operations_task",
         "schedule": 24 * 3600.0,

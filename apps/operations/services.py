@@ -22,11 +22,13 @@ def start_operation(
     tenant=None,
     params: dict | None = None,
     reason: str = "",
+    system: bool = False,
 ) -> Operation:
     """Persist an operation and hand it to a worker once the transaction commits.
 
     Called inside a caller's transaction the task is sent only if that transaction commits; rolled
-    back, the row and the task both vanish.
+    back, the row and the task both vanish. `system=True` (with no actor) is the console's own periodic
+    work, which no user starts and so no permission check applies to; it is audited as the system.
     """
     from apps.operations.tasks import run_operation_task
 
@@ -35,7 +37,10 @@ def start_operation(
         raise InvalidInput(
             f"Unknown operation kind {kind!r}.", {"kind": f"Choose one of: {', '.join(sorted(HANDLERS))}."}
         )
-    require(actor, handler.action, tenant)
+    if system and actor is not None:
+        raise ValueError("a system operation has no acting user")
+    if not system:
+        require(actor, handler.action, tenant)
     with transaction.atomic():
         operation = Operation.objects.create(
             kind=kind,
