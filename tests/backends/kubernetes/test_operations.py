@@ -68,7 +68,4 @@ def test_periodic_drift_report_runs_as_the_system(k8s, fake, personas, client, d
         queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 100
     drift = post(client, personas.oncall, "fleet:cluster_quota_drift", django_capture_on_commit_callbacks)
     assert drift.status == "succeeded" and not drift.result["clean"]
-    assert (
-        "changed on the cluster: ResourceQuota team-a-train/gpu-console-gpus: spec.hard.requests.nvidia.com/gpu"
-        in drift.log
-    )
+    assert "changed on the cluster: ClusterQueue team-a-train: spec.resourceGroups" in drift.log
