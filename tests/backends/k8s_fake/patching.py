@@ -103,8 +103,9 @@ def json_patch(target: dict, operations: list) -> dict:
 
 
 def leaves(obj: object, prefix: tuple = ()) -> dict[tuple, object]:
-    """Leaf paths of a configuration (lists count as one leaf: this fake replaces them whole)."""
-    if isinstance(obj, dict) and obj:
+    """Leaf paths of a configuration (lists count as one leaf: this fake replaces them whole; an empty
+    object owns nothing)."""
+    if isinstance(obj, dict):
         out: dict[tuple, object] = {}
         for key, value in obj.items():
             out.update(leaves(value, (*prefix, key)))
