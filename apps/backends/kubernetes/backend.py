@@ -152,12 +152,15 @@ class KubernetesBackend(Backend):
         top = next((o for o in objects if kind_of(o) in WORKLOAD_KINDS), None)
         if top is None:
             raise PermanentBackendError(f"{spec.name}: no Job, Deployment or LeaderWorkerSet among its objects")
-        missing = kind_of(top).addon
-        if missing and missing not in self.addons:
-            raise PermanentBackendError(
-                f"cluster {self.cluster.name}: {spec.name} needs {ADDON_USE[missing].split(':')[0]}, which is not "
-                "installed"
-            )
+        # The object's own add-on, and the queueing system its labels name (without Kueue a suspended Job
+        # would wait forever, and a service would run outside every quota).
+        queueing = self.settings.get("queueing", "kueue")
+        for missing in (kind_of(top).addon, queueing):
+            if missing and missing not in self.addons:
+                raise PermanentBackendError(
+                    f"cluster {self.cluster.name}: {spec.name} needs {ADDON_USE[missing].split(':')[0]}, which is "
+                    "not installed"
+                )
         name = top["metadata"]["name"]
         top_path = kind_of(top).path(name, top["metadata"].get("namespace", ""))
         existing = self.api.get_or_none(top_path, f"read {quota_push.label(top)}")

@@ -55,15 +55,18 @@ def test_report_says_what_is_missing(db):
     assert "missing KEDA: autoscaling inference on the engines' queue length" in report.notes
 
 
-def test_submit_refuses_a_kind_whose_add_on_is_missing(db):
-    fake = FakeKubernetes(addons={"kueue"}).start()
+@pytest.mark.parametrize(
+    ("installed", "queueing", "missing"), [({"kueue"}, "volcano", "Volcano"), ({"volcano"}, "kueue", "Kueue")]
+)
+def test_submit_refuses_work_whose_queueing_is_not_installed(db, installed, queueing, missing):
+    fake = FakeKubernetes(addons=installed).start()
     try:
         seed_nodes(fake, count=1)
         fake.add_namespace("team-a")
-        cluster = make_cluster(fake, queueing="volcano")
+        cluster = make_cluster(fake, queueing=queueing)
         bind_queue(cluster, "team-a", "train", ["team-a"])
         spec = WorkloadSpec("v1", "team-a", "train", gpu_model="h100", image="busybox", command=["sleep", "1"])
-        with pytest.raises(PermanentBackendError, match="needs Volcano, which is not installed"):
+        with pytest.raises(PermanentBackendError, match=f"needs {missing}, which is not installed"):
             KubernetesBackend(cluster).submit(spec)
         assert fake.requests_to("PATCH") == []
     finally:
