@@ -148,7 +148,7 @@ class KubernetesBackend(Backend):
     # workloads
 
     def submit(self, spec: WorkloadSpec) -> SubmitResult:
-        objects = objects_for(spec, self.cluster)
+        objects = objects_for(spec, self.cluster, self.schema_version)
         top = next((o for o in objects if kind_of(o) in WORKLOAD_KINDS), None)
         if top is None:
             raise PermanentBackendError(f"{spec.name}: no Job, Deployment or LeaderWorkerSet among its objects")
@@ -320,9 +320,28 @@ class KubernetesBackend(Backend):
 
     # quota
 
-    def quota_objects(self, quotas: list[QuotaSpec] | None = None) -> tuple[list[dict], list[str]]:
+    @cached_property
+    def schema_version(self) -> str:
+        """The Kubernetes version whose schemas pre-flight validation uses: the server's, within those known."""
+        from apps.backends.render.validate import K8S_VERSIONS
+
+        parts = self.api.version().lstrip("v").split(".")
+        try:
+            minor = int(parts[1].rstrip("+"))
+        except (IndexError, ValueError):
+            return K8S_VERSIONS[-1]
+        known = [int(v.split(".")[1]) for v in K8S_VERSIONS]
+        return f"1.{min(max(minor, known[0]), known[-1])}"
+
+    def quota_objects(
+        self, quotas: list[QuotaSpec] | None = None, *, validate: bool = True
+    ) -> tuple[list[dict], list[str]]:
         """The desired quota objects for this cluster (the tenancy desired state, with `quotas` overriding the
-        queues they name) and the messages about what could not be rendered."""
+        queues they name) and the messages about what could not be rendered.
+
+        `validate` checks them strictly against the server's Kubernetes version before anything is sent (a
+        few seconds for hundreds of queues); the read-only drift report skips it.
+        """
         from apps.backends.kubernetes.desired import desired_state
         from apps.backends.render import RenderError, render_kubernetes
         from apps.backends.render.validate import ManifestError, check_objects
@@ -330,7 +349,8 @@ class KubernetesBackend(Backend):
         state, messages = desired_state(self.cluster, quotas)
         try:
             rendered = render_kubernetes(state)
-            check_objects(rendered.objects)
+            if validate:
+                check_objects(rendered.objects, (self.schema_version,))
         except (RenderError, ManifestError) as exc:
             raise PermanentBackendError(
                 f"cluster {self.cluster.name}: the quota objects cannot be rendered: {exc}"
@@ -349,7 +369,7 @@ class KubernetesBackend(Backend):
         return PushResult(applied=applied, unchanged=len(changes) - applied, messages=lines + messages)
 
     def quota_drift(self) -> quota_push.DriftReport:
-        objects, _ = self.quota_objects()
+        objects, _ = self.quota_objects(validate=False)
         return quota_push.drift(self.api, objects, self.addons)
 
     # usage

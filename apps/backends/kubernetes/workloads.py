@@ -19,8 +19,9 @@ EVENTS_SHOWN = 5
 KIND_LABEL = "gpu-console/kind"
 
 
-def objects_for(spec: WorkloadSpec, cluster) -> list[dict]:
-    """The objects to apply for `spec`, validated strictly (PermanentBackendError with every problem)."""
+def objects_for(spec: WorkloadSpec, cluster, schema_version: str) -> list[dict]:
+    """The objects to apply for `spec`, validated strictly against `schema_version` (PermanentBackendError
+    with every problem)."""
     from apps.workloads.render import RenderedWorkload, RenderError, render_kubernetes, validation_errors
 
     manifest = spec.manifest
@@ -37,9 +38,7 @@ def objects_for(spec: WorkloadSpec, cluster) -> list[dict]:
         raise PermanentBackendError(f"{spec.name}: a Kubernetes manifest is a list of objects, not {type(manifest)}")
     if not rendered.objects:
         raise PermanentBackendError(f"{spec.name}: nothing to apply")
-    from apps.backends.render.validate import K8S_VERSIONS
-
-    errors = validation_errors(rendered, (K8S_VERSIONS[-1],))
+    errors = validation_errors(rendered, (schema_version,))
     if errors:
         raise PermanentBackendError(f"{spec.name}: the rendered objects would be refused: " + "; ".join(errors[:10]))
     return rendered.objects

@@ -117,3 +117,13 @@ def test_in_cluster_outside_a_pod_is_a_permanent_error(db, monkeypatch):
     cluster = Cluster.objects.create(name="inside", kind="kubernetes", connection={"in_cluster": True})
     with pytest.raises(PermanentBackendError, match="cannot load its connection settings"):
         KubernetesBackend(cluster).inventory()
+
+
+@pytest.mark.parametrize(
+    ("server", "schemas"), [("v1.33.2", "1.33"), ("v1.38.0-gke.1", "1.35"), ("v1.29.4+k3s1", "1.31")]
+)
+def test_pre_flight_validation_uses_the_server_s_version_within_those_known(db, fake, monkeypatch, server, schemas):
+    from tests.backends.k8s_fake import server as fake_server
+
+    monkeypatch.setitem(fake_server.SERVER_VERSION, "gitVersion", server)
+    assert KubernetesBackend(make_cluster(fake)).schema_version == schemas
