@@ -67,10 +67,9 @@ class KubernetesBackend(Backend):
 
     kind = "kubernetes"
 
-    def __init__(self, cluster, *, client=None, sleep=None):
+    def __init__(self, cluster, *, sleep=None):
         super().__init__(cluster)
-        self._client = client
-        self._sleep = sleep
+        self._sleep = sleep  # tests replace the drain's backoff sleep
 
     @cached_property
     def settings(self) -> dict:
@@ -78,8 +77,12 @@ class KubernetesBackend(Backend):
 
     @cached_property
     def api(self) -> KubeApi:
-        client = self._client or api_client(self.cluster)
-        return KubeApi(client, self.cluster.name, timeout_of(self.cluster), int(self.settings.get("page_size", 500)))
+        return KubeApi(
+            api_client(self.cluster),
+            self.cluster.name,
+            timeout_of(self.cluster),
+            int(self.settings.get("page_size", 500)),
+        )
 
     @cached_property
     def groups(self) -> set[str]:
@@ -182,6 +185,7 @@ class KubernetesBackend(Backend):
         return SubmitResult(backend_id=name, state=status.state, reason=status.reason)
 
     def _workload_objects(self, names: set[str]) -> dict[str, dict]:
+        """Top-level workload objects by name: a field selector per name for a few, else the console's list."""
         found: dict[str, dict] = {}
         for kind in self._served(WORKLOAD_KINDS):
             if len(names) <= 3:
