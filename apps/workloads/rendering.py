@@ -3,6 +3,7 @@ and, on Kubernetes, for the backend that applies them."""
 
 from __future__ import annotations
 
+from apps.workloads.logs import DEFAULT_SLURM_OUTPUT_DIR
 from apps.workloads.models import Workload
 
 
@@ -55,7 +56,7 @@ def render_workload(workload: Workload) -> tuple[str, str]:
                 qos=workload.tier.name,
                 partition=(workload.cluster.connection or {}).get("partition", "gpu"),
                 gres_type=workload.gpu_model.code,
-                output_dir="/var/log/gpu-console",
+                output_dir=(workload.cluster.connection or {}).get("output_dir", DEFAULT_SLURM_OUTPUT_DIR),
             )
             return render_slurm(spec, ctx).script, ""
         return kubernetes_rendering(workload, spec).to_yaml(), ""
