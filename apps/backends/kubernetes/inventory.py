@@ -20,6 +20,7 @@ from apps.workloads.render.context import DEFAULT_TOPOLOGY_LABELS
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 POOL_PURPOSE_LABEL = "gpu-console/pool-purpose"
 PURPOSES = {"online-inference", "batch-training", "dev"}
@@ -93,7 +94,7 @@ def _gpu_resources(resources: dict) -> int:
     """GPUs in a capacity/allocatable map: nvidia.com/gpu plus per-model nvidia.com/gpu-<model> names."""
     total = 0
     for name, value in resources.items():
-        if name == podinfo.GPU or (name.startswith(podinfo.GPU + "-") and name != "nvidia.com/gpu-shared"):
+        if podinfo.is_gpu_resource(name):
             total += _int(value)
     return total
 
@@ -134,8 +135,12 @@ def node_info(node: dict, pods: NodePods | None, settings: InventorySettings) ->
     mig_enabled = any(k.startswith(podinfo.MIG_PREFIX) for k in status.get("capacity") or {}) or labels.get(
         MIG_CONFIG_LABEL, "all-disabled"
     ) not in ("", "all-disabled")
-    if mig_enabled and labels.get(MIG_STRATEGY_LABEL) == "single" and labels.get(COUNT_LABEL):
-        capacity = _int(labels[COUNT_LABEL])  # with the single strategy nvidia.com/gpu counts MIG instances
+    # With MIG's single strategy nvidia.com/gpu counts MIG instances, with time-slicing it counts replicas:
+    # GPU Feature Discovery's count label has the physical GPUs, and a pod's GPU is a share of one.
+    replicas = max(_int(labels.get(REPLICAS_LABEL, "1")), 1)
+    shared = replicas > 1 or (mig_enabled and labels.get(MIG_STRATEGY_LABEL) == "single")
+    if shared and labels.get(COUNT_LABEL):
+        capacity = _int(labels[COUNT_LABEL])
         allocatable = capacity
     product = labels.get(PRODUCT_LABEL, "")
     memory = _int(labels.get(MEMORY_LABEL, "0")) or podinfo.catalog_memory(product)
@@ -152,7 +157,7 @@ def node_info(node: dict, pods: NodePods | None, settings: InventorySettings) ->
         )
         for i in range(capacity)
     ]
-    _allocate(gpus[:allocatable], pods)
+    _allocate(gpus[:allocatable], pods, replicas)
     state, reason = node_state(node)
     annotations = meta.get("annotations") or {}
     if spec.get("unschedulable") and not reason:
@@ -182,12 +187,17 @@ def node_info(node: dict, pods: NodePods | None, settings: InventorySettings) ->
     )
 
 
-def _allocate(gpus: list[GpuInfo], pods: NodePods | None) -> None:
-    """Whole GPUs to pods in creation order, shares onto the first GPU with room (see the module note)."""
+def _allocate(gpus: list[GpuInfo], pods: NodePods | None, replicas: int = 1) -> None:
+    """Whole GPUs to pods in creation order, shares onto the first GPU with room (see the module note).
+
+    On a time-sliced node (`replicas` per GPU) each requested nvidia.com/gpu is one replica: 1/replicas.
+    """
     if pods is None:
         return
     free = list(gpus)
     for holder in pods.holders:
+        if replicas > 1:
+            holder = _Holder(holder.workload, 0, holder.fraction + holder.whole / replicas)
         for _ in range(holder.whole):
             gpu = next((g for g in free if g.allocated_fraction == 0.0), None)
             if gpu is None:

@@ -64,6 +64,11 @@ def _number(value: object) -> float:
         return 0.0
 
 
+def is_gpu_resource(name: str) -> bool:
+    """nvidia.com/gpu, or a per-model name nvidia.com/gpu-<model> (Volcano clusters); not HAMi's gpumem/gpucores."""
+    return name == GPU or name.startswith(GPU + "-")
+
+
 def gpu_requests(pod: dict) -> dict[str, float]:
     """nvidia.com/* resources the pod's containers request (sidecars included), by resource name."""
     out: dict[str, float] = {}
@@ -86,7 +91,7 @@ def gpu_share(pod: dict) -> tuple[int, float]:
     fraction = 0.0
     cores = requests.get(HAMI_CORES)
     for name, amount in requests.items():
-        if name == GPU or (name.startswith(GPU + "-") and name not in (HAMI_CORES,)):
+        if is_gpu_resource(name):
             if cores is not None:
                 fraction += min(cores / 100.0, 1.0) * amount
             else:
@@ -109,7 +114,7 @@ def gpu_model_of(pod: dict) -> str:
     if selector:
         return selector.removesuffix("-SHARED")
     for name in gpu_requests(pod):
-        if name.startswith(GPU + "-") and name not in (HAMI_CORES, "nvidia.com/gpumem"):
+        if name.startswith(GPU + "-"):
             return name.removeprefix(GPU + "-")
     return ""
 

@@ -117,3 +117,23 @@ def test_a_failing_sync_keeps_the_inventory_and_records_the_error(db, fake):
     assert not result.ok and cluster.status == "error"
     assert "unable to handle the request" in cluster.last_error
     assert Node.objects.filter(cluster=cluster).count() == 1
+
+
+def test_time_sliced_nodes_count_physical_gpus_and_shares(db, fake):
+    fake.add_node(
+        "ts-01",
+        gpus=32,  # the device plugin advertises 4 replicas of each of the 8 GPUs
+        product="NVIDIA-L40S-SHARED",
+        labels={
+            "nvidia.com/gpu.replicas": "4",
+            "nvidia.com/gpu.count": "8",
+            "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        },
+    )
+    fake.add_namespace("dev")
+    fake.add_pod("nb-0", "dev", "ts-01", gpus=1)
+    fake.add_pod("nb-1", "dev", "ts-01", gpus=1)
+    node = KubernetesBackend(make_cluster(fake)).inventory().nodes[0]
+    assert len(node.gpus) == 8 and node.gpu_allocatable == 8
+    held = [(g.allocated_to, g.allocated_fraction) for g in node.gpus if g.allocated_to]
+    assert held == [(["dev/nb-0", "dev/nb-1"], 0.5)]
