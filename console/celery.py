@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -26,6 +27,20 @@ app.conf.beat_schedule = {
     # What changed by hand on Kubernetes clusters against the console's quota state (an operation each).
     "kubernetes-quota-drift": {
         "task": "apps.fleet.tasks.quota_drift_all_task",
+        "schedule": 3600.0,
+    },
+    # DCGM ingestion and health evaluation, one task per cluster.
+    "health-cycle": {
+        "task": "apps.health.tasks.health_cycle_task",
+        "schedule": float(settings.HEALTH_SCRAPE_INTERVAL_S),
+    },
+    # Close quiet incidents, resume what automation isolated once validated, resend lost notifications.
+    "health-housekeeping": {
+        "task": "apps.health.tasks.health_housekeeping_task",
+        "schedule": 30.0,
+    },
+    "prune-health-rollups": {
+        "task": "apps.health.tasks.prune_rollups_task",
         "schedule": 3600.0,
     },
     "prune-finished-operations": {

@@ -33,6 +33,5 @@ def quota_drift_all_task() -> int:
             target=cluster,
             params={"cluster_id": cluster.pk},
             reason="periodic drift report",
-            system=True,
         )
     return len(clusters)

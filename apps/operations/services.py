@@ -22,13 +22,12 @@ def start_operation(
     tenant=None,
     params: dict | None = None,
     reason: str = "",
-    system: bool = False,
 ) -> Operation:
     """Persist an operation and hand it to a worker once the transaction commits.
 
     Called inside a caller's transaction the task is sent only if that transaction commits; rolled
-    back, the row and the task both vanish. `system=True` (with no actor) is the console's own periodic
-    work, which no user starts and so no permission check applies to; it is audited as the system.
+    back, the row and the task both vanish. `actor` None is the system (automation, which decided under
+    its own policy): no permission check, and the audit event names "system".
     """
     from apps.operations.tasks import run_operation_task
 
@@ -37,9 +36,7 @@ def start_operation(
         raise InvalidInput(
             f"Unknown operation kind {kind!r}.", {"kind": f"Choose one of: {', '.join(sorted(HANDLERS))}."}
         )
-    if system and actor is not None:
-        raise ValueError("a system operation has no acting user")
-    if not system:
+    if actor is not None:
         require(actor, handler.action, tenant)
     with transaction.atomic():
         operation = Operation.objects.create(
