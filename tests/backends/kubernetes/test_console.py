@@ -106,3 +106,34 @@ def test_scheduler_events_reach_the_workload_timeline_once(
     assert lines == ["FailedScheduling: 0/2 nodes are available: 2 node(s) were unschedulable."]
     page = api(fresh(personas.member_a)).get(f"/workloads/{workload.pk}/")
     assert page.status_code == 200 and b"FailedScheduling" in page.content
+
+
+def test_a_runbook_drain_that_a_disruption_budget_blocks_fails_and_keeps_the_cordon(personas, fake, api):
+    from apps.fleet.models import Cluster
+    from apps.operations.models import Operation
+    from apps.operations.runner import execute_operation
+
+    seed_nodes(fake, count=2, gpus=8)
+    fake.add_namespace("serve")
+    for i in range(2):
+        fake.add_pod(f"vllm-{i}", "serve", "gpu-01", gpus=4, labels={"app": "vllm"})
+    budget = {"minAvailable": 2, "selector": {"matchLabels": {"app": "vllm"}}}
+    fake.seed(
+        "policy", "v1", "poddisruptionbudgets", {"metadata": {"name": "vllm", "namespace": "serve"}, "spec": budget}
+    )
+    cluster = Cluster.objects.create(
+        name="k8s", kind="kubernetes", connection={"api_url": fake.url, "drain_timeout_s": 0}
+    )
+    assert sync_inventory(cluster.pk).ok
+    node = Node.objects.get(cluster=cluster, name="gpu-01")
+    response = api(fresh(personas.oncall)).post(f"/api/v1/nodes/{node.pk}/drain/", {"reason": "fan"}, format="json")
+    assert response.status_code == 202, response.json()
+    execute_operation(response.json()["id"])
+    operation = Operation.objects.get(pk=response.json()["id"])
+    assert operation.status == "failed"
+    assert (
+        "not evicted: serve/vllm-0: The disruption budget vllm needs 2 healthy pods and has 2 currently"
+        in operation.log
+    )
+    assert "2 pod(s) on gpu-01 could not be evicted" in operation.error
+    assert fake.get("", "v1", "nodes", "gpu-01")["spec"]["unschedulable"] is True
