@@ -126,7 +126,7 @@ class SimulatorBackend(Backend):
         return answer.body
 
     def service_metrics_text(self, name: str) -> str:
-        """An inference service's engines' /metrics text, as GET /simulator/<cluster>/services/<name>/metrics answers."""
+        """A service's engines' /metrics text, as GET /simulator/<cluster>/services/<name>/metrics answers."""
         from apps.backends.base import NotFoundError, RetryableBackendError
         from apps.backends.simulator.exporter import scrape_service
 
