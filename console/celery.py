@@ -23,6 +23,15 @@ app.conf.beat_schedule = {
         "task": "apps.fleet.tasks.sync_all_clusters_task",
         "schedule": 60.0,
     },
+    # Every running inference service's engine /metrics: TTFT/TPOT series, SLO burn rates, alerts.
+    "inference-scrape": {
+        "task": "apps.inference.tasks.scrape_services_task",
+        "schedule": 15.0,
+    },
+    "inference-prune": {
+        "task": "apps.inference.tasks.prune_telemetry_task",
+        "schedule": 3600.0,
+    },
     "prune-finished-operations": {
         "task": "apps.operations.tasks.prune_operations_task",
         "schedule": 24 * 3600.0,
