@@ -10,6 +10,7 @@ from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, 
 from apps.audit.api.views import AuditEventViewSet
 from apps.backends.simulator.api import AdvanceView, FaultViewSet
 from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, NodeViewSet
+from apps.inference.api.views import ServiceViewSet
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
     AdmissionPreviewView,
@@ -44,6 +45,7 @@ router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("admissions", AdmissionViewSet, basename="admission")
 router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("templates", TemplateViewSet, basename="template")
+router.register("services", ServiceViewSet, basename="service")
 
 app_name = "api"
 urlpatterns = [
