@@ -8,6 +8,9 @@ one lets the alert resolve soon after the service recovers.
 
   fast burn: 1 h and 5 min above 14.4      slow burn: 6 h and 30 min above 6
 
+A pair is judged only once the service has samples reaching back at least its short window: on a service's
+first scrapes every window holds the same few minutes, and a cold start would page at once.
+
 Windows sum the samples' counts (one grouped query for every service and window). At most one firing alert
 exists per service, SLI and window pair (a partial unique constraint), so a sustained breach fires once.
 """
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q, Sum
+from django.db.models import Min, Q, Sum
 
 from apps.inference.models import AlertState, BurnWindow, ServiceAlert, Sli, TelemetrySample
 
@@ -39,8 +42,9 @@ _COLUMNS = {Sli.TTFT: ("requests", "ttft_slow"), Sli.TPOT: ("tokens", "tpot_slow
 
 
 def window_counts(ids, now: datetime) -> dict[int, dict[tuple[str, int], tuple[float, float]]]:
-    """{workload: {(sli, window seconds): (observations, slow)}} over the windows ending at `now`."""
-    aggregates = {}
+    """{workload: {(sli, window seconds): (observations, slow)}} over the windows ending at `now`; the key
+    "since" holds the oldest sample's time within the longest window."""
+    aggregates: dict = {"since": Min("time")}
     for seconds in SECONDS:
         recent = Q(time__gt=now - timedelta(seconds=seconds), time__lte=now)
         for sli, (total, slow) in _COLUMNS.items():
@@ -53,9 +57,12 @@ def window_counts(ids, now: datetime) -> dict[int, dict[tuple[str, int], tuple[f
     )
     return {
         row["workload_id"]: {
-            (sli, seconds): (row[f"{sli}_total_{seconds}"] or 0.0, row[f"{sli}_slow_{seconds}"] or 0.0)
-            for sli in _COLUMNS
-            for seconds in SECONDS
+            "since": row["since"],
+            **{
+                (sli, seconds): (row[f"{sli}_total_{seconds}"] or 0.0, row[f"{sli}_slow_{seconds}"] or 0.0)
+                for sli in _COLUMNS
+                for seconds in SECONDS
+            },
         }
         for row in rows
     }
@@ -68,14 +75,14 @@ def burn_rate(counts: tuple[float, float], objective: float) -> float | None:
     return (slow / total) / (1 - objective)
 
 
-def burn_rates(ids, now: datetime) -> dict[int, dict[tuple[str, int], float | None]]:
-    """{workload: {(sli, window seconds): burn rate or None (no observations)}}."""
+def burn_rates(ids, now: datetime) -> dict[int, dict]:
+    """{workload: {(sli, window seconds): burn rate or None (no observations), "since": oldest sample}}."""
     from apps.inference.scrape import slo_targets
 
     counts = window_counts(ids, now)
     slos = slo_targets(list(counts))
     return {
-        pk: {key: burn_rate(value, slos[pk].objective) for key, value in windows.items()}
+        pk: {key: value if key == "since" else burn_rate(value, slos[pk].objective) for key, value in windows.items()}
         for pk, windows in counts.items()
     }
 
@@ -96,8 +103,10 @@ def evaluate_slos(ids, now: datetime) -> int:
         for sli in _COLUMNS:
             for name, pair in PAIRS.items():
                 long_rate, short_rate = windows[(sli, pair.long_s)], windows[(sli, pair.short_s)]
+                covered = (now - windows["since"]).total_seconds() >= pair.short_s
                 breach = (
-                    long_rate is not None
+                    covered
+                    and long_rate is not None
                     and short_rate is not None
                     and long_rate >= pair.threshold
                     and short_rate >= pair.threshold

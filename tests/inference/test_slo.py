@@ -76,6 +76,16 @@ def test_a_short_blip_does_not_fire(serving, personas, django_capture_on_commit_
     assert rates[("ttft", 300)] > 14.4 > rates[("ttft", 3600)]
 
 
+def test_a_service_slow_from_its_first_scrape_fires_once_it_has_five_minutes(
+    serving, personas, django_capture_on_commit_callbacks
+):
+    workload = run_service(personas, django_capture_on_commit_callbacks)
+    fired = _replay(workload, timezone.now() - timedelta(hours=1), good_minutes=0, bad_minutes=10)
+    # Samples at 0, 15, ... s: the fast pair is judged from the sample 5 minutes after the first (the 21st).
+    assert fired.index(1) == 20 and sum(fired) == 1
+    assert ServiceAlert.objects.get().window == "fast"
+
+
 def test_burn_rate_uses_the_service_objective(serving, personas, django_capture_on_commit_callbacks):
     workload = run_service(personas, django_capture_on_commit_callbacks)
     now = timezone.now()
