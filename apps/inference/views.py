@@ -34,7 +34,13 @@ def service_telemetry(request, pk: int):
     return render(
         request,
         "inference/_telemetry.html",
-        {"workload": workload, "status": status, "data": data, "window": window},
+        {
+            "workload": workload,
+            "status": status,
+            "data": data,
+            "window": window,
+            "objective_percent": f"{status['slo']['objective'] * 100:g}",
+        },
     )
 
 
