@@ -1,10 +1,11 @@
 """Where a service's engine metrics are, and reading them: over HTTP, or in-process for simulated clusters.
 
 The URL comes from the cluster's `connection`:
-* `inference_metrics_url`: a pattern with {name} (the backend name), {service} (the Kubernetes Service the
-  renderer creates, "<name>-api"), {namespace}, {port} and {cluster}. Point it at anything that answers the
-  engines' exposition text, e.g. a Prometheus federation that also carries each pod's `pod` label (then the
-  page counts replicas): `http://prometheus-operated.monitoring.svc:9090/federate?match[]={namespace="{namespace}"}`.
+* `inference_metrics_url`: a template (checked when the cluster is saved) with {name} (the backend name),
+  {service} (the Kubernetes Service the renderer creates, "<name>-api"), {namespace}, {port} and {cluster},
+  URL-quoted; `{{`/`}}` are literal braces. Point it at anything that answers the engines' exposition text,
+  e.g. a Prometheus federation, which also carries each pod's `pod` label (then the page counts replicas):
+  `http://prometheus-operated.monitoring.svc:9090/federate?match[]={{namespace="{namespace}"}}`.
 * otherwise, Kubernetes clusters: DEFAULT_PATTERN, the service's own port (one replica answers each scrape);
 * simulated clusters: the simulator's /simulator/<cluster>/services/<name>/metrics, read in-process;
 * Slurm clusters without a pattern have no known endpoint: the telemetry says so.
@@ -40,10 +41,8 @@ class FetchError(Exception):
     """The endpoint did not answer usefully (unreachable, timeout, HTTP error, too large)."""
 
 
-def _fill(pattern: str, values: dict[str, str]) -> str:
-    for key, value in values.items():
-        pattern = pattern.replace("{" + key + "}", urllib.parse.quote(value, safe=""))
-    return pattern
+def _fill(template: str, values: dict[str, str]) -> str:
+    return template.format(**{key: urllib.parse.quote(value, safe="") for key, value in values.items()})
 
 
 def source_for(workload, namespace: str) -> Source:
@@ -51,6 +50,8 @@ def source_for(workload, namespace: str) -> Source:
     from apps.workloads.render.common import short_name
 
     cluster = workload.cluster
+    from apps.fleet.links import METRICS_URL_PLACEHOLDERS, logs_url_error
+
     pattern = (cluster.connection or {}).get("inference_metrics_url")
     values = {
         "name": workload.backend_name,
@@ -59,7 +60,7 @@ def source_for(workload, namespace: str) -> Source:
         "port": str((workload.spec or {}).get("port", 8000)),
         "cluster": cluster.name,
     }
-    if pattern:
+    if pattern and not logs_url_error(pattern, METRICS_URL_PLACEHOLDERS):
         return Source(HTTP, _fill(pattern, values))
     if cluster.kind == "simulated":
         return Source(SIMULATOR, reverse("simulator:service_metrics", args=[cluster.name, workload.backend_name]))

@@ -14,6 +14,7 @@ from tests.inference.conftest import move_to_http_cluster, run_service
 from tests.inference.exposition import vllm_text
 from tests.inference.http_server import serve
 from tests.inference.test_parsing import AFTER, BEFORE
+from tests.utils.personas import fresh
 
 pytestmark = pytest.mark.django_db
 
@@ -146,3 +147,29 @@ def test_simulated_services_are_read_from_the_simulator(serving, personas, djang
         sample = TelemetrySample.objects.filter(workload=workload).latest("time")
         assert sample.requests > 0 and sample.ttft_p50 > 0 and sample.tpot_p99 > 0
         assert sample.replicas >= 1 and 0 < sample.kv_cache < 1 and sample.tokens_per_s > 0
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [("ftp://prom/{name}", "http"), ("http://prom/{pod}", "Unknown placeholders ['pod']"), ("http://x/{", "template")],
+)
+def test_a_bad_metrics_url_template_is_rejected(serving, personas, template, problem):
+    from apps.core.errors import InvalidInput
+    from apps.fleet.services import update_cluster
+
+    cluster = serving["cluster"]
+    connection = {**cluster.connection, "inference_metrics_url": template}
+    with pytest.raises(InvalidInput) as caught:
+        update_cluster(fresh(personas.platform_admin), cluster, connection=connection)
+    assert problem in caught.value.message
+
+
+def test_a_federation_template_fills_quoted_values_and_literal_braces(
+    serving, personas, django_capture_on_commit_callbacks
+):
+    from apps.inference.sources import source_for
+
+    workload = run_service(personas, django_capture_on_commit_callbacks)
+    move_to_http_cluster(workload, 'http://prom:9090/federate?match[]={{namespace="{namespace}",pod=~"{name}-.*"}}')
+    source = source_for(workload, "team a")
+    assert source.url == f'http://prom:9090/federate?match[]={{namespace="team%20a",pod=~"{workload.backend_name}-.*"}}'
