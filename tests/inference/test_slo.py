@@ -134,3 +134,16 @@ def test_slo_values_are_checked(serving, personas, django_capture_on_commit_call
     with pytest.raises(InvalidInput) as caught:
         set_slo(fresh(personas.tenant_admin_a), workload, **values)
     assert field in caught.value.fields
+
+
+def test_prune_keeps_the_retention_window(serving, personas, django_capture_on_commit_callbacks, settings):
+    from apps.inference.services import prune_samples
+
+    settings.INFERENCE_TELEMETRY_RETENTION_DAYS = 2
+    workload = run_service(personas, django_capture_on_commit_callbacks)
+    now = timezone.now()
+    TelemetrySample.objects.bulk_create(
+        [TelemetrySample(workload=workload, time=now - timedelta(days=d)) for d in (0.5, 1.9, 2.1, 5)]
+    )
+    assert prune_samples(now) == 2
+    assert TelemetrySample.objects.count() == 2
