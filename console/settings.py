@@ -7,6 +7,7 @@ zero-set-up demo: an SQLite file and an embedded (filesystem) Celery broker.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -50,12 +51,14 @@ INSTALLED_APPS = [
     "apps.workloads",
     "apps.inference",
     "apps.dashboard",
+    "apps.observability",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.RequestIdMiddleware",
+    "apps.core.metrics.RequestMetricsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -220,6 +223,13 @@ REFERENCE_CACHE_S = env_int("REFERENCE_CACHE_S", 5, minimum=0)
 INFERENCE_SCRAPE_INTERVAL_S = env_int("INFERENCE_SCRAPE_INTERVAL_S", 15, minimum=1)
 INFERENCE_SCRAPE_TIMEOUT_S = env_int("INFERENCE_SCRAPE_TIMEOUT_S", 3, minimum=1, maximum=60)
 INFERENCE_TELEMETRY_RETENTION_DAYS = env_int("INFERENCE_TELEMETRY_RETENTION_DAYS", 8, minimum=1)
+# /metrics answers requests from these networks, or with `Authorization: Bearer <METRICS_TOKEN>`.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = [
+    ipaddress.ip_network(net.strip(), strict=False)
+    for net in env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+    if net.strip()
+]
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
 

@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -28,7 +28,7 @@ from apps.core.errors import Conflict, InvalidInput, NotFound
 from apps.core.inserts import insert_row
 from apps.fleet.models import GpuModel
 from apps.tenancy.models import AdmissionState, Tenant
-from apps.tenancy.services.admissions import release_admission, submit_admission
+from apps.tenancy.services.admissions import decide_claim, release_admission, submit_admission
 from apps.tenancy.snapshot import tier_rows
 from apps.workloads.models import (
     OutboxAction,
@@ -130,72 +130,73 @@ def submit_workload(
     cluster, gpus_per_node = picked
     if gpus_per_node != 8:
         parsed = _parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
-    # The quota decision commits first, in its own short transaction: its lock serializes admission
-    # decisions and must not be held while the rest of the submission is written. A claim left behind
-    # by a failure below is released here, or by the tick's sweep if the process died (see
-    # `release_orphan_claims`).
-    claim = submit_admission(
-        name=f"{CLAIM_PREFIX}{tenant.slug}/{parsed.name}",
-        queue=queue,
-        gpu_model=model,
-        gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
-        tier=tier,
-        user=actor.get_username(),
-    )
-    try:
-        with transaction.atomic():
-            workload = Workload(
-                kind=kind,
-                name=parsed.name,
-                tenant=tenant,
-                queue=queue,
-                tier=tier,
-                cluster=cluster,
-                gpu_model=model,
-                gpus=parsed.total_gpus,
-                spec=parsed.to_dict(),
-                template=template,
-                idempotency_key=idempotency_key or None,
-                request_hash=digest,
-                created_by=actor if actor.pk else None,
-                admission=claim,
+    # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
+    # outbox row, its event and its audit event commit with it, or nothing does.
+    with transaction.atomic():
+        claim = decide_claim(
+            name=f"{CLAIM_PREFIX}{tenant.slug}/{parsed.name}",
+            queue=queue,
+            gpu_model=model,
+            gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
+            tier=tier,
+            user=actor.get_username(),
+        )
+        if idempotency_key:  # a retry with the same key may have committed since we looked; under the lock it shows
+            existing_id = _existing_workload_id(actor, idempotency_key)
+            if existing_id is not None:
+                return _replay(Workload.objects.get(pk=existing_id), digest)
+        insert_row(claim)
+        workload = Workload(
+            kind=kind,
+            name=parsed.name,
+            tenant=tenant,
+            queue=queue,
+            tier=tier,
+            cluster=cluster,
+            gpu_model=model,
+            gpus=parsed.total_gpus,
+            spec=parsed.to_dict(),
+            template=template,
+            idempotency_key=idempotency_key or None,
+            request_hash=digest,
+            created_by=actor if actor.pk else None,
+            admission=claim,
+        )
+        _state_from_claim(workload, claim)
+        insert_row(workload)
+        workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE workloads_workload SET backend_name = %s WHERE id = %s", [workload.backend_name, workload.pk]
             )
-            _state_from_claim(workload, claim)
-            try:
-                with transaction.atomic():
-                    insert_row(workload)
-            except IntegrityError:
-                # Two retries raced with one key: the other one won; return its workload.
-                existing = Workload.objects.get(created_by=actor, idempotency_key=idempotency_key)
-                release_admission(claim)
-                return _replay(existing, digest)
-            workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "UPDATE workloads_workload SET backend_name = %s WHERE id = %s",
-                    [workload.backend_name, workload.pk],
-                )
-            if claim.state == AdmissionState.ADMITTED:
-                _enqueue(workload, OutboxAction.SUBMIT)
-            _event(
-                workload,
-                "submitted",
-                f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
-            )
-            record_event(
-                actor,
-                "workload.submit",
-                workload,
-                tenant=tenant,
-                after={
-                    **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
-                    "idempotency_key": idempotency_key,
-                },
-            )
-    except BaseException:
-        release_admission(claim)
-        raise
+        if claim.state == AdmissionState.ADMITTED:
+            _enqueue(workload, OutboxAction.SUBMIT)
+        _event(
+            workload,
+            "submitted",
+            f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
+        )
+        record_event(
+            actor,
+            "workload.submit",
+            workload,
+            tenant=tenant,
+            after={
+                **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
+                "idempotency_key": idempotency_key,
+            },
+        )
     return workload, True
+
+
+def _existing_workload_id(actor, idempotency_key: str) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM workloads_workload WHERE created_by_id = %s AND idempotency_key = %s",
+            [actor.pk, idempotency_key],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def _replay(existing: Workload, digest: str) -> tuple[Workload, bool]:
