@@ -39,7 +39,7 @@ from apps.backends.simulator.seeding import rng, stable_hash, stable_hex, unit
 STEP_S = 60
 LOAD_DELAY_STEPS = 3  # a new replica serves once its weights are loaded
 SCALE_IN_STEPS = 5  # HPA's default scale-down stabilization window (300 s)
-MAX_WAITING_PER_REPLICA = 2000  # beyond this, clients give up
+CLIENT_PATIENCE_S = 30  # a queue longer than this many seconds of the replicas' work: new clients give up
 BURST_BLOCK_STEPS = 10  # each 10-minute block may hold one burst
 BURST_CHANCE = 0.35
 CACHE_SIZE = 512
@@ -134,7 +134,7 @@ def _traits(profile: ServiceProfile) -> _Traits:
     prompt, output = draw.uniform(400, 1500), draw.uniform(150, 400)
     prefill, itl = draw.uniform(0.08, 0.22), draw.uniform(0.015, 0.035)
     # Autoscaled services are sized to their minimum and meet their peaks with more replicas.
-    share = draw.uniform(0.6, 0.8) if profile.waiting_threshold else draw.uniform(0.45, 0.6)
+    share = draw.uniform(0.6, 0.8) if profile.waiting_threshold else draw.uniform(0.4, 0.55)
     base_replicas = profile.min_replicas if profile.waiting_threshold else profile.replicas
     slots = max(8, round(capacity * (prefill + output * itl) * 1.3))
     return _Traits(capacity, base_replicas * capacity * share, prompt, output, prefill, itl, slots)
@@ -155,7 +155,7 @@ def _burst(profile: ServiceProfile, block: int, minute: int) -> float:
     if unit(draw, 0) >= BURST_CHANCE:
         return 1.0
     start = block * BURST_BLOCK_STEPS + int(unit(draw, 8) * BURST_BLOCK_STEPS)
-    length, size = 2 + int(unit(draw, 16) * 6), 1.8 + 1.4 * unit(draw, 24)
+    length, size = 2 + int(unit(draw, 16) * 6), 1.5 + 0.9 * unit(draw, 24)
     return size if start <= minute < start + length else 1.0
 
 
@@ -232,7 +232,7 @@ def _minute(profile: ServiceProfile, metrics: EngineMetrics, traits: _Traits, st
     capacity = n * traits.capacity_rps
     backlog = state.waiting + offered_rps(profile, traits, minute) * STEP_S
     served = min(backlog, capacity * STEP_S)
-    waiting = min(backlog - served, MAX_WAITING_PER_REPLICA * max(n, 1))
+    waiting = min(backlog - served, max(capacity, traits.capacity_rps) * CLIENT_PATIENCE_S)
     utilization = min(1.0, backlog / STEP_S / capacity) if capacity else 1.0
     queue_s = (state.waiting + waiting) / 2 / capacity if capacity else STEP_S
     ttft = traits.prefill_s * (1 + 0.5 * utilization**2) + queue_s
