@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "apps.backends",
     "apps.workloads",
     "apps.inference",
+    "apps.health",
     "apps.dashboard",
     "apps.observability",
 ]
@@ -232,6 +233,21 @@ METRICS_ALLOWED_NETWORKS = [
 ]
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
+
+# GPU health (apps/health).
+HEALTH_SCRAPE_INTERVAL_S = env_int("HEALTH_SCRAPE_INTERVAL_S", 15, minimum=1)
+HEALTH_ROLLUP_DAYS = env_int("HEALTH_ROLLUP_DAYS", 30, minimum=1)
+# An incident whose cause stayed quiet this long is closed by automation where that is safe.
+HEALTH_QUIET_S = env_int("HEALTH_QUIET_S", 120, minimum=1)
+# Links in notifications (e.g. https://console.example.com); relative links when empty.
+CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-console@localhost")
 
 LOGGING = {
     "version": 1,

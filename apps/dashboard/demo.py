@@ -83,6 +83,16 @@ def seed_fleet(admin) -> None:
         )
     sync_inventory(cluster.pk)
     seed_quotas(admin, cluster)
+    seed_health(admin)
+
+
+def seed_health(admin) -> None:
+    """On-call (dave) gets health notifications by e-mail; the demo's mail backend prints them to the console."""
+    from apps.health.models import NotificationChannel
+    from apps.health.services.config import add_channel
+
+    if not NotificationChannel.objects.exists():
+        add_channel(admin, kind="email", target="dave@example.com", reason="demo on-call")
 
 
 # (tenant, queue, namespace, {model: (guaranteed, borrow_limit, lend_limit)})

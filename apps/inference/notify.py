@@ -1,22 +1,19 @@
 """The one seam every service alert goes through: `notify(event)`.
 
-Now: the alert row (written by the caller) plus an audit event in the same transaction, so the audit log
-shows when each alert fired and resolved. When the health app is installed, its notification channels
-(webhook, e-mail) get the alert too through `apps.health.services.notify.notify_service_alert(subject,
-text, tenant)`; the health app owns delivery, retries and the channels' audiences.
+The alert row (written by the caller) plus an audit event in the same transaction, so the audit log shows
+when each alert fired and resolved; and, when the health app is installed, its notification channels
+(webhook, e-mail: on-call's and the owning tenant's) through `notify_service_alert`, which queues the
+messages in the same transaction and owns delivery and retries.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from django.apps import apps as django_apps
 
 from apps.audit.services import record_event
 from apps.inference.models import ServiceAlert
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,12 +36,7 @@ def notify(event: AlertEvent) -> None:
         after={"sli": alert.sli, "window": alert.window, "state": alert.state, "burn_long": alert.burn_long},
         target_label=subject[:300],
     )
-    if not django_apps.is_installed("apps.health"):
-        return
-    from apps.health.services import notify as health_notify
+    if django_apps.is_installed("apps.health"):
+        from apps.health.services.notify import notify_service_alert
 
-    deliver = getattr(health_notify, "notify_service_alert", None)
-    if deliver is None:
-        logger.warning("apps.health has no notify_service_alert(); alert %s recorded but not sent", alert.pk)
-        return
-    deliver(subject, alert.message, workload.tenant)
+        notify_service_alert(subject, f"{subject}\n{alert.message}", workload.tenant)

@@ -65,6 +65,23 @@ def test_a_sustained_breach_fires_each_window_pair_once_then_resolves(
     assert event.actor_label == "system" and event.tenant_id == personas.a.pk
 
 
+def test_alerts_reach_on_call_and_the_owning_tenants_channels(serving, personas, django_capture_on_commit_callbacks):
+    from apps.health.models import Notification, NotificationChannel
+
+    NotificationChannel.objects.create(kind="webhook", target="https://chat.example/oncall")
+    NotificationChannel.objects.create(tenant=personas.a, kind="email", target="llm-team@example.com")
+    NotificationChannel.objects.create(tenant=personas.b, kind="email", target="other@example.com")
+    workload = run_service(personas, django_capture_on_commit_callbacks)
+    _replay(workload, timezone.now() - timedelta(hours=2), good_minutes=60, bad_minutes=10)
+    sent = Notification.objects.filter(subject__contains="SLO fired")
+    assert len(sent) == 4  # the fast and the slow pair fired, each to both channels; tenant B hears nothing
+    assert {(n.target, n.audience) for n in sent} == {
+        ("https://chat.example/oncall", "on-call"),
+        ("llm-team@example.com", "owners"),
+    }
+    assert "Time to first token is burning its error budget" in sent[0].text
+
+
 def test_a_short_blip_does_not_fire(serving, personas, django_capture_on_commit_callbacks):
     workload = run_service(personas, django_capture_on_commit_callbacks)
     start = timezone.now() - timedelta(hours=2)

@@ -83,6 +83,22 @@ def scrape(cluster_name: str, node_name: str) -> ExporterAnswer:
     return ExporterAnswer(200, text)
 
 
+def scrape_many(cluster, nodes: list[str]) -> dict[str, ExporterAnswer]:
+    """What each of `nodes` would answer, rendered from one load of the simulation (one short lock).
+
+    A poller reading the whole fleet every 15 s pays one load instead of three queries per node.
+    """
+    out: dict[str, ExporterAnswer] = {}
+    with Engine.open(cluster) as engine:
+        active = engine.faults_by_node()
+        for node in nodes:
+            if node not in engine.nodes:
+                out[node] = ExporterAnswer(404, f"no node {node!r} in simulated cluster {cluster.name!r}\n")
+                continue
+            out[node] = _silenced(active.get(node, [])) or ExporterAnswer(200, reports.node_metrics(engine, node))
+    return out
+
+
 def _silenced(active_faults: list[SimFault]) -> ExporterAnswer | None:
     for fault in active_faults:
         if fault.kind in SILENCES_EXPORTER:
