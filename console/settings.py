@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "apps.fleet",
     "apps.backends",
     "apps.workloads",
+    "apps.inference",
     "apps.health",
     "apps.dashboard",
     "apps.observability",
@@ -218,6 +219,11 @@ API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 6
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
 # GPU models and priority tiers are re-read at most this often per process (0: on every use).
 REFERENCE_CACHE_S = env_int("REFERENCE_CACHE_S", 5, minimum=0)
+# Inference service telemetry: how often each service's engine /metrics is scraped, how long one scrape
+# may take before the service's telemetry counts as stale, and how long samples are kept.
+INFERENCE_SCRAPE_INTERVAL_S = env_int("INFERENCE_SCRAPE_INTERVAL_S", 15, minimum=1)
+INFERENCE_SCRAPE_TIMEOUT_S = env_int("INFERENCE_SCRAPE_TIMEOUT_S", 3, minimum=1, maximum=60)
+INFERENCE_TELEMETRY_RETENTION_DAYS = env_int("INFERENCE_TELEMETRY_RETENTION_DAYS", 8, minimum=1)
 # /metrics answers requests from these networks, or with `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 METRICS_ALLOWED_NETWORKS = [

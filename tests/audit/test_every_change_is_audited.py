@@ -468,6 +468,38 @@ def _(personas, api, client, workload):
     return _logged_in(client, personas, "member_a").post(reverse("workloads:workload_cancel", args=[workload.pk]))
 
 
+def _service(personas):
+    """An inference service of tenant A on the walk cluster (admitted; its SLO is what the cases change)."""
+    from apps.workloads.services import submit_workload
+
+    _workload_queue(personas)
+    spec = {
+        "name": "walk-svc",
+        "tenant": "a",
+        "queue": "train",
+        "engine": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_model": "h100",
+    }
+    workload, _ = submit_workload(fresh(personas.member_a), kind="inference", spec=spec)
+    return workload
+
+
+@case("api:service-slo", "put", setup=_service)
+def _(personas, api, client, service):
+    return _api(api, personas, "tenant_admin_a").put(
+        f"/api/v1/services/{service.pk}/slo/", {"ttft_target_s": 1.5, "reason": "chat"}, format="json"
+    )
+
+
+@case("inference:service_slo", "post", setup=_service)
+def _(personas, api, client, service):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("inference:service_slo", args=[service.pk]),
+        {"ttft_target_s": "2.5", "tpot_target_s": "0.08", "objective": "0.99"},
+    )
+
+
 def _walk_node(personas):
     from apps.fleet.models import Node
 

@@ -18,6 +18,7 @@ from apps.health.api.views import (
     RuleViewSet,
     TelemetrySourceViewSet,
 )
+from apps.inference.api.views import ServiceViewSet
 from apps.observability.api import WaitsView, WhyPendingView
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
@@ -53,6 +54,7 @@ router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("admissions", AdmissionViewSet, basename="admission")
 router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("templates", TemplateViewSet, basename="template")
+router.register("services", ServiceViewSet, basename="service")
 router.register("incidents", IncidentViewSet, basename="incident")
 router.register("health-rules", RuleViewSet, basename="health-rule")
 router.register("telemetry-sources", TelemetrySourceViewSet, basename="telemetry-source")
