@@ -271,3 +271,6 @@ def seed_quotas(admin, cluster) -> None:
             guaranteed=32,
             justification="The 70B pre-training run needs 32 H100s without borrowing.",
         )
+    from apps.observability.demo import seed_wait_history
+
+    seed_wait_history(cluster)  # a day of finished work, so the wait-time charts have history

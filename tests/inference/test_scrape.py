@@ -173,3 +173,26 @@ def test_a_federation_template_fills_quoted_values_and_literal_braces(
     move_to_http_cluster(workload, 'http://prom:9090/federate?match[]={{namespace="{namespace}",pod=~"{name}-.*"}}')
     source = source_for(workload, "team a")
     assert source.url == f'http://prom:9090/federate?match[]={{namespace="team%20a",pod=~"{workload.backend_name}-.*"}}'
+
+
+def test_stale_services_and_scrape_errors_reach_the_console_metrics(
+    serving, personas, client, django_capture_on_commit_callbacks
+):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    workload = run_service(personas, django_capture_on_commit_callbacks)
+    with serve() as server:
+        move_to_http_cluster(workload, server.url + "/{name}")
+        server.routes["/" + workload.backend_name] = vllm_text({"a": BEFORE})
+        scrape_services(timezone.now())
+        server.stop()
+        scrape_services(timezone.now() + timedelta(seconds=15))
+    text = client.get("/metrics").content.decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    tenant = workload.tenant.slug
+    assert samples[("gpuc_inference_services", (("status", "stale"), ("tenant", tenant)))] == 1
+    assert samples[("gpuc_inference_scrape_errors_total", (("kind", "scrape"), ("tenant", tenant)))] == 1
