@@ -29,6 +29,20 @@ app.conf.beat_schedule = {
         "task": "apps.chargeback.tasks.meter_usage_task",
         "schedule": 60.0,
     },
+    # What changed by hand on Kubernetes clusters against the console's quota state (an operation each).
+    "kubernetes-quota-drift": {
+        "task": "apps.fleet.tasks.quota_drift_all_task",
+        "schedule": 3600.0,
+    },
+    # Every running inference service's engine /metrics: TTFT/TPOT series, SLO burn rates, alerts.
+    "inference-scrape": {
+        "task": "apps.inference.tasks.scrape_services_task",
+        "schedule": float(settings.INFERENCE_SCRAPE_INTERVAL_S),
+    },
+    "inference-prune": {
+        "task": "apps.inference.tasks.prune_telemetry_task",
+        "schedule": 3600.0,
+    },
     # DCGM ingestion and health evaluation, one task per cluster.
     "health-cycle": {
         "task": "apps.health.tasks.health_cycle_task",

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "apps.backends",
     "apps.workloads",
     "apps.chargeback",
+    "apps.inference",
     "apps.health",
     "apps.dashboard",
     "apps.observability",
@@ -222,6 +223,11 @@ REFERENCE_CACHE_S = env_int("REFERENCE_CACHE_S", 5, minimum=0)
 # Chargeback: the currency rate cards and statements are in, and what counts as an idle GPU minute.
 CHARGEBACK_CURRENCY = env_str("CHARGEBACK_CURRENCY", "USD")
 CHARGEBACK_IDLE_UTILIZATION_PCT = env_int("CHARGEBACK_IDLE_UTILIZATION_PCT", 5, minimum=0, maximum=100)
+# Inference service telemetry: how often each service's engine /metrics is scraped, how long one scrape
+# may take before the service's telemetry counts as stale, and how long samples are kept.
+INFERENCE_SCRAPE_INTERVAL_S = env_int("INFERENCE_SCRAPE_INTERVAL_S", 15, minimum=1)
+INFERENCE_SCRAPE_TIMEOUT_S = env_int("INFERENCE_SCRAPE_TIMEOUT_S", 3, minimum=1, maximum=60)
+INFERENCE_TELEMETRY_RETENTION_DAYS = env_int("INFERENCE_TELEMETRY_RETENTION_DAYS", 8, minimum=1)
 # /metrics answers requests from these networks, or with `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 METRICS_ALLOWED_NETWORKS = [

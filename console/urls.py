@@ -17,6 +17,7 @@ urlpatterns = [
     path("fleet/", include("apps.fleet.urls")),
     path("workloads/", include("apps.workloads.urls")),
     path("chargeback/", include("apps.chargeback.urls")),
+    path("services/", include("apps.inference.urls")),
     path("health/", include("apps.health.urls")),
     path("audit/", include("apps.audit.urls")),
     path("operations/", include("apps.operations.urls")),

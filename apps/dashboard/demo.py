@@ -141,8 +141,24 @@ DEMO_WORKLOADS = [
             "engine": "vllm",
             "model": "meta-llama/Llama-3.1-70B-Instruct",
             "gpu_model": "h100",
-            "tensor_parallel": 8,
+            "tensor_parallel": 4,
             "replicas": 1,
+        },
+    ),
+    # Autoscaled on SGLang's waiting queue: its page shows replicas following the queue through bursts.
+    (
+        "bob",
+        "inference",
+        {
+            "name": "chat-8b",
+            "tenant": "acme-llm",
+            "queue": "serve",
+            "engine": "sglang",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "gpu_model": "h100",
+            "tensor_parallel": 1,
+            "replicas": 1,
+            "autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 4, "waiting_threshold": 5},
         },
     ),
     (
@@ -258,3 +274,6 @@ def seed_quotas(admin, cluster) -> None:
             guaranteed=32,
             justification="The 70B pre-training run needs 32 H100s without borrowing.",
         )
+    from apps.observability.demo import seed_wait_history
+
+    seed_wait_history(cluster)  # a day of finished work, so the wait-time charts have history

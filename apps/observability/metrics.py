@@ -214,6 +214,45 @@ def _health_families() -> list:
     return [incidents, health, used, limit, took, age, errors]
 
 
+def _inference_families() -> list:
+    """Inference services' telemetry per tenant: how many are fresh or stale, scrape errors, firing SLO alerts."""
+    from apps.inference.models import AlertState, ServiceAlert, ServiceTelemetry
+
+    services = GaugeMetricFamily(
+        "gpuc_inference_services", "Inference services by telemetry status", labels=["tenant", "status"]
+    )
+    errors = CounterMetricFamily(
+        "gpuc_inference_scrape_errors",
+        "Service scrapes that got no answer or an unreadable one (scrape), histograms skipped for bad buckets",
+        labels=["tenant", "kind"],
+    )
+    for row in (
+        ServiceTelemetry.objects.values("workload__tenant__slug", "status")
+        .annotate(n=Count("workload_id"))
+        .order_by("workload__tenant__slug", "status")
+    ):
+        services.add_metric([row["workload__tenant__slug"], row["status"]], row["n"])
+    totals: dict[tuple, int] = defaultdict(int)
+    for row in ServiceTelemetry.objects.values("workload__tenant__slug").annotate(
+        scrape=Sum("scrape_errors"), histogram=Sum("histogram_errors")
+    ):
+        totals[(row["workload__tenant__slug"], "scrape")] += row["scrape"] or 0
+        totals[(row["workload__tenant__slug"], "histogram")] += row["histogram"] or 0
+    for labels, n in sorted(totals.items()):
+        errors.add_metric(list(labels), n)
+    alerts = GaugeMetricFamily(
+        "gpuc_inference_slo_alerts_firing", "SLO burn-rate alerts firing now", labels=["tenant", "sli", "window"]
+    )
+    for row in (
+        ServiceAlert.objects.filter(state=AlertState.FIRING)
+        .values("workload__tenant__slug", "sli", "window")
+        .annotate(n=Count("id"))
+        .order_by("workload__tenant__slug", "sli", "window")
+    ):
+        alerts.add_metric([row["workload__tenant__slug"], row["sli"], row["window"]], row["n"])
+    return [services, errors, alerts]
+
+
 def _pipeline_families() -> list:
     from apps.workloads.models import OutboxEntry, OutboxStatus
 
@@ -251,7 +290,14 @@ class ConsoleCollector:
     def collect(self):
         start = time.perf_counter()
         errors = 0
-        for part in (_workload_families, _quota_family, _fleet_families, _health_families, _pipeline_families):
+        for part in (
+            _workload_families,
+            _quota_family,
+            _fleet_families,
+            _health_families,
+            _inference_families,
+            _pipeline_families,
+        ):
             try:
                 result = part()
             except Exception:  # one broken part must not hide the others

@@ -248,6 +248,20 @@ def _(personas, api, client):
     return _logged_in(client, personas, "oncall").post(reverse("fleet:cluster_sync", args=["walk"]))
 
 
+@case("fleet:cluster_quota_push", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("fleet:cluster_quota_push", args=["walk"]), {"dry_run": "1"}
+    )
+
+
+@case("fleet:cluster_quota_drift", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _logged_in(client, personas, "oncall").post(reverse("fleet:cluster_quota_drift", args=["walk"]))
+
+
 @case("fleet:node_fault", "post")
 def _(personas, api, client):
     _walk_cluster()
@@ -452,6 +466,38 @@ def _(personas, api, client, queue):
 @case("workloads:workload_cancel", "post", setup=_workload)
 def _(personas, api, client, workload):
     return _logged_in(client, personas, "member_a").post(reverse("workloads:workload_cancel", args=[workload.pk]))
+
+
+def _service(personas):
+    """An inference service of tenant A on the walk cluster (admitted; its SLO is what the cases change)."""
+    from apps.workloads.services import submit_workload
+
+    _workload_queue(personas)
+    spec = {
+        "name": "walk-svc",
+        "tenant": "a",
+        "queue": "train",
+        "engine": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_model": "h100",
+    }
+    workload, _ = submit_workload(fresh(personas.member_a), kind="inference", spec=spec)
+    return workload
+
+
+@case("api:service-slo", "put", setup=_service)
+def _(personas, api, client, service):
+    return _api(api, personas, "tenant_admin_a").put(
+        f"/api/v1/services/{service.pk}/slo/", {"ttft_target_s": 1.5, "reason": "chat"}, format="json"
+    )
+
+
+@case("inference:service_slo", "post", setup=_service)
+def _(personas, api, client, service):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("inference:service_slo", args=[service.pk]),
+        {"ttft_target_s": "2.5", "tpot_target_s": "0.08", "objective": "0.99"},
+    )
 
 
 def _walk_node(personas):

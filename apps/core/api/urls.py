@@ -25,6 +25,7 @@ from apps.health.api.views import (
     RuleViewSet,
     TelemetrySourceViewSet,
 )
+from apps.inference.api.views import ServiceViewSet
 from apps.observability.api import WaitsView, WhyPendingView
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
@@ -65,6 +66,7 @@ router.register("periods", PeriodViewSet, basename="period")
 router.register("rate-cards", RateCardViewSet, basename="rate-card")
 router.register("spend-budgets", SpendBudgetViewSet, basename="spend-budget")
 router.register("credits", CreditViewSet, basename="credit")
+router.register("services", ServiceViewSet, basename="service")
 router.register("incidents", IncidentViewSet, basename="incident")
 router.register("health-rules", RuleViewSet, basename="health-rule")
 router.register("telemetry-sources", TelemetrySourceViewSet, basename="telemetry-source")

@@ -80,6 +80,17 @@ def notify_storm(storm, text: str) -> None:
     _queue([_row(None, c.kind, c.target, ONCALL, subject, text) for c in channels])
 
 
+def notify_service_alert(subject: str, text: str, tenant) -> None:
+    """An inference service's SLO alert (apps.inference.notify): on-call channels and the tenant's channels.
+
+    `tenant` owns the service; channels of its ancestors count too (a team's service reaches its organization's
+    channel). Call inside the transaction that records the alert.
+    """
+    owners = set(tenant.ancestor_ids())  # the tenant and its ancestors
+    channels = NotificationChannel.objects.filter(Q(tenant__isnull=True) | Q(tenant_id__in=owners), enabled=True)
+    _queue([_row(None, c.kind, c.target, ONCALL if c.tenant_id is None else OWNERS, subject, text) for c in channels])
+
+
 def _row(incident, kind: str, target: str, audience: str, subject: str, text: str) -> Notification:
     return Notification(
         incident=incident, kind=kind, target=target, audience=audience, subject=subject[:300], text=text
