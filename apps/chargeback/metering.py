@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
 
@@ -101,6 +101,21 @@ def meter_cluster(cluster_id: int) -> MeterResult:
     return result
 
 
+def merge_pieces(usage: list[BackendUsage]) -> list[BackendUsage]:
+    """One record per workload, GPU model and span: a backend that reports per pod or per worker (Kubernetes)
+    gives several records for one gang that started and runs together; their GPUs add up."""
+    merged: dict[tuple, BackendUsage] = {}
+    for record in usage:
+        key = (record.backend_id, record.gpu_model, record.start, record.end)
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = replace(record, placements=list(record.placements))
+        else:
+            seen.gpu_fraction += record.gpu_fraction
+            seen.placements += record.placements
+    return list(merged.values())
+
+
 def backend_now(cluster: Cluster) -> datetime:
     """The cluster's clock: simulated time for a simulated cluster (its usage is in that clock), else now."""
     if cluster.kind == "simulated":
@@ -122,6 +137,7 @@ def build_records(cluster: Cluster, usage: list[BackendUsage], since: datetime) 
 
     if not usage:
         return []
+    usage = merge_pieces(usage)
     models = {m.pk: m for m in GpuModel.objects.all()}
     resolver = ModelResolver(models.values())
     workloads = console_workloads(cluster, {u.backend_id for u in usage})

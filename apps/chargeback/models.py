@@ -143,9 +143,10 @@ class UsageRecord(models.Model):
     class Meta:
         ordering = ["start", "id"]
         constraints = [
-            # Re-metering the same interval inserts nothing twice.
+            # Re-metering the same interval inserts nothing twice. Two pieces of one workload may start
+            # together and end apart (a pod that finished early): the end is part of the key.
             models.UniqueConstraint(
-                fields=["cluster", "backend_id", "backend_model", "start"], name="usage_unique_per_workload_start"
+                fields=["cluster", "backend_id", "backend_model", "start", "end"], name="usage_unique_per_workload_span"
             ),
             models.CheckConstraint(condition=Q(end__gt=models.F("start")), name="usage_end_after_start"),
             models.CheckConstraint(condition=Q(gpus__gte=0), name="usage_gpus_not_negative"),

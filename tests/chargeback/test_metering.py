@@ -197,3 +197,26 @@ def test_idle_minutes_from_the_health_apps_dcgm_rollups(fleet):
     finally:
         utilization.register_source("simulated", utilization.simulator_rollups)
     assert record.idle_gpu_seconds == Decimal(120) and record.used_gpu_seconds == Decimal("33.300000")
+
+
+def test_per_pod_usage_of_one_gang_becomes_one_record(fleet):
+    """Kubernetes reports usage per pod: pods that ran together add up; one that ended early stays apart."""
+    from datetime import timedelta
+
+    from apps.backends.types import UsageRecord as BackendUsage
+    from apps.chargeback.metering import build_records
+
+    start = before_month_end(600)
+    end = start + timedelta(hours=1)
+    pods = [
+        BackendUsage("train-job", "a", "train", "NVIDIA-H100-80GB-HBM3", 8, start, end),
+        BackendUsage("train-job", "a", "train", "NVIDIA-H100-80GB-HBM3", 8, start, end),
+        BackendUsage("train-job", "a", "train", "NVIDIA-H100-80GB-HBM3", 8, start, end - timedelta(minutes=20)),
+    ]
+    rows = build_records(fleet["cluster"], pods, start)
+    UsageRecord.objects.bulk_create(rows)
+    assert sorted((r.gpus, r.end - r.start) for r in rows) == [
+        (Decimal(8), timedelta(minutes=40)),
+        (Decimal(16), timedelta(hours=1)),
+    ]
+    assert {r.gpu_model.code for r in rows} == {"h100"} and {r.tenant.slug for r in rows} == {"a"}
