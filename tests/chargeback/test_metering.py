@@ -40,7 +40,7 @@ def test_a_run_across_the_month_boundary_is_split_there(fleet, personas, django_
     first, second = records
     assert first.end == second.start == month_start(second.start) and first.period != second.period
     assert first.period.end == second.period.start == first.end
-    assert sum(r.seconds for r in records) == Decimal("3600.000000") or workload.spec  # a seeded failure ends sooner
+    assert sum(r.seconds for r in records) == Decimal(3600)
     metered = sum(Fraction(r.gpu_seconds) for r in records)
     assert metered == truth_gpu_seconds(cluster)
     assert all(r.tenant == personas.a_team and r.queue == fleet["queues"]["a-team"] for r in records)
@@ -57,7 +57,7 @@ def test_metering_twice_never_double_counts(fleet, personas, django_capture_on_c
     again = meter_cluster(cluster.pk)  # nothing new beyond what real time added
     advance(cluster, 3600)
     third = meter_cluster(cluster.pk)
-    assert first.inserted >= 1 and third.inserted >= 1 and again.ok
+    assert first.inserted >= 1 and third.inserted >= 1 and again.ok and third.ok
     total = UsageRecord.objects.aggregate(s=Sum("gpu_seconds"))["s"]
     assert Fraction(total) == truth_gpu_seconds(cluster)
     # A replay of an interval already metered (the watermark rolled back by hand) adds nothing.

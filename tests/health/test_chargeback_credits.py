@@ -12,6 +12,7 @@ from apps.chargeback.metering import meter_cluster
 from apps.chargeback.models import Credit, CreditState
 from apps.health.models import Incident
 from apps.workloads.services import reconcile_workloads, submit_workload
+from tests.chargeback.conftest import runs_to_the_end
 from tests.health.conftest import cycle, inject, training_spec
 from tests.utils.personas import fresh
 
@@ -24,6 +25,7 @@ def test_a_job_killed_by_xid79_is_credited_with_its_incident(fleet, personas, dj
         workload, _ = submit_workload(fresh(personas.member_a), kind="training", spec=training_spec())
     reconcile_workloads()
     workload.refresh_from_db()
+    runs_to_the_end(workload)
     killed_run = workload.backend_name
     get_backend(cluster).advance(1200)  # it has run 20 minutes when the GPU falls off the bus
     node, gpu = workload.placements[0]["node"], workload.placements[0]["gpus"][0]
