@@ -727,7 +727,7 @@ def _workload_on_walk(personas):
     from apps.workloads.models import Workload
 
     queue = tenancy.create_queue(fresh(personas.platform_admin), tenant=personas.a, name="credits")
-    return Workload.objects.create(
+    workload = Workload.objects.create(
         kind="training",
         name="hit",
         tenant=personas.a,
@@ -737,8 +737,10 @@ def _workload_on_walk(personas):
         gpu_model=GpuModel.objects.get(code="h100"),
         gpus=8,
         spec={},
-        backend_name="wl1-hit",
     )
+    Workload.objects.filter(pk=workload.pk).update(backend_name=f"wl{workload.pk}-hit")  # the console's naming rule
+    workload.refresh_from_db()
+    return workload
 
 
 @case("api:period-close", "post", setup=lambda personas: _last_month_period())
