@@ -24,6 +24,11 @@ app.conf.beat_schedule = {
         "task": "apps.fleet.tasks.sync_all_clusters_task",
         "schedule": 60.0,
     },
+    # Usage metering from every backend (idempotent per cluster watermark), fault credits, budget alerts.
+    "chargeback-meter": {
+        "task": "apps.chargeback.tasks.meter_usage_task",
+        "schedule": 60.0,
+    },
     # What changed by hand on Kubernetes clusters against the console's quota state (an operation each).
     "kubernetes-quota-drift": {
         "task": "apps.fleet.tasks.quota_drift_all_task",

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "apps.fleet",
     "apps.backends",
     "apps.workloads",
+    "apps.chargeback",
     "apps.inference",
     "apps.health",
     "apps.dashboard",
@@ -219,6 +220,9 @@ API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 6
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
 # GPU models and priority tiers are re-read at most this often per process (0: on every use).
 REFERENCE_CACHE_S = env_int("REFERENCE_CACHE_S", 5, minimum=0)
+# Chargeback: the currency rate cards and statements are in, and what counts as an idle GPU minute.
+CHARGEBACK_CURRENCY = env_str("CHARGEBACK_CURRENCY", "USD")
+CHARGEBACK_IDLE_UTILIZATION_PCT = env_int("CHARGEBACK_IDLE_UTILIZATION_PCT", 5, minimum=0, maximum=100)
 # Inference service telemetry: how often each service's engine /metrics is scraped, how long one scrape
 # may take before the service's telemetry counts as stale, and how long samples are kept.
 INFERENCE_SCRAPE_INTERVAL_S = env_int("INFERENCE_SCRAPE_INTERVAL_S", 15, minimum=1)

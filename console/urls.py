@@ -16,6 +16,7 @@ urlpatterns = [
     path("tenants/", include("apps.tenancy.urls")),
     path("fleet/", include("apps.fleet.urls")),
     path("workloads/", include("apps.workloads.urls")),
+    path("chargeback/", include("apps.chargeback.urls")),
     path("services/", include("apps.inference.urls")),
     path("health/", include("apps.health.urls")),
     path("audit/", include("apps.audit.urls")),

@@ -199,6 +199,12 @@ class UsageRecord:
     gpu_fraction: float  # GPUs held (e.g. 8, or 1/7 for a 1g.10gb MIG slice)
     start: datetime
     end: datetime
+    # Where it ran, when the backend knows (GPUs of one record hold the same share each); chargeback
+    # reads these GPUs' utilization to find idle time. Empty: no idle-waste figure for this record.
+    placements: list[Placement] = field(default_factory=list)
+    # When this run started (a requeued workload runs again from a new start), when the backend knows:
+    # tells a run cut short by a fault from the restart that may follow at the same instant.
+    run_started_at: datetime | None = None
 
     @property
     def gpu_seconds(self) -> float:

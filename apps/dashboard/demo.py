@@ -84,6 +84,9 @@ def seed_fleet(admin) -> None:
     sync_inventory(cluster.pk)
     seed_quotas(admin, cluster)
     seed_health(admin)
+    from apps.chargeback.demo import seed_chargeback
+
+    seed_chargeback(admin)  # rates, spend budgets, last month's spend replayed and its period closed
 
 
 def seed_health(admin) -> None:

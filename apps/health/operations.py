@@ -4,6 +4,7 @@ incidents along (isolating → isolated, draining → drained, → repairing, va
 
 from __future__ import annotations
 
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.backends.base import BackendError, RetryableBackendError
@@ -87,6 +88,7 @@ class NodeAction(OperationHandler):
         for workload in hit:
             status = statuses.get(workload.backend_name)
             if status is not None and status.state in _DEAD:
+                self.credit_lost_runs([workload.backend_name], at=status.finished_at)
                 why = f"{self.incidents[0].title} (incident #{self.incidents[0].pk})"
                 if requeue_after_fault(self.actor, workload, reason=why) is not None:
                     requeued.append(str(workload))
@@ -95,6 +97,32 @@ class NodeAction(OperationHandler):
         if requeued:
             self.log(f"requeued {len(requeued)} training job(s) killed by the fault: {', '.join(requeued)}")
         return requeued
+
+    def credit_lost_runs(self, backend_ids: list[str], at=None) -> None:
+        """Chargeback credits the owners the GPU time the fault cost them (each run since its start or last
+        checkpoint), linked to the node's incident. Only faults: a drain with no open incident credits nothing."""
+        from apps.chargeback.metering import backend_now
+        from apps.chargeback.services import credit_interruptions
+        from apps.core.errors import ServiceError
+
+        if not backend_ids or not self.incidents:
+            return
+        incident = self.incidents[0]
+        try:
+            credits = credit_interruptions(
+                self.actor,
+                cluster=self.node.cluster,
+                backend_ids=backend_ids,
+                interrupted_at=at or backend_now(self.node.cluster),
+                reason=f"{incident.title} (incident #{incident.pk})",
+                incident_ref=f"#{incident.pk}",
+                incident_url=reverse("health:incident_detail", args=[incident.pk]),
+            )
+        except ServiceError as exc:  # e.g. the period is already closed: the fault's handling goes on
+            self.log(f"no chargeback credit: {exc.message}")
+            return
+        if credits:
+            self.log(f"credited {len(credits)} interrupted run(s) to their tenants (chargeback)")
 
 
 @register("health.cordon")
@@ -120,6 +148,7 @@ class DrainNode(NodeAction):
 
     def act(self) -> dict:
         result = self.backend.drain(self.node.name, reason=f"gpu-console: {self.reason}")
+        self.credit_lost_runs(list(result.evicted))
         self._set_node(unschedulable=True)
         for line in result.skipped:
             self.log(f"left in place: {line}")

@@ -120,6 +120,10 @@ def submit_workload(
     tier = next((t for t in tier_rows() if t.name == parsed.tier), None)
     if tier is None:
         raise InvalidInput(f"Unknown tier {parsed.tier!r}.", {"tier": "No such tier."})
+    if tier.preemptible:
+        from apps.chargeback.budgets import check_admission  # chargeback reads workloads: import late
+
+        check_admission(tenant, tier)  # a tenant over its spend budget may be refused preemptible work
     model = models[parsed.gpu_model]
     if not context.bound:
         raise InvalidInput(

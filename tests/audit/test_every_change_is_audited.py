@@ -692,6 +692,121 @@ def _(personas, api, client):
     )
 
 
+#
+# Chargeback
+#
+
+
+def _last_month_period(close: bool = False):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.chargeback.models import Period
+    from apps.chargeback.periods import month_start, next_month
+
+    start = month_start(month_start(timezone.now()) - timedelta(days=1))
+    period, _ = Period.objects.get_or_create(start=start, defaults={"end": next_month(start)})
+    if close:
+        from apps.chargeback.services import close_period
+
+        close_period(fresh(personas_admin(period)), period)
+    return period
+
+
+def personas_admin(_period):
+    from apps.accounts.models import User
+
+    return User.objects.get(username="root")
+
+
+def _workload_on_walk(personas):
+    from apps.fleet.models import GpuModel
+    from apps.tenancy import services as tenancy
+    from apps.tenancy.models import PriorityTier
+    from apps.workloads.models import Workload
+
+    queue = tenancy.create_queue(fresh(personas.platform_admin), tenant=personas.a, name="credits")
+    workload = Workload.objects.create(
+        kind="training",
+        name="hit",
+        tenant=personas.a,
+        queue=queue,
+        tier=PriorityTier.objects.get(name="training"),
+        cluster=_walk_cluster(),
+        gpu_model=GpuModel.objects.get(code="h100"),
+        gpus=8,
+        spec={},
+    )
+    Workload.objects.filter(pk=workload.pk).update(backend_name=f"wl{workload.pk}-hit")  # the console's naming rule
+    workload.refresh_from_db()
+    return workload
+
+
+@case("api:period-close", "post", setup=lambda personas: _last_month_period())
+def _(personas, api, client, period):
+    return _api(api, personas).post(f"/api/v1/periods/{period.pk}/close/", {"reason": "month end"}, format="json")
+
+
+@case("api:period-reopen", "post", setup=lambda personas: _last_month_period(close=True))
+def _(personas, api, client, period):
+    return _api(api, personas).post(f"/api/v1/periods/{period.pk}/reopen/", {"reason": "late usage"}, format="json")
+
+
+@case("api:rate-card-list", "post")
+def _(personas, api, client):
+    return _api(api, personas).post(
+        "/api/v1/rate-cards/",
+        {"gpu_model": "h100", "rate": "2.50", "effective_from": "2020-01-01T00:00Z"},
+        format="json",
+    )
+
+
+@case("api:spend-budget-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/spend-budgets/", {"tenant": "a-team", "monthly_amount": "5000.00"}, format="json"
+    )
+
+
+@case("api:credit-list", "post", setup=_workload_on_walk)
+def _(personas, api, client, workload):
+    return _api(api, personas, "oncall").post(
+        "/api/v1/credits/",
+        {
+            "cluster": "walk",
+            "backend_ids": [workload.backend_name],
+            "interrupted_at": "2099-01-01T00:00Z",
+            "reason": "XID 79",
+            "incident_ref": "INC-1",
+        },
+        format="json",
+    )
+
+
+@case("chargeback:period_list", "post", setup=lambda personas: _last_month_period())
+def _(personas, api, client, period):
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("chargeback:period_list"), {"period": period.pk, "action": "close", "reason": "month end"}
+    )
+
+
+@case("chargeback:rate_cards", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("chargeback:rate_cards"),
+        {"gpu_model": "a100", "tier": "", "rate": "1.25", "effective_from": "2020-01-01T00:00", "note": "list price"},
+    )
+
+
+@case("chargeback:tenant_spend", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("chargeback:tenant_spend", args=["a"]),
+        {"monthly_amount": "10000", "thresholds": "50, 80, 100", "block_preemptible_when_over": "on"},
+    )
+
+
 def test_every_state_changing_endpoint_has_a_case(personas, client):
     found = discover(personas, client)
     missing = sorted(found - set(CASES) - set(EXEMPT))

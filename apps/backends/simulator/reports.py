@@ -196,6 +196,8 @@ def usage_since(engine: Engine, since: datetime) -> list[UsageRecord]:
                 gpu_fraction=sum(a.gpu_fraction for a in allocations),
                 start=start,
                 end=end,
+                placements=[Placement(node=a.node, gpu_indexes=list(a.gpu_indexes)) for a in allocations],
+                run_started_at=started_at,
             )
         )
     return records

@@ -134,6 +134,15 @@ def render_node_metrics(
     return "".join(out)
 
 
+def utilization_pct(load: float, jitter: int) -> int:
+    """DCGM_FI_DEV_GPU_UTIL of a GPU under `load` (0..1) in the minute whose jitter is `jitter`.
+
+    `jitter` is stable_hash(seed, GPU UUID, simulated minute); chargeback's idle-waste source reads the
+    same figure for past minutes without rendering exporter text.
+    """
+    return min(100, round(load * (85 + 14 * unit(jitter, 0)))) if load > 0 else 0
+
+
 def _fault_seconds(faults: Sequence[FaultLike], kind: str, now: datetime) -> float:
     total = 0.0
     for fault in faults:
@@ -163,7 +172,7 @@ def _gpu_values(
     load = 0.0 if lost else min(max(load, 0.0), 1.0)
     busy = load > 0
 
-    util = min(100, round(load * (85 + 14 * unit(jitter, 0)))) if busy else 0
+    util = utilization_pct(load, jitter) if busy else 0
     mem_copy = round(util * (0.35 + 0.3 * unit(jitter, 8)))
     fb_used = round(model.memory_mib * load * (0.85 + 0.1 * unit(jitter, 16))) if busy else 0
     fb_free = model.memory_mib - fb_used

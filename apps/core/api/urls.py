@@ -9,6 +9,13 @@ from rest_framework.routers import DefaultRouter
 from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, ServiceAccountViewSet, UserViewSet
 from apps.audit.api.views import AuditEventViewSet
 from apps.backends.simulator.api import AdvanceView, FaultViewSet
+from apps.chargeback.api.views import (
+    CreditViewSet,
+    PeriodViewSet,
+    RateCardViewSet,
+    SpendBudgetViewSet,
+    StatementViewSet,
+)
 from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet
 from apps.health.api.views import (
     ChannelViewSet,
@@ -54,6 +61,11 @@ router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("admissions", AdmissionViewSet, basename="admission")
 router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("templates", TemplateViewSet, basename="template")
+router.register("statements", StatementViewSet, basename="statement")
+router.register("periods", PeriodViewSet, basename="period")
+router.register("rate-cards", RateCardViewSet, basename="rate-card")
+router.register("spend-budgets", SpendBudgetViewSet, basename="spend-budget")
+router.register("credits", CreditViewSet, basename="credit")
 router.register("services", ServiceViewSet, basename="service")
 router.register("incidents", IncidentViewSet, basename="incident")
 router.register("health-rules", RuleViewSet, basename="health-rule")

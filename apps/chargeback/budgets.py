@@ -1,0 +1,162 @@
+"""Spend against monthly budgets: cost to date, month-end forecast, threshold alerts, the admission policy.
+
+Cost to date is the current period's usage priced by each record's rate card, for the tenant's
+whole subtree (as its statement would show it, before credits). The forecast adds the last three
+days' run rate for the rest of the month. The periodic check raises each threshold once per period
+(a BudgetAlert, one audit event, and the `budget_threshold_crossed` signal for notifiers) and keeps
+`SpendBudget.over_since`, which admission reads to refuse preemptible work when the policy says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import django.dispatch
+from django.db import transaction
+from django.db.models import DecimalField, F, Sum
+from django.utils import timezone
+
+from apps.audit.services import record_event
+from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, SpendBudget, UsageDay
+from apps.chargeback.periods import current_period
+from apps.chargeback.statements import money
+from apps.core.errors import Conflict
+from apps.tenancy.models import Tenant
+
+# Sent once per threshold and period: sender=SpendBudget, budget=, threshold=, spend=, period=.
+budget_threshold_crossed = django.dispatch.Signal()
+RUN_RATE_WINDOW = timedelta(days=3)
+
+
+def _cost_by_tenant(period: Period, since: datetime | None = None, within: Tenant | None = None) -> dict[int, Decimal]:
+    rows = UsageDay.objects.filter(period=period, tenant__isnull=False)
+    if within is not None:
+        rows = rows.filter(tenant_id__in=Tenant.objects.subtree_of(within).values("id"))
+    if since is not None:  # whole days: the run rate is a per-day figure
+        rows = rows.filter(day__gte=since.date())
+    priced = rows.values("tenant_id").annotate(
+        cost=Sum(F("gpu_seconds") * F("rate_card__rate"), output_field=DecimalField(max_digits=30, decimal_places=12))
+    )
+    return {r["tenant_id"]: Decimal(r["cost"] or 0) / SECONDS_PER_HOUR for r in priced}
+
+
+def subtree_costs(period: Period, since: datetime | None = None, within: Tenant | None = None) -> dict[int, Decimal]:
+    """Each tenant's subtree cost in `period` (unrounded), from one grouped query (of `within`'s subtree only)."""
+    own = _cost_by_tenant(period, since, within)
+    path_of = dict(Tenant.objects.values_list("id", "path"))
+    out: dict[int, Decimal] = {}
+    for tenant_id, cost in own.items():
+        for ancestor in (int(p) for p in path_of.get(tenant_id, "").strip("/").split("/") if p):
+            out[ancestor] = out.get(ancestor, Decimal(0)) + cost
+    return out
+
+
+@dataclass
+class Spend:
+    tenant: Tenant
+    period: Period
+    cost_to_date: Decimal
+    forecast: Decimal
+    budget: SpendBudget | None
+
+    @property
+    def used_pct(self) -> Decimal | None:
+        if self.budget is None or not self.budget.monthly_amount:
+            return None
+        return (self.cost_to_date * 100 / self.budget.monthly_amount).quantize(Decimal("0.1"))
+
+    @property
+    def forecast_pct(self) -> Decimal | None:
+        if self.budget is None or not self.budget.monthly_amount:
+            return None
+        return (self.forecast * 100 / self.budget.monthly_amount).quantize(Decimal("0.1"))
+
+
+def forecast(cost_to_date: Decimal, recent: Decimal, period: Period, now: datetime) -> Decimal:
+    """Cost to date plus the recent run rate over what is left of the period."""
+    if now >= period.end:
+        return cost_to_date
+    window_start = max(period.start, now - RUN_RATE_WINDOW)
+    window = (now - window_start).total_seconds()
+    if window <= 0:
+        return cost_to_date
+    remaining = Decimal(str((period.end - now).total_seconds()))
+    return cost_to_date + recent / Decimal(str(window)) * remaining
+
+
+def spend_of(tenant: Tenant, now: datetime | None = None) -> Spend:
+    now = now or timezone.now()
+    period = current_period(now)
+    costs = subtree_costs(period, within=tenant)
+    recent = subtree_costs(period, since=max(period.start, now - RUN_RATE_WINDOW), within=tenant)
+    cost = costs.get(tenant.pk, Decimal(0))
+    return Spend(
+        tenant=tenant,
+        period=period,
+        cost_to_date=money(cost),
+        forecast=money(forecast(cost, recent.get(tenant.pk, Decimal(0)), period, now)),
+        budget=SpendBudget.objects.filter(tenant=tenant).first(),
+    )
+
+
+def check_budgets(now: datetime | None = None) -> int:
+    """Raise alerts for thresholds crossed this period and keep `over_since` current. Returns alerts raised."""
+    now = now or timezone.now()
+    period = current_period(now)
+    budgets = list(SpendBudget.objects.select_related("tenant"))
+    if not budgets:
+        return 0
+    costs = subtree_costs(period)
+    fired = set(BudgetAlert.objects.filter(period=period).values_list("budget_id", "threshold"))
+    raised = 0
+    for budget in budgets:
+        spend = money(costs.get(budget.tenant_id, Decimal(0)))
+        pct = spend * 100 / budget.monthly_amount if budget.monthly_amount else Decimal(0)
+        over = (budget.monthly_amount == 0 and spend > 0) or (budget.monthly_amount and spend >= budget.monthly_amount)
+        if bool(over) != (budget.over_since is not None):
+            SpendBudget.objects.filter(pk=budget.pk).update(over_since=now if over else None)
+        for threshold in budget.thresholds:
+            if pct < threshold or (budget.pk, threshold) in fired:
+                continue
+            with transaction.atomic():
+                alert = BudgetAlert.objects.create(budget=budget, period=period, threshold=threshold, spend=spend)
+                record_event(
+                    None,
+                    "chargeback.budget.alert",
+                    budget,
+                    tenant=budget.tenant,
+                    reason=f"{budget.tenant.slug} spent {spend} {budget.currency} of {budget.monthly_amount} "
+                    f"({pct:.1f} %) in {period}: past {threshold} %",
+                    after={"threshold": threshold, "spend": spend, "period": period.label, "alert": alert.pk},
+                )
+                transaction.on_commit(
+                    lambda b=budget, t=threshold, s=spend: budget_threshold_crossed.send(
+                        sender=SpendBudget, budget=b, threshold=t, spend=s, period=period
+                    )
+                )
+            raised += 1
+    return raised
+
+
+def check_admission(tenant: Tenant, tier) -> None:
+    """Refuse preemptible work for a tenant whose own or an ancestor's budget is over and says so (one query)."""
+    if not tier.preemptible:
+        return
+    budget = (
+        SpendBudget.objects.filter(
+            tenant_id__in=tenant.ancestor_ids(), block_preemptible_when_over=True, over_since__isnull=False
+        )
+        .select_related("tenant")
+        .first()
+    )
+    if budget is None:
+        return
+    raise Conflict(
+        f"Tenant {budget.tenant.slug} is over its monthly spend budget ({budget.monthly_amount} {budget.currency}) "
+        f"since {budget.over_since:%Y-%m-%d %H:%M} UTC, and its budget policy admits no preemptible work: "
+        f"tier {tier.name} is preemptible. Use a non-preemptible tier, or ask for a budget raise.",
+        {"tier": f"Preemptible work is paused: {budget.tenant.slug} is over budget."},
+        code="over_budget",
+    )

@@ -1,0 +1,101 @@
+"""Settling fault credits from metered usage: the interrupted run's GPU time since its start or last checkpoint.
+
+A credit is created pending (services.credit_interruptions) with the interruption instant in the
+backend's clock. Once the cluster's usage is metered past that instant, the run is read back from
+the workload's usage records: the contiguous chain of records of one run (when the backend reports
+runs) ending at or before the interruption (a gap, another run, an earlier credited interruption or
+the last checkpoint ends the walk back). Its GPU-seconds
+are the credit, priced by the rate card in force at the interruption.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from fractions import Fraction
+
+from django.db import transaction
+
+from apps.audit.services import record_event
+from apps.chargeback.fractions import SECOND_PLACES, exact_seconds, to_decimal
+from apps.chargeback.models import Credit, CreditState, MeterWatermark, Period, UsageRecord
+from apps.chargeback.rates import RateBook
+
+
+def lost_run(
+    credit: Credit, records: list[UsageRecord], floor=None, going_on: set | frozenset = frozenset()
+) -> tuple[Decimal, Decimal, object]:
+    """(GPU-seconds, GPUs, run start) of the run the interruption ended, from the workload's records.
+
+    `going_on`: runs (by start) that still have usage after the interruption, i.e. a restart, not the
+    run that was cut short.
+    """
+    chain = sorted(
+        (
+            r
+            for r in records
+            if r.end <= credit.interrupted_at and (r.run_started_at is None or r.run_started_at not in going_on)
+        ),
+        key=lambda r: r.start,
+        reverse=True,
+    )
+    limit = max((t for t in (floor, credit.checkpoint_at) if t is not None), default=None)
+    total, gpus, start, previous_start = Decimal(0), Decimal(0), None, None
+    run = chain[0].run_started_at if chain else None
+    for record in chain:
+        if previous_start is not None and record.end != previous_start:
+            break  # a gap: the run started at previous_start
+        if run is not None and record.run_started_at != run:
+            break  # the previous run, ended exactly where this one started
+        if limit is not None and record.end <= limit:
+            break
+        if limit is not None and record.start < limit:
+            part = exact_seconds(record.end - limit) / exact_seconds(record.end - record.start)
+            total += to_decimal(part * Fraction(record.gpu_seconds), SECOND_PLACES)
+            start = limit
+            gpus = max(gpus, record.gpus)
+            break
+        total += record.gpu_seconds
+        gpus = max(gpus, record.gpus)
+        start = previous_start = record.start
+    return total, gpus, start
+
+
+def settle_credits(period: Period | None = None) -> int:
+    """Settle pending credits whose cluster is metered past the interruption. Returns how many were settled."""
+    pending = Credit.objects.filter(state=CreditState.PENDING)
+    if period is not None:
+        pending = pending.filter(period=period)
+    marks = dict(MeterWatermark.objects.values_list("cluster_id", "metered_until"))
+    ready = [c for c in pending if (marks.get(c.cluster_id) or c.interrupted_at) > c.interrupted_at]
+    if not ready:
+        return 0
+    book = RateBook()
+    with transaction.atomic():
+        for credit in ready:
+            same = {"cluster_id": credit.cluster_id, "backend_id": credit.backend_id}
+            records = list(UsageRecord.objects.filter(**same, start__lt=credit.interrupted_at))
+            floor = (
+                Credit.objects.filter(**same, interrupted_at__lt=credit.interrupted_at)
+                .order_by("-interrupted_at")
+                .values_list("interrupted_at", flat=True)
+                .first()
+            )
+            going_on = set(
+                UsageRecord.objects.filter(**same, end__gt=credit.interrupted_at, run_started_at__isnull=False)
+                .values_list("run_started_at", flat=True)
+                .distinct()
+            )
+            seconds, gpus, start = lost_run(credit, records, floor, going_on)
+            credit.gpu_seconds, credit.gpus, credit.run_started_at = seconds, gpus, start
+            credit.rate_card = book.card_for(credit.gpu_model_id, credit.tier_id, credit.interrupted_at)
+            credit.state = CreditState.SETTLED
+            credit.save(update_fields=["gpu_seconds", "gpus", "run_started_at", "rate_card", "state"])
+        record_event(
+            None,
+            "chargeback.credit.settle",
+            target_type="chargeback.credit",
+            target_id=",".join(str(c.pk) for c in ready)[:100],
+            target_label=f"{len(ready)} credit(s) settled",
+            after={str(c.pk): {"gpu_seconds": c.gpu_seconds, "run_started_at": c.run_started_at} for c in ready},
+        )
+    return len(ready)

@@ -1,0 +1,37 @@
+"""Forms for the chargeback pages; the services validate again and their errors land on these fields."""
+
+from django import forms
+
+from apps.fleet.models import GpuModel
+from apps.tenancy.models import PriorityTier
+
+
+class RateCardForm(forms.Form):
+    gpu_model = forms.ModelChoiceField(queryset=GpuModel.objects.all(), to_field_name="code")
+    tier = forms.ModelChoiceField(
+        queryset=PriorityTier.objects.all(), to_field_name="name", required=False, empty_label="every tier"
+    )
+    rate = forms.DecimalField(max_digits=12, decimal_places=6, min_value=0, help_text="per GPU-hour")
+    effective_from = forms.DateTimeField(
+        help_text="UTC, e.g. 2026-12-01 00:00", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    note = forms.CharField(max_length=300, required=False)
+
+
+class PeriodActionForm(forms.Form):
+    reason = forms.CharField(max_length=2000, required=False)
+
+
+class SpendBudgetForm(forms.Form):
+    monthly_amount = forms.DecimalField(max_digits=16, decimal_places=2, min_value=0)
+    thresholds = forms.CharField(initial="50, 80, 100", help_text="percentages, comma-separated")
+    block_preemptible_when_over = forms.BooleanField(
+        required=False, help_text="stop admitting preemptible work once the month's spend reaches the budget"
+    )
+    reason = forms.CharField(max_length=2000, required=False)
+
+    def clean_thresholds(self) -> list[int]:
+        try:
+            return [int(part) for part in self.cleaned_data["thresholds"].replace(" ", "").split(",") if part]
+        except ValueError:
+            raise forms.ValidationError("Whole percentages separated by commas, e.g. 50, 80, 100.") from None
