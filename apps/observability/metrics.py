@@ -253,6 +253,30 @@ def _inference_families() -> list:
     return [services, errors, alerts]
 
 
+def _chargeback_families() -> list:
+    """Each tenant's cost to date in the current period (its whole subtree, as its statement shows it) and budget."""
+    from apps.chargeback.budgets import subtree_costs
+    from apps.chargeback.models import Period, SpendBudget
+    from apps.chargeback.periods import month_start
+    from apps.tenancy.models import Tenant
+
+    currency = settings.CHARGEBACK_CURRENCY
+    cost = GaugeMetricFamily(
+        "gpuc_cost_to_date",
+        "Cost of the tenant's subtree in the current period, before credits",
+        labels=["tenant", "currency"],
+    )
+    budget = GaugeMetricFamily("gpuc_spend_budget", "The tenant's monthly spend budget", labels=["tenant", "currency"])
+    slugs = dict(Tenant.objects.values_list("id", "slug"))
+    period = Period.objects.filter(start=month_start(timezone.now())).first()
+    if period is not None:
+        for tenant_id, amount in sorted(subtree_costs(period).items()):
+            cost.add_metric([slugs.get(tenant_id, str(tenant_id)), currency], float(amount))
+    for tenant_id, amount in SpendBudget.objects.values_list("tenant_id", "monthly_amount"):
+        budget.add_metric([slugs.get(tenant_id, str(tenant_id)), currency], float(amount))
+    return [cost, budget]
+
+
 def _pipeline_families() -> list:
     from apps.workloads.models import OutboxEntry, OutboxStatus
 
@@ -296,6 +320,7 @@ class ConsoleCollector:
             _fleet_families,
             _health_families,
             _inference_families,
+            _chargeback_families,
             _pipeline_families,
         ):
             try:

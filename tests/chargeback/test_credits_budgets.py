@@ -124,3 +124,19 @@ def test_budget_alerts_fire_once_and_stop_preemptible_admission(
     check_budgets()
     check_admission(personas.a_team, PriorityTier.objects.get(name="training"))  # under budget again
     assert not Credit.objects.exists()
+
+
+def test_cost_to_date_and_budget_reach_the_console_metrics(fleet, personas, client):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    chargeback.set_spend_budget(fleet["admin"], tenant=personas.a, monthly_amount="10.00")
+    ingest(fleet["cluster"], [usage("a-team", "train", "h100", 8, month_start(timezone.now()), 1)])  # 20.00
+    text = client.get("/metrics").content.decode()
+    got = {
+        (s.name, s.labels["tenant"]): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name in {"gpuc_cost_to_date", "gpuc_spend_budget"}
+    }
+    assert got[("gpuc_cost_to_date", "a-team")] == 20.0 and got[("gpuc_cost_to_date", "a")] == 20.0  # rolled up
+    assert got[("gpuc_spend_budget", "a")] == 10.0 and ("gpuc_cost_to_date", "b") not in got
