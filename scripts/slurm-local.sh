@@ -212,12 +212,8 @@ start_db() {
 start() {
   mkdir -p "$S/log" "$S/run"
   install_packages
-  local fresh=0
-  running munged || running slurmctld || fresh=1
-  if [ $fresh -eq 1 ]; then
-    # Nothing runs: start from empty controller state (no jobs or drains left over from an earlier run).
-    rm -rf "$S/state" "$S/spool"
-  fi
+  # Controller state is kept across restarts, as on a real cluster: wiping it would reuse job ids that
+  # slurmdbd already holds.
   start_db
   write_config
   mkdir -p "$S/state" "$S/spool"
