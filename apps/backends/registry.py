@@ -8,6 +8,7 @@ from apps.backends.base import Backend, PermanentBackendError
 
 REGISTRY: dict[str, str] = {
     "simulated": "apps.backends.simulator.backend.SimulatorBackend",
+    "slurm": "apps.backends.slurm.backend.SlurmBackend",
 }
 
 
