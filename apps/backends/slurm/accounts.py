@@ -11,7 +11,7 @@ Limits only hold when slurm.conf has AccountingStorageEnforce=associations,limit
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from apps.backends.render.slurm import render_slurm
 from apps.backends.slurm.cli import Cli
@@ -86,7 +86,12 @@ class QuotaPusher:
     # Plan and apply
 
     def plan(self, state: DesiredState) -> QuotaPlan:
-        render = render_slurm(state)
+        # The console's own Slurm user submits every queue's jobs: it needs an association with each account.
+        queues = tuple(
+            replace(q, users=tuple(sorted({*q.users, self.settings.submit_user}))) if q.slurm_account else q
+            for q in state.queues
+        )
+        render = render_slurm(replace(state, queues=queues))
         assocs, qos, tres = self.associations(), self.qos(), self.known_tres()
         plan = QuotaPlan(messages=list(render.caveats))
         dropped: set[str] = set()

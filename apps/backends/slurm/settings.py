@@ -2,6 +2,7 @@
 
 Keys (all optional; docs/configuration.md lists them with examples):
 
+* slurm_cluster Slurm's ClusterName (slurm.conf), default: the console cluster's name
 * mode          "cli" (default): every call runs Slurm's commands; "rest": reads, submission and cancel go
                 through slurmrestd, the rest (node updates, sacct, sacctmgr) through the CLI
 * restd_url     slurmrestd's base URL, e.g. http://slurm-head:6820 (mode "rest")
@@ -14,12 +15,15 @@ Keys (all optional; docs/configuration.md lists them with examples):
 * account, qos  account and QOS for those jobs when the workload has none (empty: Slurm's defaults)
 * output_dir    directory for job output files on the cluster's shared file system, default /var/log/gpu-console
 * job_path      PATH of jobs submitted by the local CLI, default /usr/local/bin:/usr/bin:/bin
+* submit_user   the Slurm user the console's jobs run as; quota push gives it an association with every queue
+                account (default: restd_user in mode "rest", the user of ssh_host, or the local user)
 * gres_models   GRES type -> console GPU model code where they differ, e.g. {"a100_80g": "a100"}
 * timeout_s     bound on every command or request, default 30
 """
 
 from __future__ import annotations
 
+import getpass
 import os
 from dataclasses import dataclass, field
 
@@ -31,7 +35,7 @@ CONSOLE_PREFIX = "console: "  # the console's node reasons start with this; it r
 
 @dataclass(frozen=True)
 class SlurmSettings:
-    cluster: str
+    cluster: str  # Slurm's ClusterName
     mode: str = "cli"
     restd_url: str = ""
     restd_user: str = "root"
@@ -46,6 +50,7 @@ class SlurmSettings:
     job_path: str = "/usr/local/bin:/usr/bin:/bin"
     gres_models: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 30.0
+    submit_user: str = ""
 
     @classmethod
     def of(cls, cluster) -> SlurmSettings:
@@ -62,16 +67,19 @@ class SlurmSettings:
             token = os.environ.get(cluster.secret_env, "")
             if not token:
                 raise PermanentBackendError(f"the environment variable {cluster.secret_env} (the JWT) is not set")
+        ssh_host = str(conn.get("ssh_host", ""))
+        restd_user = str(conn.get("restd_user") or "root")
+        default_user = restd_user if mode == "rest" else ssh_host.rpartition("@")[0] or getpass.getuser()
         options = conn.get("ssh_options") or []
         if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
             raise PermanentBackendError("connection.ssh_options must be a list of strings")
         return cls(
-            cluster=cluster.name,
+            cluster=str(conn.get("slurm_cluster") or cluster.name),
             mode=mode,
             restd_url=str(conn.get("restd_url", "")).rstrip("/"),
-            restd_user=str(conn.get("restd_user") or "root"),
+            restd_user=restd_user,
             token=token,
-            ssh_host=str(conn.get("ssh_host", "")),
+            ssh_host=ssh_host,
             ssh_options=tuple(options),
             slurm_conf=str(conn.get("slurm_conf", "")),
             partition=str(conn.get("partition") or "gpu"),
@@ -81,6 +89,7 @@ class SlurmSettings:
             job_path=str(conn.get("job_path") or "/usr/local/bin:/usr/bin:/bin"),
             gres_models=dict(conn.get("gres_models") or {}),
             timeout_s=float(conn.get("timeout_s") or 30),
+            submit_user=str(conn.get("submit_user") or default_user),
         )
 
     def model_of(self, gres_type: str) -> str:
