@@ -118,6 +118,8 @@ SlurmdTimeout=30
 InactiveLimit=0
 MinJobAge=600
 KillWait=5
+# Clients give up on an unreachable controller after about this long (default 10 s): tests stop it on purpose.
+MessageTimeout=4
 Waittime=0
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost

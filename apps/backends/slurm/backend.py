@@ -71,7 +71,10 @@ class SlurmBackend(Backend):
             raise PermanentBackendError(f"{argv[0]} --json printed no JSON: {out[:200]!r}") from exc
         errors = [e for e in data.get("errors") or [] if e and e.get("error_number") != NOTHING_FOUND]
         if errors:
-            raise PermanentBackendError(f"{argv[0]}: {errors}")
+            # A read that fails has no side effect and an unreachable controller reads as "Unspecified
+            # error" (-1) here: trying again later is right.
+            text = "; ".join(f"{e.get('source', '')}: {e.get('description') or e.get('error')}" for e in errors)
+            raise RetryableBackendError(f"{argv[0]} failed ({text}); is the Slurm controller up?")
         return data
 
     def _nodes(self) -> list[dict]:

@@ -185,7 +185,9 @@ def job_status(job: dict, backend_id: str) -> WorkloadStatus:
     state = JOB_STATES.get(raw, WorkloadState.UNKNOWN)
     reason = ""
     if state == WorkloadState.PENDING:
-        reason = "" if job.get("state_reason") in (None, "None") else job["state_reason"]
+        # state_description has the whole reason ("ReqNodeNotAvail, UnavailableNodes:gpu-03") when there is more.
+        short = "" if job.get("state_reason") in (None, "None") else job["state_reason"]
+        reason = job.get("state_description") or short
     elif state in (WorkloadState.FAILED, WorkloadState.PREEMPTED):
         reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {job.get('exit_code')}"
         if job.get("state_reason") not in (None, "", "None"):
