@@ -545,7 +545,9 @@ def reconcile_workloads() -> int:
             else:
                 new_state, reason = _map_state(status.state, workload.state), status.reason
             placements = [{"node": p.node, "gpus": p.gpu_indexes} for p in status.placements]
-            if new_state != workload.state or placements != workload.placements:
+            # A pending reason changes while the state does not (Priority -> AssocGrpGRES): record it too.
+            moved = new_state != workload.state or placements != workload.placements
+            if moved or (reason or "")[:500] != workload.state_reason:
                 with transaction.atomic():
                     _set_state(workload, new_state, reason, placements=placements)
                 changed += 1
