@@ -227,6 +227,12 @@ start() {
   running slurmdbd || slurmdbd
   wait_for slurmdbd 30 dbd_ok
   sacctmgr -n -P list cluster format=cluster | grep -qx "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
+  # A slurmctld that got TERM keeps its pid for a few seconds while it saves state: let it finish first.
+  local i
+  for ((i = 0; i < 300; i++)); do
+    running slurmctld && ! ctld_ok || break
+    sleep 0.1
+  done
   running slurmctld || slurmctld
   wait_for slurmctld 30 ctld_ok
   local node

@@ -97,6 +97,8 @@ class SlurmBackend(Backend):
     def _accounting(self, names: list[str]) -> list[dict]:
         if not names:
             return []
+        if self.rest:
+            return self.rest.accounting(names, f"now-{ACCOUNTING_LOOKBACK_DAYS}days")
         out = self._json(
             ["sacct", "--json", "-X", "-a", f"--name={','.join(names)}", "-S", f"now-{ACCOUNTING_LOOKBACK_DAYS}days"]
         )
