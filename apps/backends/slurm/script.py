@@ -15,7 +15,7 @@ from apps.backends.render.errors import RenderError
 from apps.backends.slurm.settings import SlurmSettings
 from apps.backends.types import Sharing, WorkloadSpec
 from apps.workloads.render.common import sh_join
-from apps.workloads.render.slurm import _DIRECTIVE_VALUE, SRUN
+from apps.workloads.render.slurm import DIRECTIVE_VALUE, SRUN
 
 MINUTE = 60
 
@@ -47,7 +47,7 @@ def sbatch_script(spec: WorkloadSpec, settings: SlurmSettings) -> str:
     for option, value in options:
         if not value:
             continue
-        if not _DIRECTIVE_VALUE.fullmatch(value):
+        if not DIRECTIVE_VALUE.fullmatch(value):
             raise PermanentBackendError(str(RenderError(option, f"{value!r} cannot go into an #SBATCH line")))
         lines.append(f"#SBATCH --{option}={value}")
     lines += ["# Rendered by the GPU console: the command is one exactly-quoted argument vector.", "set -eu"]
