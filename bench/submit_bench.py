@@ -146,7 +146,7 @@ def main() -> None:
             "--bind",
             f"127.0.0.1:{PORT}",
             "--workers",
-            "4",
+            os.environ.get("BENCH_WORKERS", "4"),
             "--log-level",
             "warning",
         ],

@@ -7,6 +7,7 @@ zero-set-up demo: an SQLite file and an embedded (filesystem) Celery broker.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -49,12 +50,14 @@ INSTALLED_APPS = [
     "apps.backends",
     "apps.workloads",
     "apps.dashboard",
+    "apps.observability",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.RequestIdMiddleware",
+    "apps.core.metrics.RequestMetricsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -212,6 +215,15 @@ API_TOKEN_PREFIX = "gpuc_"
 API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 60, minimum=0)
 # Seconds a process reuses the fleet's free-GPU count per model when deciding admissions (0: always re-read).
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
+# GPU models and priority tiers are re-read at most this often per process (0: on every use).
+REFERENCE_CACHE_S = env_int("REFERENCE_CACHE_S", 5, minimum=0)
+# /metrics answers requests from these networks, or with `Authorization: Bearer <METRICS_TOKEN>`.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = [
+    ipaddress.ip_network(net.strip(), strict=False)
+    for net in env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+    if net.strip()
+]
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
 

@@ -5,6 +5,8 @@ from django.urls import include, path
 from django.views.i18n import set_language
 
 from apps.accounts.views import LoginView, LogoutView
+from apps.observability import probes
+from apps.observability.metrics import metrics_view
 
 urlpatterns = [
     path("", include("apps.dashboard.urls")),
@@ -20,4 +22,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.core.api.urls")),
     path("simulator/", include("apps.backends.simulator.urls")),
+    path("observability/", include("apps.observability.urls")),
+    path("healthz", probes.healthz, name="healthz"),
+    path("readyz", probes.readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
 ]

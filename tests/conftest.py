@@ -21,6 +21,7 @@ def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Each test builds its own fleet: capacity must be read fresh, not from another test's cache.
     settings.ADMISSION_CAPACITY_CACHE_S = 0
+    settings.REFERENCE_CACHE_S = 0
 
 
 def set_celery_eager(value: bool) -> None:

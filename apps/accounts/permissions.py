@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from django.db import connection
 from django.db.models import Q
 
 from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, SUBTREE_ROLES, Action, Role
@@ -74,7 +75,10 @@ def _intersect(user_scope: Scope, token_scope: Scope) -> Scope:
 
 
 def user_grants(user) -> list[tuple[int | None, str]]:
-    grants = list(user.memberships.values_list("tenant_id", "role"))
+    # Read on every API request: plain SQL, without the ORM's per-call query compilation.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tenant_id, role FROM accounts_membership WHERE user_id = %s", [user.pk])
+        grants = list(cursor.fetchall())
     if user.is_superuser:
         grants.append((None, Role.PLATFORM_ADMIN))
     return grants

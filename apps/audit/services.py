@@ -11,6 +11,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
+from apps.core.inserts import insert_row
 from apps.core.request_context import get_request_id
 
 
@@ -67,19 +68,21 @@ def record_event(
         target_type = target_type or target._meta.label_lower
         target_id = target_id or str(target.pk)
         target_label = target_label or str(target)[:300]
-    return AuditEvent.objects.create(
-        time=timezone.now(),
-        actor=actor if getattr(actor, "pk", None) else None,
-        actor_label=actor_label(actor),
-        token=getattr(actor, "api_token", None),
-        action=action,
-        target_type=target_type or "",
-        target_id=target_id or "",
-        target_label=target_label or "",
-        tenant=tenant,
-        tenant_label=tenant.slug if tenant is not None else "",
-        reason=reason,
-        before=_jsonable(before) if before is not None else None,
-        after=_jsonable(after) if after is not None else None,
-        request_id=get_request_id(),
+    return insert_row(
+        AuditEvent(
+            time=timezone.now(),
+            actor=actor if getattr(actor, "pk", None) else None,
+            actor_label=actor_label(actor),
+            token=getattr(actor, "api_token", None),
+            action=action,
+            target_type=target_type or "",
+            target_id=target_id or "",
+            target_label=target_label or "",
+            tenant=tenant,
+            tenant_label=tenant.slug if tenant is not None else "",
+            reason=reason,
+            before=_jsonable(before) if before is not None else None,
+            after=_jsonable(after) if after is not None else None,
+            request_id=get_request_id(),
+        )
     )

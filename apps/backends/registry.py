@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
 from importlib import import_module
 
 from apps.backends.base import Backend, PermanentBackendError
+from apps.core.metrics import timed_call
 
 REGISTRY: dict[str, str] = {
     "simulated": "apps.backends.simulator.backend.SimulatorBackend",
@@ -22,5 +24,12 @@ def backend_class(kind: str) -> type[Backend]:
     return getattr(import_module(module), name)
 
 
+# The interface's calls, timed per cluster and operation (gpuc_backend_call_duration_seconds on /metrics).
+OPERATIONS = sorted(Backend.__abstractmethods__)
+
+
 def get_backend(cluster) -> Backend:
-    return backend_class(cluster.kind)(cluster)
+    backend = backend_class(cluster.kind)(cluster)
+    for operation in OPERATIONS:
+        setattr(backend, operation, partial(timed_call, cluster.name, operation, getattr(backend, operation)))
+    return backend

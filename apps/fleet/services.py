@@ -19,6 +19,7 @@ from apps.backends.registry import backend_class, get_backend
 from apps.backends.types import ConnectionReport
 from apps.core.errors import Conflict, InvalidInput
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields
+from apps.fleet.links import logs_url_error
 from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,9 @@ def _validated(cluster: Cluster) -> None:
         cluster.full_clean(exclude=["status"])
     except ValidationError as exc:
         raise InvalidInput("Invalid cluster.", exc.message_dict) from exc
+    logs_url = (cluster.connection or {}).get("logs_url")
+    if logs_url is not None and (problem := logs_url_error(logs_url)):
+        raise InvalidInput(f"connection.logs_url: {problem}", {"connection": f"logs_url: {problem}"})
     try:
         backend_class(cluster.kind)
     except BackendError as exc:

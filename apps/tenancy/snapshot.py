@@ -6,13 +6,19 @@ from collections import defaultdict
 
 from django.db.models import Sum
 
+from apps.core.refcache import cached
 from apps.fleet.models import Node, NodeState
 from apps.tenancy.admission import UNLIMITED, Held, QuotaState, Request, Snapshot, Tier
 from apps.tenancy.models import Admission, AdmissionState, PriorityTier, Quota
 
 
+def tier_rows() -> list[PriorityTier]:
+    """Every priority tier (a few rows), from the per-process reference cache."""
+    return cached("tiers", lambda: list(PriorityTier.objects.all()))
+
+
 def tiers() -> dict[int, Tier]:
-    return {t.pk: Tier(t.name, t.value, t.preemptible, t.may_borrow) for t in PriorityTier.objects.all()}
+    return {t.pk: Tier(t.name, t.value, t.preemptible, t.may_borrow) for t in tier_rows()}
 
 
 _QUOTA_FIELDS = (
@@ -95,17 +101,21 @@ def build_decision_snapshot(model: str, queue: int | None = None) -> Snapshot:
     """
     tier_map = tiers()
     snapshot = Snapshot(quotas={}, paths={}, names={}, model_names={})
-    _load_quota_use(snapshot, model, queue)
     if queue is not None:
+        reclaims = _load_one_queue(snapshot, model, queue)
         snapshot.load_lenders = lambda snap: _load_quota_use(snap, model, None)
+    else:
+        _load_quota_use(snapshot, model, None)
+        reclaims = 1
     admitted = Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model)
     snapshot.free_capacity.update(free_capacity_cached(model))
-    snapshot.reclaiming.update(
-        (reclaimer, model)
-        for reclaimer in Admission.objects.filter(
-            state=AdmissionState.PENDING, decision="reclaim", gpu_model__code=model
-        ).values_list("queue_id", flat=True)
-    )
+    if reclaims:
+        snapshot.reclaiming.update(
+            (reclaimer, model)
+            for reclaimer in Admission.objects.filter(
+                state=AdmissionState.PENDING, decision="reclaim", gpu_model__code=model
+            ).values_list("queue_id", flat=True)
+        )
 
     def load_held(snap: Snapshot) -> None:
         snap.held.update((held.id, held) for held in _held(admitted, tier_map))
@@ -164,6 +174,68 @@ def pending_requests(tier_map: dict[int, Tier]) -> list[Request]:
             state=AdmissionState.PENDING
         ).values_list("id", "queue_id", "gpu_model__code", "gpus", "gang", "tier_id", "user", "submitted_at")
     ]
+
+
+# One queue's quota row for one model with its use, what others borrowed from it, and whether any
+# reclaim is pending on the model: one statement (a decision within the guarantee needs nothing else).
+_ONE_QUEUE_SQL = (
+    "SELECT qu.guaranteed, qu.borrow_limit, qu.lend_limit, qu.weight, qu.per_user_limit, t.path, t.slug, q.name, "
+    "m.name, "
+    "(SELECT SUM(a.gpus) FROM tenancy_admission a WHERE a.state = %s AND a.gpu_model_id = m.id AND a.queue_id = q.id), "
+    "(SELECT SUM({lent}) FROM tenancy_admission a WHERE a.state = %s AND a.gpu_model_id = m.id AND {lent} > 0), "
+    "(SELECT COUNT(*) FROM tenancy_admission a JOIN fleet_gpumodel am ON am.id = a.gpu_model_id "
+    "WHERE a.state = %s AND a.decision = 'reclaim' AND am.code = %s) "
+    "FROM (SELECT 1 AS one) o "
+    "LEFT JOIN tenancy_quota qu ON qu.queue_id = %s "
+    "AND qu.gpu_model_id = (SELECT id FROM fleet_gpumodel WHERE code = %s) "
+    "LEFT JOIN tenancy_queue q ON q.id = qu.queue_id "
+    "LEFT JOIN tenancy_tenant t ON t.id = q.tenant_id "
+    "LEFT JOIN fleet_gpumodel m ON m.id = qu.gpu_model_id"
+)
+# GPUs a claim borrowed from the queue (its `borrowed_from` maps lender queue ids to GPUs), per database.
+_LENT_FROM = {
+    "postgresql": "COALESCE((a.borrowed_from ->> %s)::int, 0)",
+    "sqlite": "COALESCE(CAST(json_extract(a.borrowed_from, '$.\"' || %s || '\"') AS INTEGER), 0)",
+}
+
+
+def _load_one_queue(snapshot: Snapshot, model: str, queue: int) -> int:
+    """`queue`'s quota row of `model` with its use and lending, in one statement; returns the pending reclaims."""
+    from django.db import connection
+
+    key = str(queue)
+    sql = _ONE_QUEUE_SQL.format(lent=_LENT_FROM[connection.vendor])
+    params = [AdmissionState.ADMITTED, key, AdmissionState.ADMITTED, key]
+    params += [AdmissionState.PENDING, model, queue, model]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        g, borrow, lend, weight, per_user, path, slug, qname, model_name, used, lent, reclaims = cursor.fetchone()
+    snapshot._loaded_queues.add(queue)
+    if g is None:  # no quota row: the queue holds no guarantee of this model
+        return reclaims
+    snapshot.quotas[(queue, model)] = QuotaState(
+        queue,
+        model,
+        g,
+        UNLIMITED if borrow is None else borrow,
+        lend,
+        weight,
+        UNLIMITED if per_user is None else per_user,
+        used=int(used or 0),
+        lent=int(lent or 0),
+    )
+    snapshot.paths[queue] = path
+    snapshot.names[queue] = f"{slug}/{qname}"
+    snapshot.model_names[model] = model_name
+    if per_user is not None:
+        for user, n in (
+            Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model, queue_id=queue)
+            .values("user")
+            .annotate(n=Sum("gpus"))
+            .values_list("user", "n")
+        ):
+            snapshot.user_used.setdefault((queue, model, user), n or 0)
+    return reclaims
 
 
 def _load_quota_use(snapshot: Snapshot, model: str, queue: int | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from apps.workloads.logs import DEFAULT_SLURM_OUTPUT_DIR
 from apps.workloads.models import Workload
 
 
@@ -58,7 +59,7 @@ def slurm_context(workload: Workload, binding=None):
         qos=workload.tier.name,
         partition=connection.get("partition") or "gpu",
         gres_type=gres_types.get(workload.gpu_model.code, workload.gpu_model.code),
-        output_dir=connection.get("output_dir") or "/var/log/gpu-console",
+        output_dir=connection.get("output_dir") or DEFAULT_SLURM_OUTPUT_DIR,
         job_name=workload.backend_name or "",
     )
 

@@ -11,11 +11,11 @@ import hashlib
 import json
 import logging
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Q
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.permissions import has_perm, require
@@ -25,9 +25,11 @@ from apps.backends.base import BackendError, NotFoundError
 from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
-from apps.fleet.models import Cluster, GpuModel, Node, NodeState
-from apps.tenancy.models import AdmissionState, PriorityTier, Queue, QueueBinding, Tenant
-from apps.tenancy.services.admissions import release_admission, submit_admission
+from apps.core.inserts import insert_row
+from apps.fleet.models import GpuModel
+from apps.tenancy.models import AdmissionState, Tenant
+from apps.tenancy.services.admissions import decide_claim, release_admission, submit_admission
+from apps.tenancy.snapshot import tier_rows
 from apps.workloads.models import (
     OutboxAction,
     OutboxEntry,
@@ -38,6 +40,7 @@ from apps.workloads.models import (
     WorkloadState,
     WorkloadTemplate,
 )
+from apps.workloads.submission_context import gpu_models, load_context
 
 logger = logging.getLogger(__name__)
 
@@ -77,36 +80,7 @@ def _request_hash(kind: str, data: dict) -> str:
 
 
 def _event(workload: Workload, kind: str, message: str) -> None:
-    WorkloadEvent.objects.create(workload=workload, kind=kind, message=message[:1000])
-
-
-def _pick_cluster(queue: Queue, model: GpuModel) -> tuple[Cluster, int]:
-    """The first cluster (by name) bound to the queue that has nodes of the model, and its usual node size."""
-    clusters = {b.cluster_id: b.cluster for b in QueueBinding.objects.filter(queue=queue).select_related("cluster")}
-    bound = list(clusters)
-    if not bound:
-        raise InvalidInput(
-            f"Queue {queue} is not bound to any cluster yet; ask a platform admin.",
-            {"queue": "Not bound to a cluster."},
-        )
-    sizes: dict[int, Counter] = defaultdict(Counter)
-    names: dict[int, str] = {}
-    rows = (
-        Node.objects.filter(cluster_id__in=bound, gpu_model=model)
-        .exclude(state=NodeState.VANISHED)
-        .values("cluster_id", "cluster__name", "gpu_count")
-        .annotate(n=Count("id"))
-        .values_list("cluster_id", "cluster__name", "gpu_count", "n")
-    )
-    for cluster_id, name, count, n in rows:
-        sizes[cluster_id][count] += n
-        names[cluster_id] = name
-    if not sizes:
-        raise InvalidInput(
-            f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
-        )
-    cluster_id = min(sizes, key=lambda c: names[c])
-    return clusters[cluster_id], sizes[cluster_id].most_common(1)[0][0]
+    insert_row(WorkloadEvent(workload=workload, kind=kind, message=message[:1000]))
 
 
 def _backend_name(workload: Workload) -> str:
@@ -124,89 +98,105 @@ def submit_workload(
     if idempotency_key is not None and (not idempotency_key or len(idempotency_key) > 200):
         raise InvalidInput("The Idempotency-Key must be 1 to 200 characters.", {"idempotency_key": "1 to 200."})
     digest = _request_hash(kind, spec)
-    if idempotency_key:
-        existing = Workload.objects.filter(created_by=actor, idempotency_key=idempotency_key).first()
-        if existing is not None:
-            return _replay(existing, digest)
-    tenant = Tenant.objects.filter(slug=spec.get("tenant")).first() if isinstance(spec, dict) else None
+    if not isinstance(spec, dict):
+        raise NotFound("No tenant None.", {"tenant": "Not found."})
+    context = load_context(actor.pk, idempotency_key or None, spec)  # one query: key, tenant, queue, clusters
+    if context.existing_id is not None:
+        return _replay(Workload.objects.get(pk=context.existing_id), digest)
+    tenant = context.tenant
     if tenant is None or not has_perm(actor, Action.VIEW, tenant):
-        raise NotFound(
-            f"No tenant {spec.get('tenant') if isinstance(spec, dict) else None!r}.", {"tenant": "Not found."}
-        )
+        raise NotFound(f"No tenant {spec.get('tenant')!r}.", {"tenant": "Not found."})
     require(actor, Action.SUBMIT, tenant, f"You may not submit work to tenant {tenant.slug}.")
-    models = {m.code: m for m in GpuModel.objects.all()}  # one query serves the parser and the lookup
+    models = gpu_models()
     known = catalog(list(models.values()))
     parsed = _parse(kind, spec, known=known)
-    queue = Queue.objects.filter(tenant=tenant, name=parsed.queue).first()
+    queue = context.queue
     if queue is None:
         raise InvalidInput(f"Tenant {tenant.slug} has no queue {parsed.queue!r}.", {"queue": "No such queue."})
-    tier = PriorityTier.objects.filter(name=parsed.tier).first()
+    tier = next((t for t in tier_rows() if t.name == parsed.tier), None)
     if tier is None:
         raise InvalidInput(f"Unknown tier {parsed.tier!r}.", {"tier": "No such tier."})
     model = models[parsed.gpu_model]
-    cluster, gpus_per_node = _pick_cluster(queue, model)
+    if not context.bound:
+        raise InvalidInput(
+            f"Queue {queue} is not bound to any cluster yet; ask a platform admin.",
+            {"queue": "Not bound to a cluster."},
+        )
+    picked = context.pick_cluster()
+    if picked is None:
+        raise InvalidInput(
+            f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
+        )
+    cluster, gpus_per_node = picked
     if gpus_per_node != 8:
         parsed = _parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
-    # The quota decision commits first, in its own short transaction: its lock serializes admission
-    # decisions and must not be held while the rest of the submission is written. A claim left behind
-    # by a failure below is released here, or by the tick's sweep if the process died (see
-    # `release_orphan_claims`).
-    claim = submit_admission(
-        name=f"{CLAIM_PREFIX}{tenant.slug}/{parsed.name}",
-        queue=queue,
-        gpu_model=model,
-        gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
-        tier=tier,
-        user=actor.get_username(),
-    )
-    try:
-        with transaction.atomic():
-            workload = Workload(
-                kind=kind,
-                name=parsed.name,
-                tenant=tenant,
-                queue=queue,
-                tier=tier,
-                cluster=cluster,
-                gpu_model=model,
-                gpus=parsed.total_gpus,
-                spec=parsed.to_dict(),
-                template=template,
-                idempotency_key=idempotency_key or None,
-                request_hash=digest,
-                created_by=actor if actor.pk else None,
-                admission=claim,
+    # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
+    # outbox row, its event and its audit event commit with it, or nothing does.
+    with transaction.atomic():
+        claim = decide_claim(
+            name=f"{CLAIM_PREFIX}{tenant.slug}/{parsed.name}",
+            queue=queue,
+            gpu_model=model,
+            gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
+            tier=tier,
+            user=actor.get_username(),
+        )
+        if idempotency_key:  # a retry with the same key may have committed since we looked; under the lock it shows
+            existing_id = _existing_workload_id(actor, idempotency_key)
+            if existing_id is not None:
+                return _replay(Workload.objects.get(pk=existing_id), digest)
+        insert_row(claim)
+        workload = Workload(
+            kind=kind,
+            name=parsed.name,
+            tenant=tenant,
+            queue=queue,
+            tier=tier,
+            cluster=cluster,
+            gpu_model=model,
+            gpus=parsed.total_gpus,
+            spec=parsed.to_dict(),
+            template=template,
+            idempotency_key=idempotency_key or None,
+            request_hash=digest,
+            created_by=actor if actor.pk else None,
+            admission=claim,
+        )
+        _state_from_claim(workload, claim)
+        insert_row(workload)
+        workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE workloads_workload SET backend_name = %s WHERE id = %s", [workload.backend_name, workload.pk]
             )
-            try:
-                with transaction.atomic():
-                    workload.save()
-            except IntegrityError:
-                # Two retries raced with one key: the other one won; return its workload.
-                existing = Workload.objects.get(created_by=actor, idempotency_key=idempotency_key)
-                release_admission(claim)
-                return _replay(existing, digest)
-            workload.backend_name = _backend_name(workload)
-            _apply_admission(workload, claim)
-            workload.save(update_fields=["backend_name", "state", "state_reason", "finished_at", "updated_at"])
-            _event(
-                workload,
-                "submitted",
-                f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
-            )
-            record_event(
-                actor,
-                "workload.submit",
-                workload,
-                tenant=tenant,
-                after={
-                    **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
-                    "idempotency_key": idempotency_key,
-                },
-            )
-    except BaseException:
-        release_admission(claim)
-        raise
+        if claim.state == AdmissionState.ADMITTED:
+            _enqueue(workload, OutboxAction.SUBMIT)
+        _event(
+            workload,
+            "submitted",
+            f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
+        )
+        record_event(
+            actor,
+            "workload.submit",
+            workload,
+            tenant=tenant,
+            after={
+                **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
+                "idempotency_key": idempotency_key,
+            },
+        )
     return workload, True
+
+
+def _existing_workload_id(actor, idempotency_key: str) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM workloads_workload WHERE created_by_id = %s AND idempotency_key = %s",
+            [actor.pk, idempotency_key],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
 
 
 def _replay(existing: Workload, digest: str) -> tuple[Workload, bool]:
@@ -219,11 +209,10 @@ def _replay(existing: Workload, digest: str) -> tuple[Workload, bool]:
     return existing, False
 
 
-def _apply_admission(workload: Workload, claim) -> None:
-    """Map the claim's state onto the workload; an admitted one gets its backend submission queued."""
+def _state_from_claim(workload: Workload, claim) -> None:
+    """Map the claim's state onto the (new) workload; the caller queues an admitted one's backend submission."""
     if claim.state == AdmissionState.ADMITTED:
         workload.state, workload.state_reason = WorkloadState.ADMITTED, claim.reason
-        _enqueue(workload, OutboxAction.SUBMIT)
     elif claim.state == AdmissionState.REJECTED:
         workload.state, workload.state_reason = WorkloadState.REJECTED, claim.reason
         workload.finished_at = timezone.now()
@@ -234,7 +223,7 @@ def _apply_admission(workload: Workload, claim) -> None:
 def _enqueue(workload: Workload, action: str) -> OutboxEntry:
     from apps.workloads.tasks import process_outbox_task
 
-    entry = OutboxEntry.objects.create(workload=workload, action=action, next_attempt_at=timezone.now())
+    entry = insert_row(OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now()))
     transaction.on_commit(lambda: process_outbox_task.delay(entry.pk))
     return entry
 

@@ -8,4 +8,5 @@ urlpatterns = [
     path("new/", views.workload_submit, name="workload_submit"),
     path("<int:pk>/", views.workload_detail, name="workload_detail"),
     path("<int:pk>/cancel/", views.workload_cancel, name="workload_cancel"),
+    path("<int:pk>/logs/", views.workload_logs, name="workload_logs"),
 ]

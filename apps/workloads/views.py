@@ -15,6 +15,7 @@ from apps.core.views import ScopedListView
 from apps.workloads import services
 from apps.workloads.filtersets import WorkloadFilterSet
 from apps.workloads.forms import SubmitForm
+from apps.workloads.logs import logs_for
 from apps.workloads.models import Workload, WorkloadTemplate
 
 EXAMPLES = {
@@ -80,6 +81,19 @@ def workload_detail(request, pk: int):
             "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
         },
     )
+
+
+@require_safe
+@login_required
+def workload_logs(request, pk: int):
+    """The workload's logs: a redirect to the cluster's log system, or how to read them (simulated: the log itself)."""
+    workload = get_object_or_404(
+        Workload.objects.for_user(request.user, "view").select_related("tenant", "queue", "cluster"), pk=pk
+    )
+    logs = logs_for(workload)
+    if logs.url:
+        return redirect(logs.url)
+    return render(request, "workloads/workload_logs.html", {"workload": workload, "logs": logs})
 
 
 @require_POST

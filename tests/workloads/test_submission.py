@@ -230,21 +230,20 @@ def test_reclaim_plan_is_carried_out_on_the_simulator(fleet, personas, api, djan
 
 
 def test_a_claim_left_by_a_failed_submission_is_released(fleet, personas, api):
-    """The quota decision commits before the workload is written; if writing fails the claim goes back."""
-    from apps.tenancy.models import Admission
+    """The claim commits with the workload or not at all; a claim whose workload never got written is freed."""
+    from apps.tenancy.models import Admission, PriorityTier
 
     with mock.patch("apps.workloads.services.record_event", side_effect=RuntimeError("disk full")):
         with pytest.raises(RuntimeError):
             services.submit_workload(fresh(personas.member_a), kind="training", spec=training_spec())
-    assert not Workload.objects.exists()
-    assert Admission.objects.get().state == "released"
-    # A process that died between the two transactions leaves an admitted claim: the tick's sweep frees it.
+    assert not Workload.objects.exists() and not Admission.objects.exists() and not OutboxEntry.objects.exists()
+    # A process that died between a requeue's new claim and linking it leaves an admitted claim: the sweep frees it.
     orphan = Admission.objects.create(
         name="workload:a/ghost",
         queue=fleet["queue"],
         gpu_model=fleet["h100"],
         gpus=8,
-        tier_id=Admission.objects.get().tier_id,
+        tier=PriorityTier.objects.get(name="training"),
         state="admitted",
         submitted_at=timezone.now() - timedelta(minutes=10),
     )

@@ -10,6 +10,7 @@ from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, 
 from apps.audit.api.views import AuditEventViewSet
 from apps.backends.simulator.api import AdvanceView, FaultViewSet
 from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, NodeViewSet
+from apps.observability.api import WaitsView, WhyPendingView
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
     AdmissionPreviewView,
@@ -49,6 +50,8 @@ app_name = "api"
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("capacity/", CapacityView.as_view(), name="capacity"),
+    path("analytics/waits/", WaitsView.as_view(), name="analytics-waits"),
+    path("analytics/why-pending/", WhyPendingView.as_view(), name="analytics-why-pending"),
     path("admission/preview/", AdmissionPreviewView.as_view(), name="admission-preview"),
     path("simulator/advance/", AdvanceView.as_view(), name="sim-advance"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

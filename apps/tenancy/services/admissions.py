@@ -10,6 +10,7 @@ from apps.accounts.roles import Action
 from apps.audit.services import record_event
 from apps.core.bulk import bulk_update_fast
 from apps.core.errors import InvalidInput
+from apps.core.inserts import insert_row
 from apps.fleet.models import GpuModel
 from apps.tenancy.admission import Decision, Request, Result, admission_pass, decide, rebalance
 from apps.tenancy.models import Admission, AdmissionState, PriorityTier, Queue
@@ -46,39 +47,49 @@ def preview_admission(
     return decide(build_decision_snapshot(gpu_model.code, queue.pk), request)
 
 
-def submit_admission(
+def decide_claim(
     *, name: str, queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int = 1, user: str = ""
 ) -> Admission:
-    """Create a workload's claim and decide it at once. Called by the workloads services inside their
-    transaction (they check permission and write the audit event for the whole submission)."""
+    """Decide a new claim and return it unsaved; the caller saves it in the same transaction.
+
+    Must run inside the caller's transaction: it takes the admission lock, which that transaction
+    then holds until it commits, so no other decision sees quota use without this claim.
+    """
     from apps.tenancy.snapshot import build_decision_snapshot
 
+    if not connection.in_atomic_block:
+        raise RuntimeError("decide_claim must run inside the caller's transaction.atomic() block")
     request = _request(queue, gpu_model, gpus, tier, gang, user)
     now = timezone.now()
+    _serialize()
+    result = decide(build_decision_snapshot(gpu_model.code, queue.pk), request)
+    state = {
+        Decision.ADMIT: AdmissionState.ADMITTED,
+        Decision.BORROW: AdmissionState.ADMITTED,
+        Decision.REJECT: AdmissionState.REJECTED,
+    }.get(result.decision, AdmissionState.PENDING)
+    return Admission(
+        name=name,
+        queue=queue,
+        gpu_model=gpu_model,
+        gpus=gpus,
+        gang=gang,
+        tier=tier,
+        user=user,
+        state=state,
+        decision=result.decision,
+        reason=result.reason[:500],
+        borrowed_from={str(k): v for k, v in result.borrow.items()},
+        reclaim_plan=[list(p) for p in result.reclaim],
+        submitted_at=now,
+        admitted_at=now if state == AdmissionState.ADMITTED else None,
+    )
+
+
+def submit_admission(**request) -> Admission:
+    """Create a claim and decide it at once, in its own transaction (see `decide_claim` for the arguments)."""
     with transaction.atomic():
-        _serialize()
-        result = decide(build_decision_snapshot(gpu_model.code, queue.pk), request)
-        state = {
-            Decision.ADMIT: AdmissionState.ADMITTED,
-            Decision.BORROW: AdmissionState.ADMITTED,
-            Decision.REJECT: AdmissionState.REJECTED,
-        }.get(result.decision, AdmissionState.PENDING)
-        return Admission.objects.create(
-            name=name,
-            queue=queue,
-            gpu_model=gpu_model,
-            gpus=gpus,
-            gang=gang,
-            tier=tier,
-            user=user,
-            state=state,
-            decision=result.decision,
-            reason=result.reason[:500],
-            borrowed_from={str(k): v for k, v in result.borrow.items()},
-            reclaim_plan=[list(p) for p in result.reclaim],
-            submitted_at=now,
-            admitted_at=now if state == AdmissionState.ADMITTED else None,
-        )
+        return insert_row(decide_claim(**request))
 
 
 def release_admission(admission: Admission) -> None:

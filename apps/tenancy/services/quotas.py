@@ -11,6 +11,7 @@ from django.db import IntegrityError, connection, transaction
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
+from apps.core import refcache
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.admission import UNLIMITED, Impact, preview_quota_change
@@ -350,4 +351,5 @@ def update_tier(actor, tier: PriorityTier, *, reason: str = "", **changes) -> Pr
     with transaction.atomic():
         tier.save()
         record_event(actor, "tier.update", tier, reason=reason, before=before, after=snapshot(tier))
+    refcache.forget("tiers")
     return tier

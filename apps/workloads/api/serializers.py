@@ -1,6 +1,8 @@
+from django.urls import reverse
 from rest_framework import serializers
 
 from apps.core.api.serializers import StrictSerializer
+from apps.workloads.logs import logs_for
 from apps.workloads.models import Workload, WorkloadEvent, WorkloadKind, WorkloadTemplate
 
 
@@ -60,10 +62,22 @@ class WorkloadSerializer(serializers.ModelSerializer):
 
 class WorkloadDetailSerializer(WorkloadSerializer):
     events = WorkloadEventSerializer(many=True, read_only=True)
+    logs = serializers.SerializerMethodField()
 
     class Meta(WorkloadSerializer.Meta):
-        fields = [*WorkloadSerializer.Meta.fields, "events"]
+        fields = [*WorkloadSerializer.Meta.fields, "events", "logs"]
         read_only_fields = fields
+
+    def get_logs(self, workload) -> dict:
+        """Where the logs are: the cluster's log system (`url`), how to read them there (`command`), our page."""
+        logs = logs_for(workload)
+        page = reverse("workloads:workload_logs", args=[workload.pk])
+        request = self.context.get("request")
+        return {
+            "url": logs.url or None,
+            "command": logs.command or None,
+            "page": request.build_absolute_uri(page) if request else page,
+        }
 
 
 class WorkloadSubmitSerializer(StrictSerializer):

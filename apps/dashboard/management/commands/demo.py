@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,6 +64,11 @@ class Command(BaseCommand):
             "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "1", "--pool", "solo"],
             "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", str(settings.VAR_DIR / "celerybeat")],
         }
+        # Web and worker processes add their request, task and backend-call timings up in one place for /metrics.
+        metrics_dir = settings.VAR_DIR / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
         children: dict[str, subprocess.Popen] = {}
         stopping = False
 
@@ -74,7 +80,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         try:
             for name, command in commands.items():
-                children[name] = subprocess.Popen(command, env=os.environ.copy())  # noqa: S603 (fixed argv)
+                children[name] = subprocess.Popen(command, env=env)  # noqa: S603 (fixed argv)
             url = f"http://127.0.0.1:{port}/"
             table = "\n".join(f"    {user:<8} {what}" for user, what in logins)
             self.stdout.write(

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from apps.observability import views
+
+app_name = "observability"
+
+urlpatterns = [
+    path("waits/", views.wait_analytics, name="waits"),
+]

@@ -1,0 +1,96 @@
+"""What a submission needs to know before it is decided, read in one query.
+
+A submission needs the caller's earlier workload under the same Idempotency-Key, the tenant, the
+queue, and the clusters bound to the queue with their node sizes for the GPU model. Read one by
+one through the ORM that is six queries, most of a submission's cost under load; here it is one
+plain SQL statement (portable: PostgreSQL and the demo's SQLite). GPU models come from the
+per-process reference cache.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from apps.core.refcache import cached
+from apps.fleet.models import Cluster, GpuModel, NodeState
+from apps.tenancy.models import Queue, Tenant
+
+
+def gpu_models() -> dict[str, GpuModel]:
+    """The GPU catalog by code, from the per-process reference cache."""
+    return cached("gpu-models", lambda: {m.code: m for m in GpuModel.objects.all()})
+
+
+@dataclass
+class SubmissionContext:
+    existing_id: int | None = None  # the caller's workload under this Idempotency-Key
+    tenant: Tenant | None = None
+    queue: Queue | None = None
+    bound: bool = False  # the queue is bound to at least one cluster
+    # cluster id -> (cluster, Counter of node GPU counts) for clusters with nodes of the model
+    clusters: dict[int, tuple[Cluster, Counter]] = field(default_factory=dict)
+
+    def pick_cluster(self) -> tuple[Cluster, int] | None:
+        """The first cluster (by name) bound to the queue that has nodes of the model, and its usual node size."""
+        if not self.clusters:
+            return None
+        cluster, sizes = min(self.clusters.values(), key=lambda item: item[0].name)
+        return cluster, sizes.most_common(1)[0][0]
+
+
+_SQL = (
+    "SELECT t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, "
+    "n.gpu_count, COUNT(n.id), "
+    "(SELECT w.id FROM workloads_workload w WHERE w.created_by_id = %s AND w.idempotency_key = %s) "
+    "FROM (SELECT 1 AS one) o "
+    "LEFT JOIN tenancy_tenant t ON t.slug = %s "
+    "LEFT JOIN tenancy_queue q ON q.tenant_id = t.id AND q.name = %s "
+    "LEFT JOIN tenancy_queuebinding b ON b.queue_id = q.id "
+    "LEFT JOIN fleet_cluster c ON c.id = b.cluster_id "
+    "LEFT JOIN fleet_node n ON n.cluster_id = c.id AND n.gpu_model_id = %s AND n.state <> %s "
+    "GROUP BY t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, n.gpu_count"
+)
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -> SubmissionContext:
+    """Everything named by the (not yet validated) spec; values of the wrong type simply match nothing."""
+    model = gpu_models().get(_text(spec.get("gpu_model")) or "")
+    params = [
+        user_id,
+        idempotency_key,
+        _text(spec.get("tenant")),
+        _text(spec.get("queue")),
+        model.pk if model else None,
+        NodeState.VANISHED,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_SQL, params)
+        rows = cursor.fetchall()
+    context = SubmissionContext(existing_id=rows[0][13])
+    db = connection.alias
+    for t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind, size, count, _ in rows:
+        if t_id is None:
+            break
+        if context.tenant is None:
+            context.tenant = Tenant.from_db(
+                db, ["id", "name", "slug", "parent_id", "path"], [t_id, t_name, slug, parent, path]
+            )
+        if q_id is None:
+            break
+        if context.queue is None:
+            context.queue = Queue.from_db(db, ["id", "tenant_id", "name"], [q_id, t_id, q_name])
+            context.queue.tenant = context.tenant
+        context.bound = context.bound or b_id is not None
+        if c_id is not None and count:
+            _, sizes = context.clusters.setdefault(
+                c_id, (Cluster.from_db(db, ["id", "name", "kind"], [c_id, c_name, kind]), Counter())
+            )
+            sizes[size] += count
+    return context
