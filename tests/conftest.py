@@ -41,6 +41,25 @@ def _eager_celery(request):
     set_celery_eager(False)
 
 
+@pytest.fixture(autouse=True)
+def _reference_data(request):
+    """Transactional tests flush the database afterwards, seed rows included: put the GPU catalog and the
+    priority tiers (seeded by migrations) back before each one."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = (marker is not None and marker.kwargs.get("transaction")) or bool(
+        {"transactional_db", "live_server"} & set(request.fixturenames)
+    )
+    if not transactional:
+        return
+    from importlib import import_module
+
+    from django.apps import apps
+
+    request.getfixturevalue("transactional_db")
+    import_module("apps.fleet.migrations.0002_gpu_catalog").seed(apps, None)
+    import_module("apps.tenancy.migrations.0003_priority_tiers").seed(apps, None)
+
+
 @pytest.fixture
 def personas(db) -> Personas:
     return build_personas()
