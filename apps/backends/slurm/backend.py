@@ -110,10 +110,30 @@ class SlurmBackend(Backend):
         return max(matching, key=lambda j: j.get("job_id", 0)) if matching else None
 
     def _find(self, backend_id: str, jobs: list[dict] | None = None) -> dict | None:
+        """The newest job of this name (or id) the controller holds: from `jobs` when given, else one lookup."""
+        if jobs is None and not self.rest:
+            return self._lookup(backend_id)
         jobs = self._jobs() if jobs is None else jobs
         if backend_id.isdigit():
             return self._latest(jobs, "job_id", int(backend_id))
         return self._latest(jobs, "name", backend_id)
+
+    def _lookup(self, backend_id: str) -> dict | None:
+        """One job by name or id with squeue's own filter and plain output: about 10x cheaper than listing
+        every job as JSON once the controller holds hundreds (what submit and cancel would otherwise pay)."""
+        selector = f"--jobs={backend_id}" if backend_id.isdigit() else f"--name={backend_id}"
+        argv = ["squeue", "--noheader", "--states=all", selector, "--format=%A|%T|%r|%j"]
+        result = self.cli.call(argv)
+        if result.returncode != 0:
+            if "Invalid job id" in result.stderr:
+                return None
+            raise self.cli.error(argv, result)
+        jobs = []
+        for line in result.stdout.splitlines():
+            job_id, state, reason, name = [*line.split("|", 3), "", "", ""][:4]
+            if job_id.isdigit():
+                jobs.append({"job_id": int(job_id), "job_state": state, "state_reason": reason, "name": name})
+        return max(jobs, key=lambda j: j["job_id"]) if jobs else None
 
     # Connection and inventory
 
@@ -166,10 +186,8 @@ class SlurmBackend(Backend):
         else:
             out = self.cli.run(["sbatch", "--parsable", f"--chdir={self.settings.output_dir}"], stdin=script)
             job_id = int(out.strip().split(";")[0])
-        job = self._find(str(job_id))
-        status = self._status_of(job, spec.name) if job else WorkloadStatus(spec.name, WorkloadState.PENDING)
-        reason = f"Slurm job {job_id}" + (f": {status.reason}" if status.reason else "")
-        return SubmitResult(spec.name, status.state, reason)
+        # A new job pends until the next scheduling pass; reading it back would cost a full job listing.
+        return SubmitResult(spec.name, WorkloadState.PENDING, f"Slurm job {job_id}")
 
     def _status_of(self, job: dict, backend_id: str) -> WorkloadStatus:
         if "job_state" in job:
