@@ -307,19 +307,37 @@ class SlurmBackend(Backend):
         return QuotaPusher(self.cli, self.settings)
 
     def usage_since(self, since: datetime) -> list[UsageRecord]:
-        """GPU time per job from sacct: allocated gres/gpu x elapsed, clipped to [since, now)."""
-        start = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        jobs = self._json(["sacct", "--json", "-X", "-a", "-S", start, "-E", "now"])["jobs"]
-        parents = QuotaPusher(self.cli, self.settings).account_parents()
+        """GPU time per job: allocated gres/gpu x elapsed, clipped to [since, now).
+
+        The controller's view first (current even when slurmdbd lags behind, as it does under load), then
+        accounting (sacct) for the jobs the controller no longer holds."""
         now = datetime.now(tz=UTC)
+        spans: dict[int, tuple[dict, str, float, datetime | None, datetime | None]] = {}
+        for job in self._jobs():
+            state = parse.JOB_STATES.get(str(job.get("job_state", "")).upper(), WorkloadState.UNKNOWN)
+            if state in (WorkloadState.PENDING, WorkloadState.UNKNOWN):
+                continue
+            gres_type, gpus = parse.tres_gpus(job.get("tres_alloc_str") or "")
+            end = parse.epoch(job.get("end_time")) if state.finished else now
+            spans[job["job_id"]] = (job, gres_type, gpus, parse.epoch(job.get("start_time")), end)
+        start = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        for job in self._json(["sacct", "--json", "-X", "-a", "-S", start, "-E", "now"])["jobs"]:
+            if job.get("job_id") not in spans:
+                times = job.get("time") or {}
+                gres_type, gpus = parse.gpu_tres(job)
+                spans[job["job_id"]] = (
+                    job,
+                    gres_type,
+                    gpus,
+                    parse.epoch(times.get("start")),
+                    parse.epoch(times.get("end")),
+                )
+        parents = QuotaPusher(self.cli, self.settings).account_parents()
         records = []
-        for job in jobs:
-            gres_type, gpus = parse.gpu_tres(job)
-            times = job.get("time") or {}
-            begin, end = parse.epoch(times.get("start")), parse.epoch(times.get("end")) or now
+        for job, gres_type, gpus, begin, end in spans.values():
             if not gpus or begin is None:
                 continue
-            begin = max(begin, since)
+            begin, end = max(begin, since), end or now
             if end <= begin:
                 continue
             account = job.get("account") or ""

@@ -40,11 +40,12 @@ class Cli:
     def argv(self, argv: list[str]) -> list[str]:
         if not self.settings.ssh_host:
             return argv
-        return ["ssh", "-o", "BatchMode=yes", *self.settings.ssh_options, self.settings.ssh_host, shlex.join(argv)]
+        remote = shlex.join(["env", "TZ=UTC", *argv])  # times given to sacct are UTC, as locally
+        return ["ssh", "-o", "BatchMode=yes", *self.settings.ssh_options, self.settings.ssh_host, remote]
 
     def env(self) -> dict[str, str]:
         """A clean environment: the console's own variables (secrets) never reach Slurm or a job."""
-        env = {"PATH": self.settings.job_path, "LANG": "C.UTF-8", "HOME": os.environ.get("HOME", "/")}
+        env = {"PATH": self.settings.job_path, "LANG": "C.UTF-8", "TZ": "UTC", "HOME": os.environ.get("HOME", "/")}
         if self.settings.slurm_conf:
             env["SLURM_CONF"] = self.settings.slurm_conf
         return env

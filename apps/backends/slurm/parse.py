@@ -250,3 +250,15 @@ def gpu_tres(job: dict) -> tuple[str, float]:
         else:
             typed[name.removeprefix("gpu:")] = float(tres.get("count") or 0)
     return next(iter(typed), ""), total if total is not None else sum(typed.values())
+
+
+def tres_gpus(tres: str) -> tuple[str, float]:
+    """(GRES type, GPUs) from the controller's tres_alloc_str "cpu=1,...,gres/gpu=2,gres/gpu:a100=2"."""
+    total, typed = None, {}
+    for item in tres.split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu":
+            total = float(value)
+        elif key.startswith("gres/gpu:"):
+            typed[key.removeprefix("gres/gpu:")] = float(value)
+    return next(iter(typed), ""), total if total is not None else sum(typed.values())

@@ -92,3 +92,8 @@ def test_rest_refuses_directives_v0038_cannot_express():
     with pytest.raises(PermanentBackendError, match="--switches"):
         job_properties("#!/bin/bash\n#SBATCH --switches=1\ntrue\n", SETTINGS)
     assert job_properties("#!/bin/bash\n#SBATCH --time=1-00:00:30\ntrue\n", SETTINGS)["time_limit"] == 1441
+
+
+def test_usage_reads_the_controllers_tres_string():
+    assert parse.tres_gpus("cpu=1,mem=1G,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2") == ("a100", 2)
+    assert parse.tres_gpus("cpu=1,mem=1G") == ("", 0)
