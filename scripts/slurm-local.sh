@@ -21,7 +21,7 @@ CLUSTER=gpuc
 NODES=(gpu-01 gpu-02 gpu-03 gpu-04)
 NODE_PORT0=8711
 RESTD_PORT=6820
-DB_PORT_SHARED=3306
+DB_PORT_SHARED=${GPUC_SLURM_SHARED_DB_PORT:-3306}  # a MariaDB that may already run here
 DB_PORT_PRIVATE=8715
 DB_PASS=gpuc-slurm-db
 export SLURM_CONF=$S/etc/slurm.conf
@@ -174,7 +174,13 @@ wait_for() {  # wait_for <what> <seconds> <command...>
 }
 
 munge_ok() { munge -n -S "$S/run/munge.socket" | unmunge -S "$S/run/munge.socket"; }
-sql() { mariadb --no-defaults -h 127.0.0.1 -P "$(db_port)" -u root "$@"; }
+sql() {  # as MariaDB's root: over TCP on the shared server, over the socket on the private one
+  if [ "$(db_port)" = "$DB_PORT_PRIVATE" ]; then
+    mariadb --no-defaults -S "$S/run/mysqld.sock" -u root "$@"
+  else
+    mariadb --no-defaults -h 127.0.0.1 -P "$DB_PORT_SHARED" -u root "$@"
+  fi
+}
 db_ok() { sql -e 'select 1'; }
 dbd_ok() { sacctmgr -n list cluster; }
 ctld_ok() { scontrol ping | grep -q 'is UP'; }
@@ -196,7 +202,7 @@ start_db() {
     if ! running mariadbd; then
       [ -x /usr/sbin/mariadbd ] || apt_install mariadb-server
       [ -d "$S/mysql/mysql" ] || mariadb-install-db --no-defaults --user=root --datadir="$S/mysql" \
-        --auth-root-authentication-method=normal --skip-test-db >"$S/log/mariadb-install.log" 2>&1
+        --auth-root-authentication-method=socket --skip-test-db >"$S/log/mariadb-install.log" 2>&1
       log "starting a private mariadbd on 127.0.0.1:$DB_PORT_PRIVATE"
       nohup mariadbd --no-defaults --user=root --datadir="$S/mysql" --socket="$S/run/mysqld.sock" \
         --port="$DB_PORT_PRIVATE" --bind-address=127.0.0.1 --skip-name-resolve --pid-file="$S/run/mariadbd.pid" \
