@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -22,6 +23,29 @@ app.conf.beat_schedule = {
     "sync-inventory": {
         "task": "apps.fleet.tasks.sync_all_clusters_task",
         "schedule": 60.0,
+    },
+    # Every running inference service's engine /metrics: TTFT/TPOT series, SLO burn rates, alerts.
+    "inference-scrape": {
+        "task": "apps.inference.tasks.scrape_services_task",
+        "schedule": float(settings.INFERENCE_SCRAPE_INTERVAL_S),
+    },
+    "inference-prune": {
+        "task": "apps.inference.tasks.prune_telemetry_task",
+        "schedule": 3600.0,
+    },
+    # DCGM ingestion and health evaluation, one task per cluster.
+    "health-cycle": {
+        "task": "apps.health.tasks.health_cycle_task",
+        "schedule": float(settings.HEALTH_SCRAPE_INTERVAL_S),
+    },
+    # Close quiet incidents, resume what automation isolated once validated, resend lost notifications.
+    "health-housekeeping": {
+        "task": "apps.health.tasks.health_housekeeping_task",
+        "schedule": 30.0,
+    },
+    "prune-health-rollups": {
+        "task": "apps.health.tasks.prune_rollups_task",
+        "schedule": 3600.0,
     },
     "prune-finished-operations": {
         "task": "apps.operations.tasks.prune_operations_task",

@@ -49,6 +49,8 @@ INSTALLED_APPS = [
     "apps.fleet",
     "apps.backends",
     "apps.workloads",
+    "apps.inference",
+    "apps.health",
     "apps.dashboard",
     "apps.observability",
 ]
@@ -217,6 +219,11 @@ API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 6
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
 # GPU models and priority tiers are re-read at most this often per process (0: on every use).
 REFERENCE_CACHE_S = env_int("REFERENCE_CACHE_S", 5, minimum=0)
+# Inference service telemetry: how often each service's engine /metrics is scraped, how long one scrape
+# may take before the service's telemetry counts as stale, and how long samples are kept.
+INFERENCE_SCRAPE_INTERVAL_S = env_int("INFERENCE_SCRAPE_INTERVAL_S", 15, minimum=1)
+INFERENCE_SCRAPE_TIMEOUT_S = env_int("INFERENCE_SCRAPE_TIMEOUT_S", 3, minimum=1, maximum=60)
+INFERENCE_TELEMETRY_RETENTION_DAYS = env_int("INFERENCE_TELEMETRY_RETENTION_DAYS", 8, minimum=1)
 # /metrics answers requests from these networks, or with `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 METRICS_ALLOWED_NETWORKS = [
@@ -226,6 +233,21 @@ METRICS_ALLOWED_NETWORKS = [
 ]
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
+
+# GPU health (apps/health).
+HEALTH_SCRAPE_INTERVAL_S = env_int("HEALTH_SCRAPE_INTERVAL_S", 15, minimum=1)
+HEALTH_ROLLUP_DAYS = env_int("HEALTH_ROLLUP_DAYS", 30, minimum=1)
+# An incident whose cause stayed quiet this long is closed by automation where that is safe.
+HEALTH_QUIET_S = env_int("HEALTH_QUIET_S", 120, minimum=1)
+# Links in notifications (e.g. https://console.example.com); relative links when empty.
+CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-console@localhost")
 
 LOGGING = {
     "version": 1,

@@ -16,6 +16,8 @@ urlpatterns = [
     path("tenants/", include("apps.tenancy.urls")),
     path("fleet/", include("apps.fleet.urls")),
     path("workloads/", include("apps.workloads.urls")),
+    path("services/", include("apps.inference.urls")),
+    path("health/", include("apps.health.urls")),
     path("audit/", include("apps.audit.urls")),
     path("operations/", include("apps.operations.urls")),
     path("i18n/setlang/", set_language, name="set_language"),

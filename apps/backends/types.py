@@ -6,6 +6,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+# Labels the console puts on an inference service's WorkloadSpec, so a backend can describe the service's engine
+# without parsing its command line (the simulator serves the engine's /metrics from them).
+KIND_LABEL = "gpu-console/kind"
+ENGINE_LABEL = "gpu-console/engine"  # vllm | sglang
+MIN_REPLICAS_LABEL = "gpu-console/min-replicas"  # these three only when autoscaling is on
+MAX_REPLICAS_LABEL = "gpu-console/max-replicas"
+WAITING_THRESHOLD_LABEL = "gpu-console/waiting-threshold"
+
 
 class WorkloadState(StrEnum):
     """The console's workload states; each backend maps its own onto these."""

@@ -83,6 +83,16 @@ def seed_fleet(admin) -> None:
         )
     sync_inventory(cluster.pk)
     seed_quotas(admin, cluster)
+    seed_health(admin)
+
+
+def seed_health(admin) -> None:
+    """On-call (dave) gets health notifications by e-mail; the demo's mail backend prints them to the console."""
+    from apps.health.models import NotificationChannel
+    from apps.health.services.config import add_channel
+
+    if not NotificationChannel.objects.exists():
+        add_channel(admin, kind="email", target="dave@example.com", reason="demo on-call")
 
 
 # (tenant, queue, namespace, {model: (guaranteed, borrow_limit, lend_limit)})
@@ -128,8 +138,24 @@ DEMO_WORKLOADS = [
             "engine": "vllm",
             "model": "meta-llama/Llama-3.1-70B-Instruct",
             "gpu_model": "h100",
-            "tensor_parallel": 8,
+            "tensor_parallel": 4,
             "replicas": 1,
+        },
+    ),
+    # Autoscaled on SGLang's waiting queue: its page shows replicas following the queue through bursts.
+    (
+        "bob",
+        "inference",
+        {
+            "name": "chat-8b",
+            "tenant": "acme-llm",
+            "queue": "serve",
+            "engine": "sglang",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "gpu_model": "h100",
+            "tensor_parallel": 1,
+            "replicas": 1,
+            "autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 4, "waiting_threshold": 5},
         },
     ),
     (
@@ -245,3 +271,6 @@ def seed_quotas(admin, cluster) -> None:
             guaranteed=32,
             justification="The 70B pre-training run needs 32 H100s without borrowing.",
         )
+    from apps.observability.demo import seed_wait_history
+
+    seed_wait_history(cluster)  # a day of finished work, so the wait-time charts have history

@@ -1,4 +1,5 @@
-"""Link templates a cluster's settings may carry, e.g. `connection.logs_url` for its log system."""
+"""Link templates a cluster's settings may carry: `connection.logs_url` for its log system, and
+`connection.inference_metrics_url` for its inference services' engine metrics."""
 
 from __future__ import annotations
 
@@ -6,17 +7,19 @@ import string
 
 # Placeholders a `logs_url` template may use; the workloads app fills them in, URL-quoted.
 LOGS_URL_PLACEHOLDERS = ("name", "namespace", "workload_id", "tenant", "queue", "cluster")
+# Placeholders of `inference_metrics_url`; the inference app fills them in, URL-quoted.
+METRICS_URL_PLACEHOLDERS = ("name", "service", "namespace", "port", "cluster")
 
 
-def logs_url_error(template) -> str:
-    """Why a `logs_url` template is unusable ('' when it is fine)."""
+def logs_url_error(template, placeholders: tuple[str, ...] = LOGS_URL_PLACEHOLDERS) -> str:
+    """Why a URL template (`logs_url` by default) is unusable ('' when it is fine)."""
     if not isinstance(template, str) or not template.startswith(("https://", "http://")):
         return "Must be an http:// or https:// URL template, e.g. https://grafana.example/explore?q={name}."
     try:
         names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
     except ValueError as exc:
         return f"Not a valid template: {exc}."
-    unknown = sorted(names - set(LOGS_URL_PLACEHOLDERS))
+    unknown = sorted(names - set(placeholders))
     if unknown:
-        return f"Unknown placeholders {unknown}; available: {', '.join(LOGS_URL_PLACEHOLDERS)}."
+        return f"Unknown placeholders {unknown}; available: {', '.join(placeholders)}."
     return ""

@@ -169,6 +169,90 @@ def _fleet_families() -> list:
     return [gpus, age, ok]
 
 
+def _health_families() -> list:
+    """Open incidents, the isolation budget per pool, GPUs by health, and each cluster's last telemetry cycle."""
+    from apps.fleet.models import Node
+    from apps.health.overview import fleet_summary
+
+    summary = fleet_summary(Node.objects.all())
+    incidents = GaugeMetricFamily("gpuc_open_incidents", "Open GPU health incidents by severity", labels=["severity"])
+    for severity, n in summary["incidents_by_severity"]:
+        incidents.add_metric([severity], n)
+    health = GaugeMetricFamily("gpuc_gpu_health", "GPUs by the worst health finding on them", labels=["state"])
+    for state, n in summary["gpus"]:
+        health.add_metric([state], n)
+    used = GaugeMetricFamily(
+        "gpuc_isolation_budget_used", "Nodes isolated automatically in the last hour", labels=["cluster", "pool"]
+    )
+    limit = GaugeMetricFamily(
+        "gpuc_isolation_budget_limit", "Nodes automation may isolate per hour", labels=["cluster", "pool"]
+    )
+    for budget in summary["budgets"]:
+        labels = [budget["pool"].cluster.name, budget["pool"].name]
+        used.add_metric(labels, budget["used"])
+        limit.add_metric(labels, budget["limit"])
+    now = timezone.now()
+    took = GaugeMetricFamily(
+        "gpuc_telemetry_scrape_duration_seconds", "Duration of the cluster's last telemetry cycle", labels=["cluster"]
+    )
+    age = GaugeMetricFamily(
+        "gpuc_telemetry_last_cycle_seconds", "Seconds since the cluster's last telemetry cycle", labels=["cluster"]
+    )
+    errors = GaugeMetricFamily(
+        "gpuc_telemetry_scrape_errors",
+        "Problems in the cluster's last telemetry cycle: exporters that did not answer, malformed lines",
+        labels=["cluster", "kind"],
+    )
+    for source in summary["sources"]:
+        name = source.cluster.name
+        if source.last_duration_ms is not None:
+            took.add_metric([name], source.last_duration_ms / 1000)
+        if source.last_cycle_at is not None:
+            age.add_metric([name], (now - source.last_cycle_at).total_seconds())
+        errors.add_metric([name, "unreachable"], source.last_unreachable)
+        errors.add_metric([name, "malformed"], source.last_malformed)
+    return [incidents, health, used, limit, took, age, errors]
+
+
+def _inference_families() -> list:
+    """Inference services' telemetry per tenant: how many are fresh or stale, scrape errors, firing SLO alerts."""
+    from apps.inference.models import AlertState, ServiceAlert, ServiceTelemetry
+
+    services = GaugeMetricFamily(
+        "gpuc_inference_services", "Inference services by telemetry status", labels=["tenant", "status"]
+    )
+    errors = CounterMetricFamily(
+        "gpuc_inference_scrape_errors",
+        "Service scrapes that got no answer or an unreadable one (scrape), histograms skipped for bad buckets",
+        labels=["tenant", "kind"],
+    )
+    for row in (
+        ServiceTelemetry.objects.values("workload__tenant__slug", "status")
+        .annotate(n=Count("workload_id"))
+        .order_by("workload__tenant__slug", "status")
+    ):
+        services.add_metric([row["workload__tenant__slug"], row["status"]], row["n"])
+    totals: dict[tuple, int] = defaultdict(int)
+    for row in ServiceTelemetry.objects.values("workload__tenant__slug").annotate(
+        scrape=Sum("scrape_errors"), histogram=Sum("histogram_errors")
+    ):
+        totals[(row["workload__tenant__slug"], "scrape")] += row["scrape"] or 0
+        totals[(row["workload__tenant__slug"], "histogram")] += row["histogram"] or 0
+    for labels, n in sorted(totals.items()):
+        errors.add_metric(list(labels), n)
+    alerts = GaugeMetricFamily(
+        "gpuc_inference_slo_alerts_firing", "SLO burn-rate alerts firing now", labels=["tenant", "sli", "window"]
+    )
+    for row in (
+        ServiceAlert.objects.filter(state=AlertState.FIRING)
+        .values("workload__tenant__slug", "sli", "window")
+        .annotate(n=Count("id"))
+        .order_by("workload__tenant__slug", "sli", "window")
+    ):
+        alerts.add_metric([row["workload__tenant__slug"], row["sli"], row["window"]], row["n"])
+    return [services, errors, alerts]
+
+
 def _pipeline_families() -> list:
     from apps.workloads.models import OutboxEntry, OutboxStatus
 
@@ -206,7 +290,14 @@ class ConsoleCollector:
     def collect(self):
         start = time.perf_counter()
         errors = 0
-        for part in (_workload_families, _quota_family, _fleet_families, _pipeline_families):
+        for part in (
+            _workload_families,
+            _quota_family,
+            _fleet_families,
+            _health_families,
+            _inference_families,
+            _pipeline_families,
+        ):
             try:
                 result = part()
             except Exception:  # one broken part must not hide the others

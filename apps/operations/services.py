@@ -26,7 +26,8 @@ def start_operation(
     """Persist an operation and hand it to a worker once the transaction commits.
 
     Called inside a caller's transaction the task is sent only if that transaction commits; rolled
-    back, the row and the task both vanish.
+    back, the row and the task both vanish. `actor` None is the system (automation, which decided under
+    its own policy): no permission check, and the audit event names "system".
     """
     from apps.operations.tasks import run_operation_task
 
@@ -35,7 +36,8 @@ def start_operation(
         raise InvalidInput(
             f"Unknown operation kind {kind!r}.", {"kind": f"Choose one of: {', '.join(sorted(HANDLERS))}."}
         )
-    require(actor, handler.action, tenant)
+    if actor is not None:
+        require(actor, handler.action, tenant)
     with transaction.atomic():
         operation = Operation.objects.create(
             kind=kind,

@@ -83,8 +83,11 @@ def _event(workload: Workload, kind: str, message: str) -> None:
     insert_row(WorkloadEvent(workload=workload, kind=kind, message=message[:1000]))
 
 
-def _backend_name(workload: Workload) -> str:
-    return f"wl{workload.pk}-{workload.name}"[:63].rstrip("-")
+def _backend_name(workload: Workload, attempt: int = 0) -> str:
+    """The backend's name for the workload's `attempt`-th run (0: the first). A requeued workload gets a new
+    name so that the backend's idempotent submit starts a new run instead of returning the finished one."""
+    prefix = f"wl{workload.pk}r{attempt}" if attempt else f"wl{workload.pk}"
+    return f"{prefix}-{workload.name}"[:63].rstrip("-")
 
 
 def submit_workload(
@@ -429,11 +432,85 @@ def _maybe_requeue(workload: Workload) -> None:
     Workload.objects.filter(pk=workload.pk).update(
         admission=claim,
         requeues=workload.requeues + 1,
+        backend_name=_backend_name(workload, workload.requeues + 1),
         state=WorkloadState.PENDING,
         finished_at=None,
         state_reason=f"requeued after preemption: {claim.reason}"[:500],
     )
     _event(workload, "requeue", f"requeued ({workload.requeues + 1} of {retries})")
+
+
+def placed_on_node(cluster_id: int, node: str, *, gpus: set[int] | None = None, ended_since=None) -> list[Workload]:
+    """Workloads with a worker on `node` (and on one of `gpus`, when given): running or being placed, and
+    those that ended since `ended_since` (their last placement is kept when they end)."""
+    states = Q(state__in=[WorkloadState.ADMITTED, WorkloadState.RUNNING, WorkloadState.CANCELLING])
+    if ended_since is not None:
+        states |= Q(state__in=WorkloadState.terminal(), finished_at__gte=ended_since)
+    candidates = Workload.objects.filter(states, cluster_id=cluster_id).select_related("tenant", "tier")
+    if connection.vendor == "postgresql":  # jsonb containment narrows it in the index scan; SQLite filters below
+        candidates = candidates.filter(placements__contains=[{"node": node}])
+    out = []
+    for workload in candidates:
+        for placement in workload.placements or []:
+            if placement.get("node") == node and (gpus is None or gpus & set(placement.get("gpus") or [])):
+                out.append(workload)
+                break
+    return out
+
+
+def requeue_after_fault(actor, workload: Workload, *, reason: str) -> Workload | None:
+    """Send a training job that a hardware fault killed back to the queue, as a new run that resumes from its
+    checkpoint (same spec, same CHECKPOINT_PATH). A fault is not the job's doing, so its `retries` are not
+    spent. `actor` None is the health automation. Returns None when there is nothing to requeue."""
+    if actor is not None:
+        require(actor, Action.OPERATE, None, "Requeueing after a fault needs on-call or platform-admin.")
+    if workload.kind != WorkloadKind.TRAINING:
+        return None
+    with transaction.atomic():
+        locked = Workload.objects.select_for_update().select_related("tenant").get(pk=workload.pk)
+        if locked.state not in {WorkloadState.RUNNING, WorkloadState.ADMITTED, WorkloadState.FAILED}:
+            return None
+        before = locked.state
+        if locked.admission_id and before != WorkloadState.FAILED:
+            release_admission(locked.admission)
+        claim = submit_admission(
+            name=f"{CLAIM_PREFIX}{locked}",
+            queue=locked.queue,
+            gpu_model=locked.gpu_model,
+            gpus=max(math.ceil(locked.gpus), 1),
+            tier=locked.tier,
+            user=locked.created_by.get_username() if locked.created_by else "",
+        )
+        locked.requeues += 1
+        locked.admission = claim
+        locked.backend_name = _backend_name(locked, locked.requeues)
+        locked.state, locked.started_at, locked.finished_at = WorkloadState.PENDING, None, None
+        locked.placements = []
+        locked.state_reason = f"requeued after a GPU fault ({reason}); admission: {claim.reason}"[:500]
+        locked.save(
+            update_fields=[
+                "requeues",
+                "admission",
+                "backend_name",
+                "state",
+                "started_at",
+                "finished_at",
+                "placements",
+                "state_reason",
+                "updated_at",
+            ]
+        )
+        _event(locked, "requeue", f"requeued after a GPU fault (run {locked.requeues + 1}): {reason}")
+        record_event(
+            actor,
+            "workload.requeue",
+            locked,
+            tenant=locked.tenant,
+            reason=reason,
+            before={"state": before},
+            after={"state": locked.state, "requeues": locked.requeues, "backend_name": locked.backend_name},
+        )
+    return locked
 
 
 #
@@ -534,6 +611,8 @@ def reconcile_workloads() -> int:
             else:
                 new_state, reason = _map_state(status.state, workload.state), status.reason
             placements = [{"node": p.node, "gpus": p.gpu_indexes} for p in status.placements]
+            if not placements and new_state in WorkloadState.terminal():
+                placements = workload.placements  # where it last ran: a hardware incident looks for it here
             # A pending reason changes while the state does not (Priority -> AssocGrpGRES): record it too.
             moved = new_state != workload.state or placements != workload.placements
             if moved or (reason or "")[:500] != workload.state_reason:

@@ -9,6 +9,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from apps.accounts.permissions import has_perm
+from apps.accounts.roles import Action
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.views import ScopedListView
@@ -70,6 +72,7 @@ def workload_detail(request, pk: int):
             request, "workloads/_workload_status.html", {"workload": workload, "events": workload.events.all()}
         )
     text, error = render_workload(workload)
+    inference = workload.kind == "inference"
     return render(
         request,
         "workloads/workload_detail.html",
@@ -79,6 +82,8 @@ def workload_detail(request, pk: int):
             "rendered": text,
             "render_error": error,
             "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
+            "service_panel": inference,
+            "can_set_slo": inference and has_perm(request.user, Action.MANAGE, workload.tenant),
         },
     )
 

@@ -454,6 +454,157 @@ def _(personas, api, client, workload):
     return _logged_in(client, personas, "member_a").post(reverse("workloads:workload_cancel", args=[workload.pk]))
 
 
+def _service(personas):
+    """An inference service of tenant A on the walk cluster (admitted; its SLO is what the cases change)."""
+    from apps.workloads.services import submit_workload
+
+    _workload_queue(personas)
+    spec = {
+        "name": "walk-svc",
+        "tenant": "a",
+        "queue": "train",
+        "engine": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_model": "h100",
+    }
+    workload, _ = submit_workload(fresh(personas.member_a), kind="inference", spec=spec)
+    return workload
+
+
+@case("api:service-slo", "put", setup=_service)
+def _(personas, api, client, service):
+    return _api(api, personas, "tenant_admin_a").put(
+        f"/api/v1/services/{service.pk}/slo/", {"ttft_target_s": 1.5, "reason": "chat"}, format="json"
+    )
+
+
+@case("inference:service_slo", "post", setup=_service)
+def _(personas, api, client, service):
+    return _logged_in(client, personas, "tenant_admin_a").post(
+        reverse("inference:service_slo", args=[service.pk]),
+        {"ttft_target_s": "2.5", "tpot_target_s": "0.08", "objective": "0.99"},
+    )
+
+
+def _walk_node(personas):
+    from apps.fleet.models import Node
+
+    _walk_cluster()
+    return Node.objects.get(cluster__name="walk", name="gpu-0001")
+
+
+for _action in ("cordon", "uncordon", "drain", "resume", "request-reset", "mark-rma"):
+
+    def _node_case(personas, api, client, node, _action=_action):
+        return _api(api, personas, "oncall").post(
+            f"/api/v1/nodes/{node.pk}/{_action}/", {"reason": "runbook drill"}, format="json"
+        )
+
+    case(f"api:node-{_action}", "post", setup=_walk_node)(_node_case)
+
+
+def _incident(personas):
+    from django.utils import timezone
+
+    from apps.health.models import Incident
+
+    now = timezone.now()
+    return Incident.objects.create(
+        node=_walk_node(personas),
+        cause="xid-79",
+        rule_key="xid-fatal",
+        ruleset_version=1,
+        title="GPU off the bus",
+        severity="fatal",
+        action="drain",
+        detected_at=now,
+        last_seen_at=now,
+    )
+
+
+@case("api:incident-transition", "post", setup=_incident)
+def _(personas, api, client, incident):
+    return _api(api, personas, "oncall").post(
+        f"/api/v1/incidents/{incident.pk}/transition/", {"to": "isolating", "reason": "cordoning"}, format="json"
+    )
+
+
+def _rules(personas):
+    from apps.health.services.rulesets import active_ruleset
+
+    return active_ruleset()
+
+
+@case("api:health-rule-detail", "patch", setup=_rules)
+def _(personas, api, client, ruleset):
+    return _api(api, personas).patch("/api/v1/health-rules/power-brake/", {"severity": "critical"}, format="json")
+
+
+@case("api:telemetry-source-list", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _api(api, personas).post(
+        "/api/v1/telemetry-sources/",
+        {"cluster": "walk", "kind": "exporter", "url_pattern": "http://{node}:9400/metrics"},
+        format="json",
+    )
+
+
+@case("api:notification-channel-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/notification-channels/", {"tenant": "a", "kind": "email", "target": "a@example.com"}, format="json"
+    )
+
+
+def _channel(personas):
+    from apps.health.models import NotificationChannel
+
+    return NotificationChannel.objects.create(kind="email", target="oncall@example.com")
+
+
+@case("api:notification-channel-detail", "delete", setup=_channel)
+def _(personas, api, client, channel):
+    return _api(api, personas).delete(f"/api/v1/notification-channels/{channel.pk}/?reason=rotated")
+
+
+@case("api:isolation-policy-list", "post")
+def _(personas, api, client):
+    return _api(api, personas).post(
+        "/api/v1/isolation-policies/",
+        {"cordon_severities": ["fatal"], "drain_severities": [], "max_nodes_per_hour": 2, "max_percent_per_hour": 5},
+        format="json",
+    )
+
+
+@case("health:incident_transition", "post", setup=_incident)
+def _(personas, api, client, incident):
+    return _logged_in(client, personas, "oncall").post(
+        reverse("health:incident_transition", args=[incident.pk]), {"to": "isolating", "reason": "cordoning"}
+    )
+
+
+@case("health:node_action", "post", setup=_walk_node)
+def _(personas, api, client, node):
+    return _logged_in(client, personas, "oncall").post(
+        reverse("health:node_action", args=[node.pk]), {"action": "cordon", "reason": "drill"}
+    )
+
+
+@case("health:rules", "post", setup=_rules)
+def _(personas, api, client, ruleset):
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("health:rules"),
+        {
+            "key": "power-brake",
+            "severity": "critical",
+            "action": "alert",
+            "enabled": "on",
+            "params": '{"metric": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "mask": 128}',
+        },
+    )
+
+
 @case("login", "post")
 def _(personas, api, client):
     return client.post(reverse("login"), {"username": "member-a", "password": PASSWORD})

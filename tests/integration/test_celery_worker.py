@@ -10,31 +10,10 @@ from django.db import transaction
 from apps.operations.models import Operation, OperationStatus
 from apps.operations.services import start_operation
 from apps.operations.tasks import run_operation_task
-from console.celery import app
 from tests.operations import handlers
 from tests.utils.personas import build_personas, fresh
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def worker(django_db_blocker):
-    from celery.contrib.testing.worker import start_worker
-
-    if not app.conf.broker_url.startswith("redis://"):
-        pytest.fail(
-            f"integration tests need a Redis broker; CELERY_BROKER_URL is {app.conf.broker_url!r} (make test sets it)"
-        )
-    with app.connection_for_write() as conn:  # start from an empty test queue
-        conn.default_channel.queue_purge("celery")
-    with django_db_blocker.unblock(), start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING"):
-        yield
-
-
-@pytest.fixture
-def live_celery(worker):
-    assert not app.conf.task_always_eager
-    yield
 
 
 def _wait(predicate, timeout=15.0):

@@ -79,3 +79,23 @@ def test_access_needs_an_allowed_address_or_the_token(fleet, client, settings):
     settings.METRICS_TOKEN = "s3cret-metrics"
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
     assert scrape(client, REMOTE_ADDR="10.1.2.3", HTTP_AUTHORIZATION="Bearer s3cret-metrics")
+
+
+def test_health_series_follow_an_xid_79(fleet, client, django_capture_on_commit_callbacks):
+    from apps.fleet.models import Node
+    from tests.health.conftest import cycle, inject
+
+    cluster = fleet["cluster"]
+    node = Node.objects.filter(cluster=cluster, gpu_model__code="h100").order_by("name").first()
+    cycle(cluster)
+    inject(cluster, node.name, "xid79", 2)
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(cluster)
+    families = scrape(client)
+    assert samples(families, "gpuc_open_incidents", severity="fatal")[0].value == 1
+    assert samples(families, "gpuc_gpu_health", state="fatal")[0].value == 1
+    [used] = samples(families, "gpuc_isolation_budget_used", cluster="sim", pool=node.pool.name)
+    [limit] = samples(families, "gpuc_isolation_budget_limit", cluster="sim", pool=node.pool.name)
+    assert used.value == 1 and limit.value >= 1
+    assert samples(families, "gpuc_telemetry_scrape_duration_seconds", cluster="sim")
+    assert samples(families, "gpuc_telemetry_scrape_errors", cluster="sim", kind="unreachable")[0].value == 0

@@ -67,3 +67,16 @@ def test_reason_categories():
     assert reason_category("per-user cap: alice holds 8 of 8") == "policy"
     assert reason_category("") == "other"
     assert percentile([1.0], 0.99) == 1.0 and percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0
+
+
+def test_demo_history_fills_the_charts_once(fleet, personas, api):
+    from apps.observability.demo import seed_wait_history
+
+    history = [("a", "train", "h100", "training", 8, 600, 2)]
+    assert seed_wait_history(fleet["cluster"], hours=6, history=history) == 12
+    assert seed_wait_history(fleet["cluster"], hours=6, history=history) == 0
+    body = api(fresh(personas.member_a)).get("/api/v1/analytics/waits/?group_by=queue").json()
+    [series] = body["series"]
+    assert sum(p["count"] for p in series["points"]) == 12
+    assert all(p["p50"] <= p["p90"] <= p["p99"] for p in series["points"])
+    assert len({p["t"] for p in series["points"]}) >= 6  # spread over the hours, not all "now"

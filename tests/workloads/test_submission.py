@@ -224,7 +224,9 @@ def test_reclaim_plan_is_carried_out_on_the_simulator(fleet, personas, api, djan
         services.tick()  # the owner is admitted on the next pass and submitted
     victim = Workload.objects.get(pk=borrower["id"])
     assert victim.requeues == 1 and victim.state == "pending", [e.kind for e in victim.events.all()]
-    assert SimWorkload.objects.get(name=victim.backend_name).state == "cancelled"
+    assert SimWorkload.objects.get(name=f"wl{victim.pk}-borrower").state == "cancelled"
+    # The rerun gets its own backend name: resubmitting the old one would return the cancelled job.
+    assert victim.backend_name == f"wl{victim.pk}r1-borrower"
     assert any(e.kind == "preempt" for e in victim.events.all())
     assert Workload.objects.get(pk=owner["id"]).state in {"admitted", "running"}
 

@@ -8,11 +8,12 @@ Pure Python (no Django):
   placement.py  gang / model / sharing / topology placement over in-memory GPU slots
   faults.py     fault kinds and their effects
   telemetry.py  one node's dcgm-exporter text
+  serving.py    an inference service's vLLM / SGLang /metrics text, shaped by load, queue and replicas
 Django:
   ../models.py  the persistent state (SimCluster, SimNode, SimWorkload, SimEvent, SimAllocation, SimFault)
   engine.py     load, tick (discrete events), operate, save: one locked transaction per call
   reports.py    inventory, status, usage and telemetry from a loaded engine
   backend.py    the Backend interface over the engine
-  exporter.py   a node's scrape, loading only that node; views.py/urls.py serve it over HTTP
+  exporter.py   a node's or a service's scrape, loading only what it needs; views.py/urls.py serve them over HTTP
   services.py   create a simulated cluster, inject/clear faults, advance time (permission + audit)
 """

@@ -124,3 +124,15 @@ class SimulatorBackend(Backend):
         if answer.status != 200:
             raise RetryableBackendError(f"exporter on {node} answered {answer.status}: {answer.body.strip()}")
         return answer.body
+
+    def service_metrics_text(self, name: str) -> str:
+        """A service's engines' /metrics text, as GET /simulator/<cluster>/services/<name>/metrics answers."""
+        from apps.backends.base import NotFoundError, RetryableBackendError
+        from apps.backends.simulator.exporter import scrape_service
+
+        answer = scrape_service(self.cluster.name, name)
+        if answer.status == 404:
+            raise NotFoundError(answer.body.strip())
+        if answer.status != 200:
+            raise RetryableBackendError(answer.body.strip())
+        return answer.body

@@ -8,4 +8,5 @@ app_name = "simulator"
 
 urlpatterns = [
     path("<str:cluster>/nodes/<str:node>/metrics", views.node_metrics, name="node_metrics"),
+    path("<str:cluster>/services/<str:name>/metrics", views.service_metrics, name="service_metrics"),
 ]

@@ -9,7 +9,16 @@ from rest_framework.routers import DefaultRouter
 from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, ServiceAccountViewSet, UserViewSet
 from apps.audit.api.views import AuditEventViewSet
 from apps.backends.simulator.api import AdvanceView, FaultViewSet
-from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, NodeViewSet
+from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet
+from apps.health.api.views import (
+    ChannelViewSet,
+    IncidentViewSet,
+    IsolationPolicyViewSet,
+    NodeViewSet,
+    RuleViewSet,
+    TelemetrySourceViewSet,
+)
+from apps.inference.api.views import ServiceViewSet
 from apps.observability.api import WaitsView, WhyPendingView
 from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
@@ -45,6 +54,12 @@ router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("admissions", AdmissionViewSet, basename="admission")
 router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("templates", TemplateViewSet, basename="template")
+router.register("services", ServiceViewSet, basename="service")
+router.register("incidents", IncidentViewSet, basename="incident")
+router.register("health-rules", RuleViewSet, basename="health-rule")
+router.register("telemetry-sources", TelemetrySourceViewSet, basename="telemetry-source")
+router.register("notification-channels", ChannelViewSet, basename="notification-channel")
+router.register("isolation-policies", IsolationPolicyViewSet, basename="isolation-policy")
 
 app_name = "api"
 urlpatterns = [

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import copy
 
-from apps.backends.types import Sharing, Topology, WorkloadSpec
+from apps.backends.types import (
+    ENGINE_LABEL,
+    KIND_LABEL,
+    MAX_REPLICAS_LABEL,
+    MIN_REPLICAS_LABEL,
+    WAITING_THRESHOLD_LABEL,
+    Sharing,
+    Topology,
+    WorkloadSpec,
+)
 from apps.workloads.specs.model import SERVICE_DURATION_S, Spec, TrainingJobSpec
 
 
@@ -12,9 +21,10 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
     """The simulator's / backends' view of an admitted spec.
 
     Inference: every pod is a worker (replicas x nodes per replica); a replica's pods are the gang; a
-    service runs until cancelled, so without a max runtime the simulator gets SERVICE_DURATION_S.
+    service runs until cancelled, so without a max runtime the simulator gets SERVICE_DURATION_S. Its engine
+    and autoscaling range travel as labels (the simulator serves the engine's metrics from them).
     """
-    labels = {"gpu-console/kind": spec.kind}
+    labels = {KIND_LABEL: spec.kind}
     if isinstance(spec, TrainingJobSpec):
         return WorkloadSpec(
             name=spec.name,
@@ -37,6 +47,12 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
         )
     from apps.workloads.render.engines import engine_argv  # render imports this module; import late
 
+    labels[ENGINE_LABEL] = spec.engine
+    scaling = spec.autoscaling
+    if scaling.enabled:
+        labels[MIN_REPLICAS_LABEL] = str(scaling.min_replicas)
+        labels[MAX_REPLICAS_LABEL] = str(scaling.max_replicas or scaling.min_replicas)
+        labels[WAITING_THRESHOLD_LABEL] = str(scaling.waiting_threshold)
     return WorkloadSpec(
         name=spec.name,
         tenant=spec.tenant,

@@ -1,0 +1,6 @@
+from apps.health.management.runbook_command import RunbookCommand
+
+
+class Command(RunbookCommand):
+    help = "Runbook action: cordon a node (--reason required; --dry-run shows the impact)."
+    action = "cordon"

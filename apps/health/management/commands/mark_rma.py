@@ -1,0 +1,6 @@
+from apps.health.management.runbook_command import RunbookCommand
+
+
+class Command(RunbookCommand):
+    help = "Runbook action: mark-rma a node (--reason required; --dry-run shows the impact)."
+    action = "mark-rma"

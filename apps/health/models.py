@@ -1,0 +1,407 @@
+"""GPU health: where telemetry comes from, what each node last reported, rules, incidents, isolation policy.
+
+Storage is per node, not per sample: `NodeHealth` holds the latest value of every DCGM series per GPU
+(one row per node, upserted in bulk each cycle) and the running 1-minute accumulator; `NodeRollup`
+holds one row per node and minute with min / avg / max per GPU and rolled-up metric. A 1,280-node
+fleet therefore writes 1,280 rows per cycle and 1,280 rollup rows per minute, whatever the number
+of series.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from apps.fleet.models import FleetQuerySet
+
+
+class Severity(models.TextChoices):
+    INFO = "info", "Info"
+    WARNING = "warning", "Warning"
+    CRITICAL = "critical", "Critical"
+    FATAL = "fatal", "Fatal"
+
+
+SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2, Severity.FATAL: 3}
+
+
+class RuleAction(models.TextChoices):
+    RECORD = "record", "Record"
+    ALERT = "alert", "Alert on-call"
+    CORDON = "cordon", "Cordon"
+    DRAIN = "drain", "Drain"
+    REQUEST_RESET = "request-reset", "Request GPU reset"
+    REQUEST_RMA = "request-rma", "Request RMA"
+
+
+# Actions that take the node out of service (automatically, within the pool's policy and budget).
+ISOLATING_ACTIONS = frozenset({RuleAction.CORDON, RuleAction.DRAIN, RuleAction.REQUEST_RESET, RuleAction.REQUEST_RMA})
+
+
+class SourceKind(models.TextChoices):
+    SIMULATOR = "simulator", "Simulator (in process)"
+    EXPORTER = "exporter", "dcgm-exporter endpoints"
+    PROMETHEUS = "prometheus", "Prometheus server"
+
+
+class TelemetrySource(models.Model):
+    """Where one cluster's DCGM telemetry is read, and how the last cycle went.
+
+    `exporter`: every inventory node's dcgm-exporter is scraped at `url_pattern` ({node} and {cluster}
+    are filled in). `prometheus`: one instant query for the DCGM_* series at `prometheus_url`, grouped
+    by the Hostname/hostname label. `simulator`: a simulated cluster's exporter text, read in process.
+    """
+
+    cluster = models.OneToOneField("fleet.Cluster", on_delete=models.CASCADE, related_name="telemetry_source")
+    kind = models.CharField(max_length=20, choices=SourceKind.choices)
+    url_pattern = models.CharField(max_length=500, blank=True, help_text="e.g. http://{node}:9400/metrics")
+    prometheus_url = models.CharField(max_length=500, blank=True, help_text="e.g. http://prometheus:9090")
+    timeout_s = models.FloatField(default=5.0)
+    enabled = models.BooleanField(default=True)
+    # Set while a cycle runs (compare-and-set) so two workers never ingest one cluster at once.
+    cycle_started_at = models.DateTimeField(null=True, blank=True)
+    last_cycle_at = models.DateTimeField(null=True, blank=True)
+    last_duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    last_nodes = models.PositiveIntegerField(default=0)
+    last_unreachable = models.PositiveIntegerField(default=0)
+    last_samples = models.PositiveIntegerField(default=0)
+    last_malformed = models.PositiveIntegerField(default=0)
+    last_sentinels = models.PositiveIntegerField(default=0)
+    malformed_by_node = models.JSONField(default=dict, blank=True, help_text="{node: [count, first bad line]}")
+    last_error = models.TextField(blank=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["cluster__name"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name} ({self.kind})"
+
+
+class NodeStatus(models.TextChoices):
+    OK = "ok", "OK"
+    WARNING = "warning", "Warning"
+    CRITICAL = "critical", "Critical"
+    FATAL = "fatal", "Fatal"
+    SUSPECT = "suspect", "Suspect (exporter not answering)"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class IsolationOwner(models.TextChoices):
+    NONE = "", "Not isolated"
+    AUTO = "auto", "Automation"
+    HUMAN = "human", "A human"
+
+
+class NodeHealth(models.Model):
+    """A node's latest DCGM readings, its health status and who isolated it.
+
+    `gpus` is {gpu index: {"uuid", "pod", "namespace", "mig", "v": {metric: value}}} from the last
+    scrape; `acc` accumulates the current minute ({index: {metric: [min, sum, max, n]}}) until the
+    minute turns and a NodeRollup row is written. `firing` lists the rule findings firing now.
+    """
+
+    node = models.OneToOneField("fleet.Node", on_delete=models.CASCADE, primary_key=True, related_name="health")
+    status = models.CharField(max_length=20, choices=NodeStatus.choices, default=NodeStatus.UNKNOWN, db_index=True)
+    scraped_at = models.DateTimeField(null=True, blank=True)
+    exporter_up = models.BooleanField(default=False)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    samples = models.PositiveIntegerField(default=0)
+    malformed = models.PositiveIntegerField(default=0)
+    gpus = models.JSONField(default=dict, blank=True)
+    acc_minute = models.DateTimeField(null=True, blank=True)
+    acc = models.JSONField(default=dict, blank=True)
+    firing = models.JSONField(default=list, blank=True)
+    # Who took the node out of service: automation may resume only what automation isolated.
+    isolated_by = models.CharField(max_length=10, choices=IsolationOwner.choices, default="", blank=True)
+    isolated_at = models.DateTimeField(null=True, blank=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.status}"
+
+
+class NodeRollup(models.Model):
+    """One node's minute: {gpu index: {metric: [min, avg, max]}} for the rolled-up metrics."""
+
+    node = models.ForeignKey("fleet.Node", on_delete=models.CASCADE, related_name="+")
+    minute = models.DateTimeField(db_index=True)
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "minute"], name="rollup_one_per_node_minute")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} {self.minute:%Y-%m-%d %H:%M}"
+
+
+class RuleKind(models.TextChoices):
+    XID = "xid", "XID codes (last XID value)"
+    THRESHOLD = "threshold", "Value (or sum of values) against a threshold"
+    INCREASE = "increase", "Counter increased since the last scrape"
+    RATE = "rate", "Counter rate (per second or per minute)"
+    BITMASK = "bitmask", "Bits set in a bitmask"
+    GPU_MISSING = "gpu-missing", "A GPU the inventory knows is missing from the exporter"
+    EXPORTER_DOWN = "exporter-down", "The exporter does not answer"
+
+
+class RuleSet(models.Model):
+    """One version of the health rules. Tuning a rule writes a new version; the newest is in force."""
+
+    version = models.PositiveIntegerField(unique=True)
+    note = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey("accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-version"]
+
+    def __str__(self) -> str:
+        return f"rules v{self.version}"
+
+
+class Rule(models.Model):
+    """One health rule of a rule set version: what it watches (`kind`, `params`), how bad, what to do."""
+
+    ruleset = models.ForeignKey(RuleSet, on_delete=models.CASCADE, related_name="rules")
+    key = models.SlugField(max_length=60)
+    cause = models.SlugField(max_length=60, help_text="incidents are one per node and cause")
+    title = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, choices=RuleKind.choices)
+    params = models.JSONField(default=dict, blank=True)
+    severity = models.CharField(max_length=10, choices=Severity.choices)
+    action = models.CharField(max_length=20, choices=RuleAction.choices)
+    enabled = models.BooleanField(default=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["ruleset", "key"]
+        constraints = [models.UniqueConstraint(fields=["ruleset", "key"], name="rule_key_unique_per_version")]
+
+    def __str__(self) -> str:
+        return f"{self.key} (v{self.ruleset.version})"
+
+
+class IsolationPolicy(models.Model):
+    """Per pool (or the default when `pool` is empty): which severities isolate automatically, and the budget.
+
+    The budget: at most `max_nodes_per_hour` nodes, and at most `max_percent_per_hour` % of the pool,
+    isolated automatically in any hour. Beyond it incidents wait for a human and one storm alert fires.
+    """
+
+    pool = models.OneToOneField(
+        "fleet.NodePool", null=True, blank=True, on_delete=models.CASCADE, related_name="isolation_policy"
+    )
+    cordon_severities = models.JSONField(default=list, blank=True)
+    drain_severities = models.JSONField(default=list, blank=True)
+    max_nodes_per_hour = models.PositiveIntegerField(default=4)
+    max_percent_per_hour = models.FloatField(default=10.0)
+    enabled = models.BooleanField(default=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pool"], condition=Q(pool__isnull=True), name="one_default_isolation_policy"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_percent_per_hour__gte=0) & Q(max_percent_per_hour__lte=100),
+                name="isolation_percent_0_100",
+                violation_error_message="The share of a pool is a percentage from 0 to 100.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"isolation policy for {self.pool or 'every pool'}"
+
+
+class IncidentState(models.TextChoices):
+    DETECTED = "detected", "Detected"
+    ISOLATING = "isolating", "Isolating"
+    ISOLATED = "isolated", "Isolated"
+    DRAINING = "draining", "Draining"
+    DRAINED = "drained", "Drained"
+    REPAIRING = "repairing", "Repairing"
+    VALIDATING = "validating", "Validating"
+    RESOLVED = "resolved", "Resolved"
+    FALSE_POSITIVE = "false-positive", "False positive"
+
+
+CLOSED_STATES = frozenset({IncidentState.RESOLVED, IncidentState.FALSE_POSITIVE})
+
+# The state machine. Every state may also become a false positive while open.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    IncidentState.DETECTED: frozenset({IncidentState.ISOLATING, IncidentState.RESOLVED}),
+    IncidentState.ISOLATING: frozenset({IncidentState.ISOLATED, IncidentState.DETECTED}),
+    IncidentState.ISOLATED: frozenset({IncidentState.DRAINING, IncidentState.REPAIRING, IncidentState.VALIDATING}),
+    IncidentState.DRAINING: frozenset({IncidentState.DRAINED, IncidentState.ISOLATED}),
+    IncidentState.DRAINED: frozenset({IncidentState.REPAIRING, IncidentState.VALIDATING}),
+    IncidentState.REPAIRING: frozenset({IncidentState.VALIDATING}),
+    IncidentState.VALIDATING: frozenset({IncidentState.RESOLVED, IncidentState.REPAIRING}),
+    IncidentState.RESOLVED: frozenset(),
+    IncidentState.FALSE_POSITIVE: frozenset(),
+}
+
+
+class IncidentQuerySet(models.QuerySet):
+    def for_user(self, user, action: str) -> IncidentQuerySet:
+        """Console-wide viewers see every incident; tenant members see those that touch their tenants' work."""
+        from apps.accounts.permissions import allowed_tenant_ids
+
+        ids = allowed_tenant_ids(user, action)
+        if ids is None:
+            return self
+        return self.filter(tenants__in=ids).distinct()
+
+    def open(self) -> IncidentQuerySet:
+        return self.exclude(state__in=CLOSED_STATES)
+
+
+class Incident(models.Model):
+    """A health problem of one node with one cause (deduplicated: one open incident per node and cause).
+
+    `evidence` holds the findings that opened and re-confirmed it, each explainable on its own
+    ("DCGM_FI_DEV_XID_ERRORS = 79 on GPU 3 (UUID …) of node gpu-07 at 12:03:15"). `waiting_for`
+    says why automation stopped short (the isolation budget, an online-inference minimum, policy).
+    """
+
+    node = models.ForeignKey("fleet.Node", on_delete=models.CASCADE, related_name="incidents")
+    cause = models.SlugField(max_length=60)
+    rule_key = models.SlugField(max_length=60)
+    ruleset_version = models.PositiveIntegerField()
+    title = models.CharField(max_length=300)
+    severity = models.CharField(max_length=10, choices=Severity.choices, db_index=True)
+    action = models.CharField(max_length=20, choices=RuleAction.choices)
+    state = models.CharField(
+        max_length=20, choices=IncidentState.choices, default=IncidentState.DETECTED, db_index=True
+    )
+    evidence = models.JSONField(default=list, blank=True)
+    gpus = models.JSONField(default=list, blank=True, help_text="[{index, uuid}] of the GPUs involved")
+    workloads = models.ManyToManyField("workloads.Workload", blank=True, related_name="incidents")
+    tenants = models.ManyToManyField("tenancy.Tenant", blank=True, related_name="+")
+    auto_isolated_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="isolated by automation")
+    waiting_for = models.CharField(max_length=300, blank=True)
+    occurrences = models.PositiveIntegerField(default=1)
+    detected_at = models.DateTimeField(db_index=True)
+    last_seen_at = models.DateTimeField()
+    clean_since = models.DateTimeField(null=True, blank=True, help_text="no finding of this cause since")
+    closed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = IncidentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-detected_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "cause"],
+                condition=~Q(state__in=["resolved", "false-positive"]),
+                name="one_open_incident_per_node_cause",
+                violation_error_message="This node already has an open incident for this cause.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.title}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state not in CLOSED_STATES
+
+    def allowed_transitions(self) -> list[str]:
+        if not self.is_open:
+            return []
+        return [*sorted(TRANSITIONS[self.state]), IncidentState.FALSE_POSITIVE]
+
+
+class IncidentEvent(models.Model):
+    """One line of an incident's timeline: a transition, a finding, an action, a notification."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField(auto_now_add=True)
+    actor_label = models.CharField(max_length=200)
+    kind = models.CharField(max_length=40)
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20, blank=True)
+    message = models.CharField(max_length=1000)
+
+    class Meta:
+        ordering = ["time", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.time:%H:%M:%S} {self.kind}: {self.message}"
+
+
+class ChannelKind(models.TextChoices):
+    WEBHOOK = "webhook", "Webhook (Slack-compatible JSON)"
+    EMAIL = "email", "E-mail"
+
+
+class NotificationChannel(models.Model):
+    """Where health notifications go: on-call's channels (no tenant) or a tenant's (owners of affected work)."""
+
+    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=10, choices=ChannelKind.choices)
+    target = models.CharField(max_length=500, help_text="webhook URL or e-mail address")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = FleetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__slug", "kind", "target"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.target} ({self.tenant.slug if self.tenant_id else 'on-call'})"
+
+
+class NotificationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed"
+
+
+class Notification(models.Model):
+    """One message to one destination, written with the change that needs it and sent by a task (retried)."""
+
+    MAX_ATTEMPTS = 5
+
+    incident = models.ForeignKey(Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=10, choices=ChannelKind.choices)
+    target = models.CharField(max_length=500)
+    audience = models.CharField(max_length=20, help_text="on-call or owners")
+    subject = models.CharField(max_length=300)
+    text = models.TextField()
+    status = models.CharField(max_length=10, choices=NotificationStatus.choices, default=NotificationStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} to {self.target}: {self.subject}"
+
+
+class StormAlert(models.Model):
+    """Fired once when a pool's isolation budget runs out; no second alert for that pool within the hour."""
+
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="+")
+    pool = models.ForeignKey("fleet.NodePool", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    fired_at = models.DateTimeField(db_index=True)
+    waiting = models.PositiveIntegerField(default=0, help_text="incidents left for a human when it fired")
+
+    class Meta:
+        ordering = ["-fired_at"]
+
+    def __str__(self) -> str:
+        return f"storm in {self.pool or self.cluster} at {self.fired_at:%H:%M}"

@@ -1,0 +1,189 @@
+"""Operation handlers behind the runbook actions: each calls the node's backend (outside any transaction),
+records what it did in the operation's log, keeps the console's node row in step, and moves the node's open
+incidents along (isolating → isolated, draining → drained, → repairing, validating → resolved)."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from apps.backends.base import BackendError
+from apps.backends.registry import get_backend
+from apps.backends.types import Taint, WorkloadState
+from apps.fleet.models import Node
+from apps.health.models import Incident, IncidentState, IsolationOwner, NodeHealth
+from apps.health.services.incidents import FAULT_LOOKBACK, add_event, advance_incident
+from apps.operations.runner import OperationFailed, OperationHandler, register
+
+RESET_TAINT = "gpu-console/reset-requested"
+RMA_TAINT = "gpu-console/rma"
+_DEAD = {WorkloadState.FAILED, WorkloadState.UNKNOWN, WorkloadState.PREEMPTED, WorkloadState.CANCELLED}
+
+
+class NodeAction(OperationHandler):
+    """Shared steps: load the node and its open incidents, call the backend, move incidents, report."""
+
+    action = "operate"
+    before_states: list[str] = []
+    after_states: list[str] = []
+
+    def run(self) -> dict:
+        params = self.operation.params
+        self.node = Node.objects.select_related("cluster").get(pk=params["node_id"])
+        self.actor = self.operation.actor
+        self.reason = self.operation.reason or self.kind
+        self.backend = get_backend(self.node.cluster)
+        # Every open incident of the node moves with it: a cordon isolates the node for all of its causes.
+        self.incidents = list(Incident.objects.open().filter(node=self.node).order_by("id"))
+        self._advance(self.before_states)
+        self.set_progress(10)
+        try:
+            result = self.act()
+        except BackendError as exc:
+            self._rollback()
+            raise OperationFailed(f"{self.node.cluster.name} refused: {exc}") from exc
+        self.set_progress(80)
+        self._advance(self.after_states)
+        for incident in self.incidents:
+            add_event(incident, self.actor, "action", f"{self.kind} done (operation #{self.operation.pk})")
+        return {"node": self.node.name, **result}
+
+    def act(self) -> dict:
+        raise NotImplementedError
+
+    def _advance(self, states: list[str]) -> None:
+        if states:
+            self.incidents = [advance_incident(self.actor, i, states, self.reason) for i in self.incidents]
+
+    def _rollback(self) -> None:
+        """The backend refused: an incident left `isolating` goes back to `detected` for the next attempt, and a
+        node that was never cordoned is nobody's isolation."""
+        NodeHealth.objects.filter(pk=self.node.pk, node__unschedulable=False).update(
+            isolated_by=IsolationOwner.NONE, isolated_at=None
+        )
+        for incident in self.incidents:
+            if incident.state == IncidentState.ISOLATING:
+                advance_incident(self.actor, incident, [IncidentState.DETECTED], f"{self.kind} failed")
+
+    def _set_node(self, **fields) -> None:
+        Node.objects.filter(pk=self.node.pk).update(**fields)
+
+    def requeue_killed_work(self) -> list[str]:
+        """Training jobs that died on the faulty GPUs (the backend says so) go back to their queue."""
+        from apps.workloads.services import placed_on_node, requeue_after_fault
+
+        gpus = {g["index"] for i in self.incidents for g in i.gpus}
+        if not self.incidents:
+            return []
+        since = min(i.detected_at for i in self.incidents) - FAULT_LOOKBACK
+        hit = [
+            w
+            for w in placed_on_node(self.node.cluster_id, self.node.name, gpus=gpus or None, ended_since=since)
+            if w.kind == "training" and w.backend_name
+        ]
+        if not hit:
+            return []
+        statuses = self.backend.status([w.backend_name for w in hit])
+        requeued = []
+        for workload in hit:
+            status = statuses.get(workload.backend_name)
+            if status is not None and status.state in _DEAD:
+                why = f"{self.incidents[0].title} (incident #{self.incidents[0].pk})"
+                if requeue_after_fault(self.actor, workload, reason=why) is not None:
+                    requeued.append(str(workload))
+                    for incident in self.incidents:
+                        add_event(incident, self.actor, "requeue", f"requeued {workload}: it died on the fault")
+        if requeued:
+            self.log(f"requeued {len(requeued)} training job(s) killed by the fault: {', '.join(requeued)}")
+        return requeued
+
+
+@register("health.cordon")
+class CordonNode(NodeAction):
+    """Cordon: no new work is placed on the node; what runs there keeps running."""
+
+    before_states = [IncidentState.ISOLATING]
+    after_states = [IncidentState.ISOLATED]
+
+    def act(self) -> dict:
+        self.backend.cordon(self.node.name, reason=f"gpu-console: {self.reason}")
+        self._set_node(unschedulable=True)
+        self.log(f"cordoned {self.node.name}")
+        return {"cordoned": True, "requeued": self.requeue_killed_work()}
+
+
+@register("health.drain")
+class DrainNode(NodeAction):
+    """Drain: cordon, then evict what runs on the node (the backend requeues it elsewhere)."""
+
+    before_states = [IncidentState.ISOLATING, IncidentState.ISOLATED, IncidentState.DRAINING]
+    after_states = [IncidentState.DRAINED]
+
+    def act(self) -> dict:
+        result = self.backend.drain(self.node.name, reason=f"gpu-console: {self.reason}")
+        self._set_node(unschedulable=True)
+        self.log(f"drained {self.node.name}: evicted {len(result.evicted)}: {', '.join(result.evicted) or 'nothing'}")
+        return {"evicted": result.evicted, "requeued": self.requeue_killed_work()}
+
+    def _rollback(self) -> None:
+        for incident in self.incidents:
+            if incident.state == IncidentState.DRAINING:
+                advance_incident(self.actor, incident, [IncidentState.ISOLATED], "drain failed")
+        super()._rollback()
+
+
+@register("health.uncordon")
+class UncordonNode(NodeAction):
+    """Uncordon: new work may be placed on the node again."""
+
+    def act(self) -> dict:
+        self.backend.uncordon(self.node.name)
+        self._set_node(unschedulable=False)
+        NodeHealth.objects.filter(pk=self.node.pk).update(isolated_by=IsolationOwner.NONE, isolated_at=None)
+        self.log(f"uncordoned {self.node.name}")
+        return {"cordoned": False}
+
+
+@register("health.resume")
+class ResumeNode(NodeAction):
+    """Resume after repair: clear the reset/RMA marks, return the node to service, resolve validated incidents."""
+
+    after_states = [IncidentState.RESOLVED]
+
+    def act(self) -> dict:
+        for key in (RESET_TAINT, RMA_TAINT):
+            self.backend.untaint(self.node.name, key)
+        self.backend.resume(self.node.name)
+        self._set_node(unschedulable=False)
+        NodeHealth.objects.filter(pk=self.node.pk).update(isolated_by=IsolationOwner.NONE, isolated_at=None)
+        self.log(f"resumed {self.node.name}")
+        return {"resumed": True}
+
+
+class _Mark(NodeAction):
+    before_states = [IncidentState.ISOLATING, IncidentState.ISOLATED]
+    after_states = [IncidentState.REPAIRING]
+    taint = ""
+    what = ""
+
+    def act(self) -> dict:
+        self.backend.cordon(self.node.name, reason=f"gpu-console: {self.what}: {self.reason}")
+        self.backend.taint(self.node.name, Taint(self.taint, timezone.now().strftime("%Y%m%dT%H%M"), "NoSchedule"))
+        self._set_node(unschedulable=True)
+        self.log(f"cordoned {self.node.name} and tainted it {self.taint}:NoSchedule ({self.what})")
+        return {"taint": self.taint}
+
+
+@register("health.request-reset")
+class RequestReset(_Mark):
+    """Ask for a GPU reset / node reboot: the node is cordoned and tainted until someone resets it."""
+
+    taint = RESET_TAINT
+    what = "GPU reset requested"
+
+
+@register("health.mark-rma")
+class MarkRma(_Mark):
+    """Mark the node's GPU(s) for return to the vendor: cordoned and tainted until replaced."""
+
+    taint = RMA_TAINT
+    what = "RMA requested"

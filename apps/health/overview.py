@@ -1,0 +1,152 @@
+"""Read models for the health pages: fleet-wide counts, budgets, one node's GPUs and sparkline series.
+
+Each is a constant number of queries over node-level rows (one per node, never per sample).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+from django.db.models import Count
+from django.utils import timezone
+
+from apps.fleet.models import Node, NodePool, NodeState
+from apps.health.models import (
+    SEVERITY_RANK,
+    Incident,
+    IsolationPolicy,
+    NodeHealth,
+    NodeRollup,
+    Rule,
+    TelemetrySource,
+)
+from apps.health.rules import ROLLUP_METRICS
+
+GPU_STATES = ("ok", "info", "warning", "critical", "fatal", "unknown")
+SPARK_MINUTES = 60
+SHORT = {
+    "DCGM_FI_DEV_GPU_UTIL": "util %",
+    "DCGM_FI_DEV_FB_USED": "FB used MiB",
+    "DCGM_FI_DEV_GPU_TEMP": "temp °C",
+    "DCGM_FI_DEV_POWER_USAGE": "power W",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor active",
+}
+
+
+def rule_severities() -> dict[str, str]:
+    """{rule key: severity} of the rules in force."""
+    from apps.health.services.rulesets import active_ruleset
+
+    return dict(Rule.objects.filter(ruleset=active_ruleset()).values_list("key", "severity"))
+
+
+def gpu_states(firing: list[str], severities: dict[str, str]) -> dict[str, str]:
+    """{gpu index: worst severity firing on it} from a node's firing keys ("rule:gpu")."""
+    out: dict[str, str] = {}
+    for key in firing:
+        rule, _, gpu = key.rpartition(":")
+        severity = severities.get(rule, "warning")
+        if gpu and SEVERITY_RANK.get(out.get(gpu), -1) < SEVERITY_RANK[severity]:
+            out[gpu] = severity
+    return out
+
+
+def fleet_summary(nodes) -> dict:
+    """GPUs by health state, nodes by status, open incidents by severity, isolation budget per pool."""
+    from apps.health.services.isolation import BUDGET_WINDOW, budget_limit, default_policy
+
+    severities = rule_severities()
+    gpus: Counter = Counter()
+    statuses: Counter = Counter()
+    health = {
+        node_id: (status, firing, exporter_up)
+        for node_id, status, firing, exporter_up in NodeHealth.objects.filter(node__in=nodes).values_list(
+            "node_id", "status", "firing", "exporter_up"
+        )
+    }
+    for node_id, gpu_count in nodes.exclude(state=NodeState.VANISHED).values_list("id", "gpu_count"):
+        status, firing, up = health.get(node_id, ("unknown", [], False))
+        statuses[status] += 1
+        if not up:
+            gpus["unknown"] += gpu_count
+            continue
+        bad = gpu_states(firing, severities)
+        gpus["ok"] += gpu_count - len(bad)
+        for severity in bad.values():
+            gpus[severity] += 1
+    open_incidents = Incident.objects.open().filter(node__in=nodes)
+    by_severity = dict(open_incidents.values_list("severity").annotate(n=Count("id")).values_list("severity", "n"))
+    since = timezone.now() - BUDGET_WINDOW
+    used = dict(
+        Incident.objects.filter(node__in=nodes, auto_isolated_at__gte=since)
+        .values("node__pool_id")
+        .annotate(n=Count("node_id", distinct=True))
+        .values_list("node__pool_id", "n")
+    )
+    sizes = dict(
+        nodes.exclude(state=NodeState.VANISHED).values("pool_id").annotate(n=Count("id")).values_list("pool_id", "n")
+    )
+    budgets = []
+    default = default_policy()
+    policies = {p.pool_id: p for p in IsolationPolicy.objects.filter(pool_id__in=[p for p in sizes if p])}
+    for pool in NodePool.objects.filter(id__in=[p for p in sizes if p]).select_related("cluster"):
+        policy = policies.get(pool.pk, default)
+        budgets.append(
+            {
+                "pool": pool,
+                "used": used.get(pool.pk, 0),
+                "limit": budget_limit(policy, sizes[pool.pk]),
+                "nodes": sizes[pool.pk],
+                "policy": policy,
+            }
+        )
+    return {
+        "gpus": [(state, gpus.get(state, 0)) for state in GPU_STATES],
+        "statuses": sorted(statuses.items()),
+        "incidents_by_severity": [(s, by_severity.get(s, 0)) for s in ("fatal", "critical", "warning", "info")],
+        "budgets": budgets,
+        "sources": TelemetrySource.objects.select_related("cluster"),
+        "open_incidents": open_incidents.select_related("node__cluster")[:15],
+    }
+
+
+def node_gpus(node: Node) -> tuple[NodeHealth | None, list[dict]]:
+    """The node's GPUs with their latest readings, what fires on each, and sparkline series (last hour)."""
+    health = NodeHealth.objects.filter(pk=node.pk).first()
+    severities = rule_severities()
+    firing: dict[str, list[str]] = {}
+    for key in health.firing if health else []:
+        rule, _, gpu = key.rpartition(":")
+        firing.setdefault(gpu, []).append(rule)
+    states = gpu_states(health.firing, severities) if health else {}
+    since = timezone.now() - timedelta(minutes=SPARK_MINUTES)
+    series: dict[str, dict[str, list]] = {}
+    for minute, data in (
+        NodeRollup.objects.filter(node=node, minute__gte=since).order_by("minute").values_list("minute", "data")
+    ):
+        stamp = minute.strftime("%H:%M")
+        for index, metrics in data.items():
+            per = series.setdefault(index, {})
+            for metric, (_low, avg, _high) in metrics.items():
+                cell = per.setdefault(metric, {"x": [], "y": []})
+                cell["x"].append(stamp)
+                cell["y"].append(avg)
+    rows = []
+    for index, gpu in sorted((health.gpus if health else {}).items(), key=lambda item: int(item[0])):
+        values = gpu.get("v", {})
+        rows.append(
+            {
+                "index": index,
+                "uuid": gpu.get("uuid", ""),
+                "pod": gpu.get("pod", ""),
+                "namespace": gpu.get("namespace", ""),
+                "mig": gpu.get("mig", []),
+                "state": states.get(index, "ok"),
+                "firing": firing.get(index, []),
+                "xid": values.get("DCGM_FI_DEV_XID_ERRORS"),
+                "latest": [(SHORT[m], values.get(m)) for m in ROLLUP_METRICS],
+                "series": {SHORT[m]: series.get(index, {}).get(m, {"x": [], "y": []}) for m in ROLLUP_METRICS},
+            }
+        )
+    return health, rows

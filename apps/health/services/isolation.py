@@ -1,0 +1,196 @@
+"""Automatic isolation: the pool's policy, the hourly safety budget, the storm alert, the inference guard.
+
+Automation isolates only the obvious cases and only within the budget (at most N nodes and at most X %
+of a pool per hour); beyond it incidents wait for a human and one storm alert fires per pool and hour.
+It never takes an online-inference service below its minimum replicas without a human, and it never
+touches a node a human isolated (see `NodeHealth.isolated_by`).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.audit.services import record_event
+from apps.fleet.models import Node, NodeState
+from apps.health.models import (
+    ISOLATING_ACTIONS,
+    Incident,
+    IncidentState,
+    IsolationOwner,
+    IsolationPolicy,
+    NodeHealth,
+    RuleAction,
+    Severity,
+    StormAlert,
+)
+from apps.health.services.incidents import add_event, advance_incident, set_waiting, transition_incident
+
+BUDGET_WINDOW = timedelta(hours=1)
+DEFAULT_CORDON = [Severity.CRITICAL, Severity.FATAL]
+
+
+def default_policy() -> IsolationPolicy:
+    """The policy of pools without their own: cordon critical and fatal findings, drain nothing automatically."""
+    policy = IsolationPolicy.objects.filter(pool__isnull=True).first()
+    if policy is None:
+        try:
+            with transaction.atomic():
+                policy = IsolationPolicy.objects.create(pool=None, cordon_severities=DEFAULT_CORDON)
+                record_event(None, "health.policy.seed", policy, after={"cordon_severities": DEFAULT_CORDON})
+        except IntegrityError:
+            policy = IsolationPolicy.objects.get(pool__isnull=True)
+    return policy
+
+
+def policy_for(pool) -> IsolationPolicy:
+    if pool is not None:
+        own = IsolationPolicy.objects.filter(pool=pool).first()
+        if own is not None:
+            return own
+    return default_policy()
+
+
+def _group(node: Node):
+    """The nodes a budget is counted over: the node's pool, or its cluster's nodes without a pool."""
+    nodes = Node.objects.filter(cluster_id=node.cluster_id).exclude(state=NodeState.VANISHED)
+    return nodes.filter(pool_id=node.pool_id) if node.pool_id else nodes.filter(pool__isnull=True)
+
+
+def budget_limit(policy: IsolationPolicy, group_size: int) -> int:
+    """At most `max_nodes_per_hour`, and at most `max_percent_per_hour` % of the group (never below one node)."""
+    by_share = max(1, math.floor(group_size * policy.max_percent_per_hour / 100)) if group_size else 0
+    return min(policy.max_nodes_per_hour, by_share)
+
+
+def budget_used(node: Node, since) -> int:
+    return (
+        Incident.objects.filter(node__in=_group(node), auto_isolated_at__gte=since).values("node_id").distinct().count()
+    )
+
+
+def budget_report(node: Node) -> dict:
+    policy = policy_for(node.pool)
+    size = _group(node).count()
+    return {
+        "used": budget_used(node, timezone.now() - BUDGET_WINDOW),
+        "limit": budget_limit(policy, size),
+        "nodes": size,
+    }
+
+
+def inference_guard(node: Node, extra_isolated: set[str] = frozenset()) -> str:
+    """Why isolating `node` needs a human: an online-inference service would fall below its minimum replicas."""
+    from apps.workloads.models import WorkloadKind, WorkloadState
+    from apps.workloads.services import placed_on_node
+
+    services = [
+        w
+        for w in placed_on_node(node.cluster_id, node.name)
+        if w.kind == WorkloadKind.INFERENCE and w.tier.name == "online-inference" and w.state == WorkloadState.RUNNING
+    ]
+    if not services:
+        return ""
+    out_of_service = set(
+        Node.objects.filter(cluster_id=node.cluster_id, unschedulable=True).values_list("name", flat=True)
+    )
+    out_of_service |= {node.name, *extra_isolated}
+    for workload in services:
+        spec = workload.spec or {}
+        per_replica = max(int(spec.get("nodes_per_replica") or 1), 1)
+        autoscaling = spec.get("autoscaling") or {}
+        minimum = (
+            int(autoscaling.get("min_replicas") or 1) if autoscaling.get("enabled") else int(spec.get("replicas") or 1)
+        )
+        healthy_workers = sum(1 for p in workload.placements or [] if p.get("node") not in out_of_service)
+        left = healthy_workers // per_replica
+        if left < minimum:
+            return (
+                f"isolating {node.name} would leave online-inference service {workload} with {left} of its "
+                f"minimum {minimum} replicas; a human approves by cordoning it"
+            )
+    return ""
+
+
+def _storm(node: Node, policy: IsolationPolicy, now) -> None:
+    """One storm alert per pool and hour, fired under the policy lock so two workers never both fire it."""
+    from apps.health.services.notify import notify_storm
+
+    if StormAlert.objects.filter(
+        cluster_id=node.cluster_id, pool_id=node.pool_id, fired_at__gte=now - BUDGET_WINDOW
+    ).exists():
+        return
+    waiting = Incident.objects.open().filter(node__in=_group(node), state=IncidentState.DETECTED).count()
+    storm = StormAlert.objects.create(cluster_id=node.cluster_id, pool_id=node.pool_id, fired_at=now, waiting=waiting)
+    where = f"pool {node.pool}" if node.pool_id else f"cluster {node.cluster.name}"
+    text = (
+        f"Isolation budget of {where} is used up ({policy.max_nodes_per_hour} nodes / "
+        f"{policy.max_percent_per_hour:g} % per hour): {waiting} incidents wait for a human."
+    )
+    record_event(None, "health.storm", storm, reason=text, after={"waiting": waiting})
+    notify_storm(storm, text)
+
+
+def consider_isolation(incident_id: int) -> str:
+    """Decide whether automation isolates the incident's node now; returns what it decided (for logs/tests)."""
+    incident = Incident.objects.select_related("node__pool", "node__cluster").get(pk=incident_id)
+    if incident.state != IncidentState.DETECTED or incident.waiting_for:
+        return "not-pending"
+    if incident.action not in ISOLATING_ACTIONS:
+        return "not-isolating"
+    node = incident.node
+    policy = policy_for(node.pool)
+    drain = incident.action == RuleAction.DRAIN and incident.severity in policy.drain_severities
+    if not policy.enabled or not (drain or incident.severity in policy.cordon_severities):
+        set_waiting(incident, f"the pool's policy does not isolate {incident.severity} incidents automatically")
+        return "policy"
+    health, _ = NodeHealth.objects.get_or_create(node=node)
+    if node.unschedulable:
+        owner = "automation" if health.isolated_by == IsolationOwner.AUTO else "a human (or outside the console)"
+        advance_incident(
+            None,
+            incident,
+            [IncidentState.ISOLATING, IncidentState.ISOLATED],
+            f"the node is already cordoned by {owner}",
+        )
+        return "already-isolated"
+    joining = Incident.objects.open().filter(node=node, auto_isolated_at__isnull=False).exclude(pk=incident.pk)
+    if joining.exists():
+        # Automation is already isolating this node for another cause: this incident rides along (no budget).
+        Incident.objects.filter(pk=incident.pk).update(auto_isolated_at=timezone.now())
+        transition_incident(None, incident, IncidentState.ISOLATING, "automatic: the node is being isolated already")
+        return "joined"
+    guard = inference_guard(node)
+    if guard:
+        set_waiting(incident, guard)
+        return "needs-approval"
+    now = timezone.now()
+    with transaction.atomic():
+        locked = IsolationPolicy.objects.select_for_update().get(pk=policy.pk)
+        used = budget_used(node, now - BUDGET_WINDOW)
+        limit = budget_limit(locked, _group(node).count())
+        if used >= limit:
+            set_waiting(
+                incident, f"isolation budget used: {used} of {limit} nodes isolated automatically in the last hour"
+            )
+            _storm(node, locked, now)
+            return "budget"
+        Incident.objects.filter(pk=incident.pk).update(auto_isolated_at=now)
+        NodeHealth.objects.filter(pk=node.pk).update(isolated_by=IsolationOwner.AUTO, isolated_at=now)
+        kind = "health.drain" if drain else "health.cordon"
+        reason = f"automatic: {incident.title} (incident #{incident.pk})"
+        transition_incident(None, incident, IncidentState.ISOLATING, reason)
+        from apps.operations.services import start_operation
+
+        operation = start_operation(
+            None,
+            kind,
+            target=node,
+            params={"node_id": node.pk, "incident_id": incident.pk, "automatic": True},
+            reason=reason,
+        )
+        add_event(incident, None, "action", f"automation started {kind} as operation #{operation.pk}")
+    return "isolating"

@@ -1,0 +1,45 @@
+"""Celery tasks for GPU health: they take ids and call the ingestion cycle or a service."""
+
+from celery import shared_task
+
+from apps.fleet.models import Cluster
+from apps.health.ingest import run_cycle
+from apps.health.services.housekeeping import close_quiet_incidents, prune_rollups
+from apps.health.services.notify import resend_due, send_notification
+
+
+@shared_task
+def health_cycle_task() -> int:
+    """Beat: one ingestion cycle per cluster that syncs (each on whichever worker takes it)."""
+    ids = list(Cluster.objects.filter(sync_enabled=True).values_list("id", flat=True))
+    for cluster_id in ids:
+        ingest_cluster_task.delay(cluster_id)
+    return len(ids)
+
+
+@shared_task(acks_late=True)
+def ingest_cluster_task(cluster_id: int) -> dict:
+    result = run_cycle(cluster_id)
+    return {
+        "cluster": result.cluster,
+        "nodes": result.nodes,
+        "unreachable": result.unreachable,
+        "findings": result.findings,
+        "skipped": result.skipped,
+        "duration_ms": result.duration_ms,
+    }
+
+
+@shared_task(acks_late=True)
+def send_notification_task(notification_id: int) -> str:
+    return send_notification(notification_id)
+
+
+@shared_task
+def health_housekeeping_task() -> dict:
+    return {**close_quiet_incidents(), "resent": resend_due()}
+
+
+@shared_task
+def prune_rollups_task() -> int:
+    return prune_rollups()

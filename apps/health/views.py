@@ -1,0 +1,158 @@
+"""GPU health pages: fleet health, node health, the incident board and detail, the rule set editor."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from apps.accounts.permissions import has_perm
+from apps.core.errors import ServiceError
+from apps.core.views import ScopedListView
+from apps.fleet.models import Node
+from apps.health.filtersets import IncidentFilterSet
+from apps.health.forms import NodeActionForm, RuleTuneForm, TransitionForm
+from apps.health.models import Incident, RuleAction, RuleSet, Severity
+from apps.health.overview import fleet_summary, node_gpus
+from apps.health.services import runbook
+from apps.health.services.incidents import transition_incident
+from apps.health.services.rulesets import active_ruleset, tune_rule
+
+
+@require_safe
+@login_required
+def fleet_health(request):
+    nodes = Node.objects.for_user(request.user, "view")
+    return render(request, "health/fleet_health.html", fleet_summary(nodes))
+
+
+class IncidentListView(ScopedListView):
+    model = Incident
+    filterset_class = IncidentFilterSet
+    select_related = ("node__cluster",)
+    template_name = "health/incident_list.html"
+    tenant_field = None
+
+
+@require_safe
+@login_required
+def incident_detail(request, pk: int):
+    incident = get_object_or_404(Incident.objects.for_user(request.user, "view").select_related("node__cluster"), pk=pk)
+    return render(
+        request,
+        "health/incident_detail.html",
+        {
+            "incident": incident,
+            "events": incident.events.all(),
+            "workloads": incident.workloads.select_related("tenant"),
+            "tenants": incident.tenants.all(),
+            "can_operate": has_perm(request.user, "operate"),
+            "form": TransitionForm(),
+        },
+    )
+
+
+@require_POST
+@login_required
+def incident_transition(request, pk: int):
+    incident = get_object_or_404(Incident.objects.for_user(request.user, "view"), pk=pk)
+    try:
+        transition_incident(request.user, incident, request.POST.get("to", ""), request.POST.get("reason", ""))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Incident #{incident.pk} is now {request.POST.get('to')}.")
+    return redirect("health:incident_detail", pk=pk)
+
+
+@require_safe
+@login_required
+def node_health(request, pk: int):
+    node = get_object_or_404(
+        Node.objects.for_user(request.user, "view").select_related("cluster", "pool", "gpu_model"), pk=pk
+    )
+    health, gpus = node_gpus(node)
+    preview_action = request.GET.get("preview", "")
+    preview, preview_error = None, ""
+    if preview_action:
+        try:
+            preview = runbook.impact(node, preview_action)
+        except ServiceError as exc:
+            preview_error = exc.message
+    return render(
+        request,
+        "health/node_health.html",
+        {
+            "node": node,
+            "health": health,
+            "gpus": gpus,
+            "sparklines": {g["index"]: g["series"] for g in gpus},
+            "incidents": node.incidents.order_by("-detected_at")[:20],
+            "operation": runbook.running_operation(node),
+            "can_operate": has_perm(request.user, "operate"),
+            "actions": list(runbook.ACTIONS),
+            "preview": preview,
+            "preview_action": preview_action,
+            "preview_error": preview_error,
+            "reason": request.GET.get("reason", ""),
+        },
+    )
+
+
+@require_POST
+@login_required
+def node_action(request, pk: int):
+    node = get_object_or_404(Node.objects.for_user(request.user, "view"), pk=pk)
+    form = NodeActionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose an action.")
+        return redirect("health:node_health", pk=pk)
+    try:
+        operation = runbook.node_action(
+            request.user, node, form.cleaned_data["action"], reason=form.cleaned_data["reason"]
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        running = exc.data.get("operation") if exc.data else None
+        if running:
+            return redirect("operations:operation_detail", pk=running["id"])
+        return redirect("health:node_health", pk=pk)
+    return redirect("operations:operation_detail", pk=operation.pk)
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def rules(request):
+    ruleset = active_ruleset()
+    can_tune = has_perm(request.user, "administer")
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        form = RuleTuneForm(request.POST)
+        if not can_tune:
+            messages.error(request, "Only platform admins tune health rules.")
+        elif not form.is_valid():
+            errors[request.POST.get("key", "")] = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        else:
+            data = dict(form.cleaned_data)
+            key, reason = data.pop("key"), data.pop("reason")
+            try:
+                tuned = tune_rule(request.user, key, reason=reason, **data)
+            except ServiceError as exc:
+                errors[key] = exc.message
+            else:
+                messages.success(request, f"Rule {key} changed: the rules are now version {tuned.version}.")
+                return redirect("health:rules")
+    return render(
+        request,
+        "health/rules.html",
+        {
+            "ruleset": ruleset,
+            "rows": [(rule, errors.get(rule.key, "")) for rule in ruleset.rules.order_by("key")],
+            "severities": Severity.choices,
+            "rule_actions": RuleAction.choices,
+            "versions": RuleSet.objects.select_related("created_by")[:20],
+            "can_tune": can_tune,
+            "errors": errors,
+        },
+    )

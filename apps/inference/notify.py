@@ -1,0 +1,42 @@
+"""The one seam every service alert goes through: `notify(event)`.
+
+The alert row (written by the caller) plus an audit event in the same transaction, so the audit log shows
+when each alert fired and resolved; and, when the health app is installed, its notification channels
+(webhook, e-mail: on-call's and the owning tenant's) through `notify_service_alert`, which queues the
+messages in the same transaction and owns delivery and retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.apps import apps as django_apps
+
+from apps.audit.services import record_event
+from apps.inference.models import ServiceAlert
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    alert: ServiceAlert
+    kind: str  # fired | resolved
+
+
+def notify(event: AlertEvent) -> None:
+    """Record and deliver one alert event. Call inside the transaction that writes the alert row."""
+    alert = event.alert
+    workload = alert.workload
+    subject = f"[{alert.get_window_display()}] {workload}: {alert.get_sli_display()} SLO {event.kind}"
+    record_event(
+        None,
+        f"inference.alert.{event.kind}",
+        alert,
+        tenant=workload.tenant,
+        reason=alert.message,
+        after={"sli": alert.sli, "window": alert.window, "state": alert.state, "burn_long": alert.burn_long},
+        target_label=subject[:300],
+    )
+    if django_apps.is_installed("apps.health"):
+        from apps.health.services.notify import notify_service_alert
+
+        notify_service_alert(subject, f"{subject}\n{alert.message}", workload.tenant)

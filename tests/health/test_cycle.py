@@ -1,0 +1,164 @@
+"""Ingestion cycles on real parts: the simulator in process, real HTTP exporters and a Prometheus-shaped server."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.audit.models import AuditEvent
+from apps.backends.simulator.services import clear_fault
+from apps.fleet.models import Gpu, Node
+from apps.health.ingest import run_cycle
+from apps.health.models import Incident, NodeHealth, NodeRollup, SourceKind, TelemetrySource
+from apps.health.services.housekeeping import prune_rollups
+from tests.health.conftest import cycle, inject
+from tests.health.http_helpers import serve
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_healthy_fleet_stores_latest_values_and_opens_nothing(fleet):
+    result = cycle(fleet["cluster"])
+    assert (result.nodes, result.unreachable, result.samples, result.findings) == (4, 0, 800, 0)
+    health = NodeHealth.objects.get(node__name="gpu-0001")
+    assert health.status == "ok" and health.exporter_up and len(health.gpus) == 8
+    gpu = health.gpus["0"]
+    assert gpu["uuid"] == Gpu.objects.get(node__name="gpu-0001", index=0).uuid
+    assert {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= set(gpu["v"])
+    assert "DCGM_FI_DEV_MEM_CLOCK" not in gpu["v"]  # only what rules and pages read is kept
+    assert Incident.objects.count() == 0
+    source = TelemetrySource.objects.get(cluster=fleet["cluster"])
+    assert source.kind == SourceKind.SIMULATOR and source.last_nodes == 4 and source.last_samples == 800
+
+
+def test_minute_rollups_and_pruning(fleet):
+    cluster = fleet["cluster"]
+    cycle(cluster)
+    cycle(cluster)
+    health = NodeHealth.objects.get(node__name="gpu-0001")
+    assert health.acc["0"]["DCGM_FI_DEV_GPU_TEMP"][3] == 2  # two scrapes folded into this minute
+    NodeHealth.objects.update(acc_minute=health.acc_minute - timedelta(minutes=1))  # the minute turns
+    cycle(cluster)
+    rollup = NodeRollup.objects.get(node__name="gpu-0001")
+    low, avg, high = rollup.data["0"]["DCGM_FI_DEV_GPU_TEMP"]
+    assert low <= avg <= high and NodeRollup.objects.count() == 4
+    NodeRollup.objects.update(minute=timezone.now() - timedelta(days=31))
+    assert prune_rollups() == 4 and NodeRollup.objects.count() == 0
+    assert AuditEvent.objects.filter(action="health.rollups.prune").count() == 1
+
+
+def test_exporter_down_marks_the_node_suspect_not_failed(fleet):
+    cluster = fleet["cluster"]
+    cycle(cluster)
+    inject(cluster, "gpu-0002", "exporter-down")
+    result = cycle(cluster)
+    health = NodeHealth.objects.get(node__name="gpu-0002")
+    assert result.unreachable == 1 and health.status == "suspect" and not health.exporter_up
+    assert health.gpus  # the last readings stay visible
+    assert Node.objects.get(name="gpu-0002").state == "ready" and Incident.objects.count() == 0
+    cycle(cluster)  # second miss: the exporter-down rule fires (warning, alert: no isolation)
+    incident = Incident.objects.get(cause="exporter-down")
+    assert incident.severity == "warning" and incident.state == "detected"
+    assert "did not answer 2 scrapes in a row" in incident.evidence[0]["text"]
+    assert not Node.objects.get(name="gpu-0002").unschedulable
+
+
+def test_findings_deduplicate_into_one_incident_per_node_and_cause(fleet):
+    cluster = fleet["cluster"]
+    cycle(cluster)
+    inject(cluster, "gpu-0003", "thermal", 1)
+    cycle(cluster)
+    cycle(cluster)
+    inject(cluster, "gpu-0003", "thermal", 2)
+    cycle(cluster)  # a new GPU with the same cause: the same incident, one more occurrence
+    incident = Incident.objects.get()
+    assert incident.cause == "thermal" and incident.severity == "warning"
+    assert [g["index"] for g in incident.gpus] == [1, 2] and incident.occurrences == 2
+    assert NodeHealth.objects.get(node__name="gpu-0003").status == "warning"
+
+
+def test_gpu_missing_from_the_exporter(fleet):
+    cluster = fleet["cluster"]
+    Gpu.objects.create(node=Node.objects.get(name="gpu-0004"), index=8, uuid="GPU-ghost")
+    cycle(cluster)
+    incident = Incident.objects.get(cause="gpu-missing")
+    assert "GPU 8 (UUID GPU-ghost) is in the inventory of node gpu-0004 but missing" in incident.evidence[0]["text"]
+
+
+EXPORTER = (
+    "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"
+    "# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"
+    'DCGM_FI_DEV_XID_ERRORS{{gpu="0",UUID="GPU-{node}-0",hostname="{node}"}} {xid}\n'
+    'DCGM_FI_DEV_GPU_TEMP{{gpu="0",UUID="GPU-{node}-0",hostname="{node}"}} 40\n'
+)
+
+
+def test_http_exporters_with_a_url_pattern(fleet):
+    cluster = fleet["cluster"]
+    names = [n.name for n in fleet["nodes"]]
+    routes = {f"/{cluster.name}/{name}/metrics": (200, EXPORTER.format(node=name, xid=0)) for name in names}
+    routes[f"/{cluster.name}/gpu-0002/metrics"] = (200, EXPORTER.format(node="gpu-0002", xid=0) + "broken {{\nxx\n")
+    routes[f"/{cluster.name}/gpu-0003/metrics"] = (500, "exporter crashed\n")
+    del routes[f"/{cluster.name}/gpu-0004/metrics"]
+    with serve(routes) as server:
+        TelemetrySource.objects.create(
+            cluster=cluster, kind=SourceKind.EXPORTER, url_pattern=server.url + "/{cluster}/{node}/metrics"
+        )
+        result = run_cycle(cluster.pk)
+    assert (result.nodes, result.unreachable, result.malformed) == (4, 2, 2)
+    source = TelemetrySource.objects.get(cluster=cluster)
+    assert source.last_malformed == 2 and source.malformed_by_node["gpu-0002"][0] == 2
+    assert "HTTP 500" in source.last_error and "HTTP 404" in source.last_error
+    statuses = dict(NodeHealth.objects.values_list("node__name", "status"))
+    assert statuses["gpu-0003"] == statuses["gpu-0004"] == "suspect"
+    assert NodeHealth.objects.get(node__name="gpu-0002").gpus["0"]["v"]["DCGM_FI_DEV_GPU_TEMP"] == 40
+
+
+def test_prometheus_source(fleet):
+    cluster = fleet["cluster"]
+    series = [
+        {
+            "metric": {"__name__": "DCGM_FI_DEV_XID_ERRORS", "gpu": "2", "UUID": "GPU-p", "Hostname": name},
+            "value": [1700000000, "48" if name == "gpu-0001" else "0"],
+        }
+        for name in ("gpu-0001", "gpu-0002", "gpu-0003")
+    ]
+    answer = {"status": "success", "data": {"resultType": "vector", "result": series}}
+    with serve({"/api/v1/query": (200, answer)}) as server:
+        TelemetrySource.objects.create(cluster=cluster, kind=SourceKind.PROMETHEUS, prometheus_url=server.url)
+        result = run_cycle(cluster.pk)
+        assert "__name__" in server.queries[0]
+    assert result.unreachable == 1  # gpu-0004 has no series
+    incident = Incident.objects.get(cause="xid-48")
+    assert incident.node.name == "gpu-0001" and incident.severity == "critical"
+    # The query returned GPU 2 only: the other seven of each answering node are missing from telemetry.
+    assert Incident.objects.filter(cause="gpu-missing").count() == 3
+
+
+def test_a_cleared_fault_lets_an_alert_incident_resolve_itself(fleet, settings):
+    from apps.health.services.housekeeping import close_quiet_incidents
+
+    cluster = fleet["cluster"]
+    cycle(cluster)
+    fault = inject(cluster, "gpu-0001", "thermal", 0)
+    cycle(cluster)
+    clear_fault(None, fault)
+    cycle(cluster)
+    incident = Incident.objects.get()
+    assert incident.clean_since is not None
+    settings.HEALTH_QUIET_S = 0
+    assert close_quiet_incidents()["resolved"] == 1
+    assert Incident.objects.get().state == "resolved"
+
+
+def test_a_silent_exporter_does_not_make_incidents_look_quiet(fleet):
+    cluster = fleet["cluster"]
+    cycle(cluster)
+    inject(cluster, "gpu-0001", "thermal", 0)
+    cycle(cluster)
+    inject(cluster, "gpu-0001", "exporter-down")
+    cycle(cluster)
+    cycle(cluster)
+    thermal = Incident.objects.get(cause="thermal")
+    assert thermal.clean_since is None  # no data is not good news
+    assert Incident.objects.get(cause="exporter-down").clean_since is None
