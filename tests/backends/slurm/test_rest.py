@@ -13,7 +13,7 @@ from apps.backends.slurm.backend import SlurmBackend
 from apps.backends.types import WorkloadSpec, WorkloadState
 from apps.fleet.models import Cluster
 from tests.backends.slurm.conftest import connection, unique, wait_for
-from tests.backends.slurm.test_contract import TestSlurmContract
+from tests.backends.slurm import test_contract  # the module, so pytest does not collect its class here again
 
 TOKEN_ENV = "GPUC_TEST_SLURM_JWT"
 
@@ -25,7 +25,7 @@ def rest_backend(local_slurm, monkeypatch, token=None, **extra) -> SlurmBackend:
     return SlurmBackend(Cluster(name="gpuc", kind="slurm", connection=conn, secret_env=TOKEN_ENV))
 
 
-class TestSlurmRestContract(TestSlurmContract):
+class TestSlurmRestContract(test_contract.TestSlurmContract):
     @pytest.fixture
     def backend(self, local_slurm, db, monkeypatch):
         return rest_backend(local_slurm, monkeypatch)
