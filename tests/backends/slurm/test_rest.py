@@ -12,8 +12,8 @@ from apps.backends.base import PermanentBackendError, RetryableBackendError
 from apps.backends.slurm.backend import SlurmBackend
 from apps.backends.types import WorkloadSpec, WorkloadState
 from apps.fleet.models import Cluster
-from tests.backends.slurm.conftest import connection, unique, wait_for
 from tests.backends.slurm import test_contract  # the module, so pytest does not collect its class here again
+from tests.backends.slurm.conftest import connection, unique, wait_for
 
 TOKEN_ENV = "GPUC_TEST_SLURM_JWT"
 
