@@ -49,3 +49,4 @@ BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console_bench
 bench: $(STAMP)
 	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/fleet_bench.py
 	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/admission_bench.py
+	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/k8s_inventory_bench.py

@@ -24,6 +24,11 @@ app.conf.beat_schedule = {
         "task": "apps.fleet.tasks.sync_all_clusters_task",
         "schedule": 60.0,
     },
+    # What changed by hand on Kubernetes clusters against the console's quota state (an operation each).
+    "kubernetes-quota-drift": {
+        "task": "apps.fleet.tasks.quota_drift_all_task",
+        "schedule": 3600.0,
+    },
     # Every running inference service's engine /metrics: TTFT/TPOT series, SLO burn rates, alerts.
     "inference-scrape": {
         "task": "apps.inference.tasks.scrape_services_task",

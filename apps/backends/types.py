@@ -164,6 +164,8 @@ class SubmitResult:
 class DrainResult:
     node: str
     evicted: list[str]  # backend workload ids sent back to pending / preempted
+    blocked: dict[str, str] = field(default_factory=dict)  # what could not be evicted (yet) -> why
+    skipped: list[str] = field(default_factory=list)  # left in place on purpose, with why (DaemonSet, mirror pod)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Periodic inventory sync: beat enqueues one task per enabled cluster; each syncs one cluster."""
+"""Periodic fleet work: inventory sync (one task per enabled cluster) and the Kubernetes quota drift report."""
 
 from celery import shared_task
 
@@ -18,3 +18,20 @@ def sync_all_clusters_task() -> int:
 def sync_cluster_task(cluster_id: int) -> dict:
     result = sync_inventory(cluster_id)
     return {"ok": result.ok, "nodes": result.nodes, "error": result.error, "skipped": result.skipped}
+
+
+@shared_task
+def quota_drift_all_task() -> int:
+    """A drift report operation per enabled Kubernetes cluster, started by the system."""
+    from apps.operations.services import start_operation
+
+    clusters = list(Cluster.objects.filter(sync_enabled=True, kind="kubernetes"))
+    for cluster in clusters:
+        start_operation(
+            None,
+            "fleet.quota_drift",
+            target=cluster,
+            params={"cluster_id": cluster.pk},
+            reason="periodic drift report",
+        )
+    return len(clusters)

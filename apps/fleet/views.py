@@ -62,6 +62,7 @@ def cluster_detail(request, name: str):
             "capacity": capacity_by_model(nodes),
             "states": dict(nodes.values_list("state").annotate(n=Count("id")).values_list("state", "n")),
             "can_operate": has_perm(request.user, "operate"),
+            "can_administer": has_perm(request.user, "administer"),
             "operations": Operation.objects.filter(target_type="fleet.cluster", target_id=str(cluster.pk))[:5],
             "caveats": _caveats(cluster),
         },
@@ -117,6 +118,35 @@ def cluster_sync(request, name: str):
     return redirect("operations:operation_detail", pk=operation.pk)
 
 
+def _start_cluster_operation(request, name: str, kind: str, params: dict):
+    cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
+    try:
+        operation = start_operation(
+            request.user,
+            kind,
+            target=cluster,
+            params={"cluster_id": cluster.pk, **params},
+            reason=request.POST.get("reason", ""),
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("fleet:cluster_detail", name=name)
+    return redirect("operations:operation_detail", pk=operation.pk)
+
+
+@require_POST
+@login_required
+def cluster_quota_push(request, name: str):
+    """Push the desired quota state; with dry_run=1 only show what would change."""
+    return _start_cluster_operation(request, name, "fleet.quota_push", {"dry_run": request.POST.get("dry_run") == "1"})
+
+
+@require_POST
+@login_required
+def cluster_quota_drift(request, name: str):
+    return _start_cluster_operation(request, name, "fleet.quota_drift", {})
+
+
 @require_POST
 @login_required
 def cluster_test_connection(request, name: str):
@@ -166,6 +196,7 @@ def node_detail(request, cluster: str, name: str):
             "node": node,
             "gpus": gpus,
             "can_operate": has_perm(request.user, "operate"),
+            "can_administer": has_perm(request.user, "administer"),
             "simulated": simulated,
             "faults": faults,
             "fault_kinds": _fault_kinds(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from apps.backends.base import BackendError
+from apps.backends.base import BackendError, RetryableBackendError
 from apps.backends.registry import get_backend
 from apps.backends.types import Taint, WorkloadState
 from apps.fleet.models import Node
@@ -121,6 +121,17 @@ class DrainNode(NodeAction):
     def act(self) -> dict:
         result = self.backend.drain(self.node.name, reason=f"gpu-console: {self.reason}")
         self._set_node(unschedulable=True)
+        for line in result.skipped:
+            self.log(f"left in place: {line}")
+        if result.blocked:
+            # Kubernetes: a PodDisruptionBudget still refused these at the drain's timeout. The node stays
+            # cordoned and the incident goes back to isolated; draining again retries them.
+            for pod, why in result.blocked.items():
+                self.log(f"not evicted: {pod}: {why}")
+            raise RetryableBackendError(
+                f"{len(result.blocked)} pod(s) on {self.node.name} could not be evicted: "
+                + "; ".join(f"{pod}: {why}" for pod, why in result.blocked.items())
+            )
         self.log(f"drained {self.node.name}: evicted {len(result.evicted)}: {', '.join(result.evicted) or 'nothing'}")
         return {"evicted": result.evicted, "requeued": self.requeue_killed_work()}
 

@@ -8,6 +8,11 @@ from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine
 from apps.tenancy.models import PriorityTier, QueueBinding, Quota, Tenant
 
 
+def _tree_order(path: str) -> tuple[int, ...]:
+    """A tenant's place in the tree, parents first: "/9/12/" sorts after "/9/" and before "/10/" (as numbers)."""
+    return tuple(int(part) for part in path.strip("/").split("/") if part)
+
+
 def build_desired_state(cluster) -> DesiredState:
     """Queues bound to `cluster` with their quotas, the tenant tree above them, every tier. Five queries."""
     bindings = list(QueueBinding.objects.filter(cluster=cluster).select_related("queue__tenant"))
@@ -36,13 +41,13 @@ def build_desired_state(cluster) -> DesiredState:
             tenants[t.parent_id].slug if t.parent_id in tenants else None,
             dict(sorted(guaranteed[t.pk].items())),
         )
-        for t in sorted(tenants.values(), key=lambda t: t.path)
+        for t in sorted(tenants.values(), key=lambda t: _tree_order(t.path))
     )
     queue_specs = tuple(
         QueueSpec(
             b.queue.tenant.slug, b.queue.name, tuple(b.namespaces or ()), b.slurm_account, tuple(quotas[b.queue_id])
         )
-        for b in sorted(bindings, key=lambda b: (b.queue.tenant.path, b.queue.name))
+        for b in sorted(bindings, key=lambda b: (_tree_order(b.queue.tenant.path), b.queue.name))
     )
     tiers = tuple(
         TierSpec(t.name, t.value, t.preemptible, t.may_borrow, t.description) for t in PriorityTier.objects.all()

@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 MAX_BACKOFF_S = 300
 # Claims made for workloads carry this prefix, so the sweep can tell one whose workload never got written.
 CLAIM_PREFIX = "workload:"
+CLUSTER_EVENT = "cluster"  # a workload event the backend reported (scheduler, kubelet, controller)
 ORPHAN_AFTER = timedelta(minutes=5)
 
 
@@ -334,6 +335,8 @@ def process_outbox_entry(entry_id: int) -> str:
                 from apps.workloads.rendering import slurm_script
 
                 backend_spec.manifest = slurm_script(workload, parsed)
+            elif workload.cluster.kind == "kubernetes":
+                backend_spec.manifest = _kubernetes_manifest(workload, parsed)
             result = backend.submit(backend_spec)
             with transaction.atomic():
                 _event(
@@ -357,6 +360,18 @@ def process_outbox_entry(entry_id: int) -> str:
         return entry.action
     except BackendError as exc:
         return _backend_failed(entry, workload, exc)
+
+
+def _kubernetes_manifest(workload: Workload, spec):
+    """The objects the Kubernetes backend applies: rendered with the queue's namespace and the pool's taints."""
+    from apps.backends.base import PermanentBackendError
+    from apps.workloads.rendering import kubernetes_rendering
+
+    try:
+        return kubernetes_rendering(workload, spec)
+    except (ValueError, TypeError) as exc:
+        where = f"{workload.backend_name} for {workload.cluster.name}"
+        raise PermanentBackendError(f"cannot render {where}: {exc}") from exc
 
 
 def _finish_entry(entry: OutboxEntry, outcome: str) -> str:
@@ -602,6 +617,7 @@ def reconcile_workloads() -> int:
         except BackendError as exc:
             logger.warning("reconcile of %s failed: %s", cluster.name, exc)
             continue
+        _record_cluster_events(workloads, statuses)
         for workload in workloads:
             status = statuses.get(workload.backend_name)
             if status is None:
@@ -613,13 +629,34 @@ def reconcile_workloads() -> int:
             placements = [{"node": p.node, "gpus": p.gpu_indexes} for p in status.placements]
             if not placements and new_state in WorkloadState.terminal():
                 placements = workload.placements  # where it last ran: a hardware incident looks for it here
-            # A pending reason changes while the state does not (Priority -> AssocGrpGRES): record it too.
-            moved = new_state != workload.state or placements != workload.placements
-            if moved or (reason or "")[:500] != workload.state_reason:
+            # A new reason alone is news too: "0/4 nodes are available: ..." replaces "waiting for Kueue".
+            reason_changed = bool(reason) and reason[:500] != workload.state_reason
+            if new_state != workload.state or placements != workload.placements or reason_changed:
                 with transaction.atomic():
                     _set_state(workload, new_state, reason, placements=placements)
                 changed += 1
     return changed
+
+
+def _record_cluster_events(workloads: list[Workload], statuses: dict) -> None:
+    """The backend's events (e.g. Kubernetes FailedScheduling) on each workload's timeline, each line once.
+
+    One query for the lines already recorded and one bulk insert, whatever the number of workloads.
+    """
+    reported = {w.pk: statuses[w.backend_name].events for w in workloads if statuses.get(w.backend_name)}
+    reported = {pk: lines for pk, lines in reported.items() if lines}
+    if not reported:
+        return
+    seen = set(
+        WorkloadEvent.objects.filter(workload_id__in=reported, kind=CLUSTER_EVENT).values_list("workload_id", "message")
+    )
+    new = [
+        WorkloadEvent(workload_id=pk, kind=CLUSTER_EVENT, message=line[:1000])
+        for pk, lines in reported.items()
+        for line in lines
+        if (pk, line[:1000]) not in seen
+    ]
+    WorkloadEvent.objects.bulk_create(new)
 
 
 def release_orphan_claims() -> int:

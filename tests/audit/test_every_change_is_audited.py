@@ -248,6 +248,20 @@ def _(personas, api, client):
     return _logged_in(client, personas, "oncall").post(reverse("fleet:cluster_sync", args=["walk"]))
 
 
+@case("fleet:cluster_quota_push", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("fleet:cluster_quota_push", args=["walk"]), {"dry_run": "1"}
+    )
+
+
+@case("fleet:cluster_quota_drift", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _logged_in(client, personas, "oncall").post(reverse("fleet:cluster_quota_drift", args=["walk"]))
+
+
 @case("fleet:node_fault", "post")
 def _(personas, api, client):
     _walk_cluster()

@@ -309,3 +309,9 @@ def test_decision_snapshot_matches_the_full_snapshot(setup):
         }
     request = Request(setup["org_a"].pk, "h100", 8, full.held[next(iter(full.held))].tier)
     assert decide(part, request).reclaim == decide(full, request).reclaim  # held loaded on demand
+
+
+def test_desired_state_orders_tenants_parents_first_by_number():
+    from apps.tenancy.desired_state import _tree_order
+
+    assert sorted(["/10/", "/9/12/", "/9/", "/10/2/"], key=_tree_order) == ["/9/", "/9/12/", "/10/", "/10/2/"]

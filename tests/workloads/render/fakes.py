@@ -7,12 +7,12 @@ import stat
 from pathlib import Path
 
 # A fake program: writes its argv NUL-separated to $RECORD_DIR/<name>.argv (appending a counter when called
-# again), its environment to <name>.env, then does what `behaviour` says. The file is claimed with
-# noclobber (O_EXCL), so two calls at the same moment (srun on two nodes of one host) never share one.
+# again), its environment to <name>.env, then does what `behaviour` says. The file is claimed with noclobber
+# (O_EXCL), so two copies started at once (a Ray head and its workers) never write the same record.
 FAKE = """#!/bin/bash
 n=0; out="$RECORD_DIR/{name}.argv"
 until (set -C; : > "$out") 2>/dev/null; do n=$((n + 1)); out="$RECORD_DIR/{name}.$n.argv"; done
-printf '%s\\0' "$@" > "$out"
+printf '%s\\0' "$@" >> "$out"
 env -0 > "${{out%.argv}}.env"
 {behaviour}
 """

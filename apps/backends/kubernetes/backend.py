@@ -1,0 +1,414 @@
+"""The Backend interface for `kubernetes` clusters, through the official client (see the package docstring).
+
+One instance per cluster and call site; the ApiClient and the discovered add-ons are created on first use.
+Workload ids are the names of the top-level objects (Job, Volcano Job, Deployment, LeaderWorkerSet); the
+console's names for them are at most 63 characters and the renderer shortens names over 48 characters
+deterministically, so `status` and `cancel` accept either form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from datetime import UTC, datetime
+from functools import cached_property
+
+from apps.backends.base import Backend, NotFoundError, PermanentBackendError
+from apps.backends.kubernetes import pods as podinfo
+from apps.backends.kubernetes import quota as quota_push
+from apps.backends.kubernetes.api import KubeApi
+from apps.backends.kubernetes.connection import api_client, timeout_of
+from apps.backends.kubernetes.inventory import InventorySettings, group_pods, node_info
+from apps.backends.kubernetes.nodes import DrainSettings, NodeOps, Progress
+from apps.backends.kubernetes.resources import COMPANION_KINDS, EVENT, NODE, POD, WORKLOAD_KINDS, Kind, kind_of
+from apps.backends.kubernetes.workloads import event_lines, objects_for, usage_entries, workload_status
+from apps.backends.render.objects import MANAGED_BY, MANAGER
+from apps.backends.types import (
+    ConnectionReport,
+    DrainResult,
+    Inventory,
+    PushResult,
+    QuotaSpec,
+    SubmitResult,
+    Taint,
+    UsageRecord,
+    WorkloadSpec,
+    WorkloadState,
+    WorkloadStatus,
+)
+
+ADDON_GROUPS = {
+    "kueue": ("kueue.x-k8s.io",),
+    "volcano": ("batch.volcano.sh", "scheduling.volcano.sh"),
+    "lws": ("leaderworkerset.x-k8s.io",),
+    "keda": ("keda.sh",),
+}
+ADDON_USE = {
+    "kueue": "Kueue: queueing and quota for training jobs and services (queueing: kueue)",
+    "volcano": "Volcano: gang scheduling and queues (queueing: volcano)",
+    "lws": "LeaderWorkerSet: inference replicas that span nodes",
+    "keda": "KEDA: autoscaling inference on the engines' queue length",
+    "hami": "HAMi: fractional vGPUs (sharing mode hami)",
+}
+HAMI_NODE_ANNOTATION = "hami.io/node-nvidia-register"
+WORKLOAD_LABEL = "gpu-console/workload"
+CONSOLE = f"{MANAGED_BY}={MANAGER}"
+SELECTOR_CHUNK = 50
+
+
+def _short(name: str) -> str:
+    from apps.workloads.render.common import short_name
+
+    return short_name(name)
+
+
+class KubernetesBackend(Backend):
+    """A Kubernetes cluster through its API server."""
+
+    kind = "kubernetes"
+
+    def __init__(self, cluster, *, sleep=None):
+        super().__init__(cluster)
+        self._sleep = sleep  # tests replace the drain's backoff sleep
+
+    @cached_property
+    def settings(self) -> dict:
+        return dict(self.cluster.connection or {})
+
+    @cached_property
+    def api(self) -> KubeApi:
+        return KubeApi(
+            api_client(self.cluster),
+            self.cluster.name,
+            timeout_of(self.cluster),
+            int(self.settings.get("page_size", 500)),
+        )
+
+    @cached_property
+    def groups(self) -> set[str]:
+        """API groups the server serves (discovery)."""
+        answer = self.api.get("/apis", "discover API groups")
+        return {group.get("name", "") for group in answer.get("groups") or []}
+
+    @cached_property
+    def addons(self) -> set[str]:
+        return {addon for addon, groups in ADDON_GROUPS.items() if all(g in self.groups for g in groups)}
+
+    def _served(self, kinds: list[Kind]) -> list[Kind]:
+        return [k for k in kinds if not k.addon or k.addon in self.addons]
+
+    @cached_property
+    def node_ops(self) -> NodeOps:
+        ops = NodeOps(self.api, drain_settings=DrainSettings.from_connection(self.settings))
+        if self._sleep is not None:
+            ops.sleep = self._sleep
+        return ops
+
+    # connection and inventory
+
+    def test_connection(self) -> ConnectionReport:
+        version = self.api.version()
+        features = {addon: addon in self.addons for addon in ADDON_GROUPS}
+        nodes = self.api.request("GET", NODE.path(), "list nodes", query={"limit": 100})
+        items = nodes.get("items") or []
+        features["hami"] = any(HAMI_NODE_ANNOTATION in (n["metadata"].get("annotations") or {}) for n in items)
+        queueing = self.settings.get("queueing", "kueue")
+        notes = [f"missing {ADDON_USE[name]}" for name, present in features.items() if not present]
+        if not features.get(queueing):
+            notes.insert(
+                0,
+                f"this cluster's queueing is {queueing!r} but {queueing} is not installed: training jobs "
+                "cannot be admitted until it is (or connection.queueing names the one installed)",
+            )
+        present = ", ".join(sorted(n for n, p in features.items() if p)) or "none"
+        gpus = sum(int((n.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu", 0) or 0) for n in items)
+        more = "+" if nodes.get("metadata", {}).get("continue") else ""
+        return ConnectionReport(
+            ok=True,
+            server_version=version,
+            message=f"Kubernetes {version}; add-ons: {present}; {len(items)}{more} nodes, {gpus}{more} GPUs",
+            features=features,
+            notes=notes,
+        )
+
+    def now(self) -> datetime:
+        # Kubernetes timestamps have whole seconds: a span starting "now" must not look earlier than it.
+        return datetime.now(UTC).replace(microsecond=0)
+
+    def inventory(self) -> Inventory:
+        taken_at = self.now()
+        nodes = self.api.list(NODE.path(), "list nodes")
+        pods = self.api.list(
+            POD.path(),
+            "list pods",
+            fieldSelector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+        )
+        by_node = group_pods(pods)
+        settings = InventorySettings.from_connection(self.settings)
+        infos = [node_info(node, by_node.get(node["metadata"]["name"]), settings) for node in nodes]
+        return Inventory(nodes=infos, taken_at=taken_at)
+
+    # workloads
+
+    def submit(self, spec: WorkloadSpec) -> SubmitResult:
+        objects = objects_for(spec, self.cluster, self.schema_version)
+        top = next((o for o in objects if kind_of(o) in WORKLOAD_KINDS), None)
+        if top is None:
+            raise PermanentBackendError(f"{spec.name}: no Job, Deployment or LeaderWorkerSet among its objects")
+        # The object's own add-on, and the queueing system its labels name (without Kueue a suspended Job
+        # would wait forever, and a service would run outside every quota).
+        queueing = self.settings.get("queueing", "kueue")
+        for missing in (kind_of(top).addon, queueing):
+            if missing and missing not in self.addons:
+                raise PermanentBackendError(
+                    f"cluster {self.cluster.name}: {spec.name} needs {ADDON_USE[missing].split(':')[0]}, which is "
+                    "not installed"
+                )
+        name = top["metadata"]["name"]
+        top_path = kind_of(top).path(name, top["metadata"].get("namespace", ""))
+        existing = self.api.get_or_none(top_path, f"read {quota_push.label(top)}")
+        if existing is not None:
+            # Idempotent by name, and never re-applied: Kueue owns spec.suspend once it admits a Job, and a
+            # forced apply of the rendered `suspend: true` would take a running job back off its nodes.
+            status = self.status([name])[name]
+            return SubmitResult(backend_id=name, state=status.state, reason=status.reason or "already submitted")
+        applied = None
+        for obj in objects:
+            answer = self.api.apply(
+                obj,
+                kind_of(obj).path(obj["metadata"]["name"], obj["metadata"].get("namespace", "")),
+                f"apply {quota_push.label(obj)}",
+            )
+            if obj is top:
+                applied = answer
+        status = workload_status(name, applied or top, [], [])
+        return SubmitResult(backend_id=name, state=status.state, reason=status.reason)
+
+    def _workload_objects(self, names: set[str]) -> dict[str, dict]:
+        """Top-level workload objects by name: a field selector per name for a few, else the console's list."""
+        found: dict[str, dict] = {}
+        for kind in self._served(WORKLOAD_KINDS):
+            if len(names) <= 3:
+                items = [
+                    item
+                    for name in sorted(names)
+                    for item in self.api.list(
+                        kind.path(), f"find {kind.kind} {name}", fieldSelector=f"metadata.name={name}"
+                    )
+                ]
+            else:
+                items = self.api.list(kind.path(), f"list {kind.plural}", labelSelector=CONSOLE)
+            for item in items:
+                item.setdefault("apiVersion", kind.api_version)
+                item.setdefault("kind", kind.kind)
+                if item["metadata"]["name"] in names:
+                    found[item["metadata"]["name"]] = item
+        return found
+
+    def _pods_of(self, objects: list[dict]) -> dict[str, list[dict]]:
+        """Pods by owning workload name, found by the workloads' console label (in chunks of ids)."""
+        ids = sorted({(o["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "") for o in objects} - {""})
+        names = {o["metadata"]["name"] for o in objects}
+        out: dict[str, list[dict]] = {}
+        for start in range(0, len(ids), SELECTOR_CHUNK):
+            chunk = ",".join(ids[start : start + SELECTOR_CHUNK])
+            for pod in self.api.list(POD.path(), "list workload pods", labelSelector=f"{WORKLOAD_LABEL} in ({chunk})"):
+                owner = podinfo.owner_name(pod)
+                if owner in names:
+                    out.setdefault(owner, []).append(pod)
+        return out
+
+    def _events_of(self, objects: list[dict], pods: dict[str, list[dict]]) -> dict[str, list[str]]:
+        """Warning events of each workload and its pods, one list call per namespace."""
+        out: dict[str, list[str]] = {}
+        for ns in sorted({o["metadata"].get("namespace", "") for o in objects}):
+            events = self.api.list(EVENT.path(namespace=ns), f"list events in {ns}", fieldSelector="type=Warning")
+            for obj in objects:
+                if obj["metadata"].get("namespace", "") != ns:
+                    continue
+                name = obj["metadata"]["name"]
+                involved = {name} | {p["metadata"]["name"] for p in pods.get(name, [])}
+                mine = [e for e in events if (e.get("involvedObject") or {}).get("name") in involved]
+                out[name] = event_lines(mine)
+        return out
+
+    def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:
+        from apps.backends.models import KubeCancellation
+
+        names = {backend_id: _short(backend_id) for backend_id in backend_ids}
+        found = self._workload_objects(set(names.values())) if names else {}
+        objects = list(found.values())
+        pods = self._pods_of(objects)
+        events = self._events_of(objects, pods)
+        cancelled = dict(
+            KubeCancellation.objects.filter(cluster=self.cluster, backend_id__in=list(names.values())).values_list(
+                "backend_id", "cancelled_at"
+            )
+        )
+        out = {}
+        for backend_id, name in names.items():
+            obj = found.get(name)
+            if obj is not None:
+                out[backend_id] = replace(
+                    workload_status(name, obj, pods.get(name, []), events.get(name, [])), backend_id=backend_id
+                )
+            elif name in cancelled:
+                out[backend_id] = WorkloadStatus(
+                    backend_id, WorkloadState.CANCELLED, "cancelled by the console", finished_at=cancelled[name]
+                )
+            else:
+                out[backend_id] = WorkloadStatus(backend_id, WorkloadState.UNKNOWN, "not on the cluster")
+        return out
+
+    def cancel(self, backend_id: str) -> WorkloadStatus:
+        from apps.backends.models import KubeCancellation
+
+        name = _short(backend_id)
+        obj = self._workload_objects({name}).get(name)
+        if obj is None:
+            done = KubeCancellation.objects.filter(cluster=self.cluster, backend_id=name).first()
+            if done is None:
+                raise NotFoundError(f"cluster {self.cluster.name}: no workload {backend_id!r}")
+            return WorkloadStatus(
+                backend_id, WorkloadState.CANCELLED, "cancelled by the console", finished_at=done.cancelled_at
+            )
+        pods = self._pods_of([obj]).get(name, [])
+        current = workload_status(backend_id, obj, pods, [])
+        if current.state.finished:
+            return current
+        now = self.now()
+        KubeCancellation.objects.update_or_create(
+            cluster=self.cluster,
+            backend_id=name,
+            defaults={"cancelled_at": now, "usage": usage_entries(pods, now)},
+        )
+        ns = obj["metadata"].get("namespace", "")
+        workload = (obj["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
+        if workload:
+            for kind in self._served(COMPANION_KINDS):
+                for item in self.api.list(
+                    kind.path(namespace=ns),
+                    f"list {kind.plural} of {name}",
+                    labelSelector=f"{WORKLOAD_LABEL}={workload}",
+                ):
+                    self._delete(kind, item["metadata"]["name"], ns, "Background")
+        self._delete(kind_of(obj), name, ns, "Foreground")
+        return WorkloadStatus(backend_id, WorkloadState.CANCELLED, "deleted: its pods are stopping", finished_at=now)
+
+    def _delete(self, kind: Kind, name: str, ns: str, propagation: str) -> None:
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        with contextlib.suppress(NotFoundError):  # already gone: what cancel wants
+            self.api.request("DELETE", kind.path(name, ns), f"delete {kind.kind} {ns}/{name}", body=body)
+
+    # node operations
+
+    def cordon(self, node: str, reason: str = "", *, by: str = "gpu-console") -> None:
+        self.node_ops.cordon(node, reason, by)
+
+    def uncordon(self, node: str) -> None:
+        self.node_ops.uncordon(node)
+
+    def drain(
+        self, node: str, reason: str = "", *, by: str = "gpu-console", progress: Progress | None = None
+    ) -> DrainResult:
+        return self.node_ops.drain(node, reason, by, progress)
+
+    def resume(self, node: str) -> None:
+        self.node_ops.uncordon(node)
+
+    def taint(self, node: str, taint: Taint) -> None:
+        self.node_ops.taint(node, taint)
+
+    def untaint(self, node: str, key: str) -> None:
+        self.node_ops.untaint(node, key)
+
+    # quota
+
+    @cached_property
+    def schema_version(self) -> str:
+        """The Kubernetes version whose schemas pre-flight validation uses: the server's, within those known."""
+        from apps.backends.render.validate import K8S_VERSIONS
+
+        parts = self.api.version().lstrip("v").split(".")
+        try:
+            minor = int(parts[1].rstrip("+"))
+        except (IndexError, ValueError):
+            return K8S_VERSIONS[-1]
+        known = [int(v.split(".")[1]) for v in K8S_VERSIONS]
+        return f"1.{min(max(minor, known[0]), known[-1])}"
+
+    def quota_objects(
+        self, quotas: list[QuotaSpec] | None = None, *, validate: bool = True
+    ) -> tuple[list[dict], list[str]]:
+        """The desired quota objects for this cluster (the tenancy desired state, with `quotas` overriding the
+        queues they name) and the messages about what could not be rendered.
+
+        `validate` checks them strictly against the server's Kubernetes version before anything is sent (a
+        few seconds for hundreds of queues); the read-only drift report skips it.
+        """
+        from apps.backends.kubernetes.desired import desired_state
+        from apps.backends.render import RenderError, render_kubernetes
+        from apps.backends.render.validate import ManifestError, check_objects
+
+        state, messages = desired_state(self.cluster, quotas)
+        try:
+            rendered = render_kubernetes(state)
+            if validate:
+                check_objects(rendered.objects, (self.schema_version,))
+        except (RenderError, ManifestError) as exc:
+            raise PermanentBackendError(
+                f"cluster {self.cluster.name}: the quota objects cannot be rendered: {exc}"
+            ) from exc
+        return rendered.objects, messages + rendered.caveats
+
+    def quota_plan(self, quotas: list[QuotaSpec] | None = None) -> list[quota_push.Change]:
+        """What a push would change on the cluster (server-side dry run), changing nothing."""
+        objects, _ = self.quota_objects(quotas)
+        return quota_push.plan(self.api, objects)
+
+    def push_quota(self, quotas: list[QuotaSpec]) -> PushResult:
+        objects, messages = self.quota_objects(quotas)
+        changes, applied = quota_push.push(self.api, objects)
+        lines = [c.describe() for c in changes if c.action != "unchanged"]
+        return PushResult(applied=applied, unchanged=len(changes) - applied, messages=lines + messages)
+
+    def quota_drift(self) -> quota_push.DriftReport:
+        objects, _ = self.quota_objects(validate=False)
+        return quota_push.drift(self.api, objects, self.addons)
+
+    # usage
+
+    def usage_since(self, since: datetime) -> list[UsageRecord]:
+        from apps.backends.models import KubeCancellation
+
+        now = self.now()
+        entries = []
+        cancelled = set()
+        for row in KubeCancellation.objects.filter(cluster=self.cluster, cancelled_at__gt=since):
+            cancelled.add(row.backend_id)
+            entries += row.usage
+        pods = [
+            p
+            for p in self.api.list(POD.path(), "list the console's pods", labelSelector=CONSOLE)
+            if podinfo.owner_name(p) not in cancelled
+        ]
+        entries += usage_entries(pods, now)
+        records = []
+        for entry in entries:
+            # Spans are in the API server's clock; only a running pod's end is ours (now).
+            start = max(datetime.fromisoformat(entry["start"]), since)
+            end = datetime.fromisoformat(entry["end"])
+            if end <= start:
+                continue
+            records.append(
+                UsageRecord(
+                    backend_id=entry["backend_id"],
+                    tenant=entry["tenant"],
+                    queue=entry["queue"],
+                    gpu_model=entry["gpu_model"],
+                    gpu_fraction=entry["gpus"],
+                    start=start,
+                    end=end,
+                )
+            )
+        return records

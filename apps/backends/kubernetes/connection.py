@@ -1,0 +1,96 @@
+"""An ApiClient for one cluster, from its non-secret `connection` settings and its secret.
+
+Ways to connect (the first that applies wins):
+
+* `in_cluster: true`: the service account the console's pod runs as (token and CA mounted by Kubernetes);
+* `api_url` (+ `ca_file`, or `insecure_skip_tls_verify: true` for a test cluster only): the bearer token
+  is the secret, read from the environment variable named by the cluster's `secret_env`;
+* `kubeconfig` (a path) and optional `context`, or, when `secret_env` holds a whole kubeconfig, that
+  kubeconfig (and `context`).
+
+Other settings: `request_timeout_s` (default 30), `page_size` (default 500).
+"""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+from urllib3.util.retry import Retry
+
+from apps.backends.base import PermanentBackendError
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def secret_of(cluster) -> str:
+    """The cluster's secret from the console's environment; '' when it names none."""
+    if not cluster.secret_env:
+        return ""
+    value = os.environ.get(cluster.secret_env, "")
+    if not value:
+        raise PermanentBackendError(
+            f"cluster {cluster.name}: the environment variable {cluster.secret_env} (its secret_env) is not set "
+            "in the console's processes"
+        )
+    return value
+
+
+def _is_kubeconfig(text: str) -> bool:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and "clusters" in data
+
+
+def configuration(cluster) -> k8s.Configuration:
+    """The client Configuration for `cluster`; PermanentBackendError when the settings cannot work."""
+    settings = cluster.connection or {}
+    secret = secret_of(cluster)
+    config = k8s.Configuration()
+    try:
+        if settings.get("in_cluster"):
+            k8s_config.load_incluster_config(client_configuration=config)
+        elif settings.get("api_url"):
+            config.host = str(settings["api_url"]).rstrip("/")
+            if secret:
+                config.api_key = {"authorization": secret.strip()}
+                config.api_key_prefix = {"authorization": "Bearer"}
+            if settings.get("ca_file"):
+                config.ssl_ca_cert = settings["ca_file"]
+            if settings.get("insecure_skip_tls_verify"):
+                config.verify_ssl = False
+        elif secret and _is_kubeconfig(secret):
+            k8s_config.load_kube_config_from_dict(
+                yaml.safe_load(secret), context=settings.get("context") or None, client_configuration=config
+            )
+        elif settings.get("kubeconfig"):
+            k8s_config.load_kube_config(
+                config_file=settings["kubeconfig"], context=settings.get("context") or None, client_configuration=config
+            )
+        else:
+            raise PermanentBackendError(
+                f"cluster {cluster.name}: set one of connection.in_cluster, connection.api_url (token in secret_env), "
+                "connection.kubeconfig, or put a kubeconfig in the variable secret_env names"
+            )
+    except (ConfigException, OSError, KeyError, TypeError, ValueError) as exc:
+        raise PermanentBackendError(f"cluster {cluster.name}: cannot load its connection settings: {exc}") from exc
+    # Connection errors are retried twice here (a restarting API server); reads and writes are not retried
+    # blindly: the backend maps them to retryable errors and the console's backoff decides.
+    config.retries = Retry(total=2, connect=2, read=0, status=0, redirect=0, backoff_factor=0.2)
+    return config
+
+
+def api_client(cluster) -> k8s.ApiClient:
+    return k8s.ApiClient(configuration(cluster))
+
+
+def timeout_of(cluster) -> float:
+    try:
+        return float((cluster.connection or {}).get("request_timeout_s", DEFAULT_TIMEOUT_S))
+    except (TypeError, ValueError) as exc:
+        raise PermanentBackendError(f"cluster {cluster.name}: connection.request_timeout_s must be a number") from exc

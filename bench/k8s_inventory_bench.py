@@ -1,0 +1,233 @@
+"""Kubernetes backend benchmarks for issue 6, against the fake API server over real HTTP.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_bench .venv/bin/python bench/k8s_inventory_bench.py
+
+Measures:
+  1. listing 1,280 nodes and 20,000 pods through the official client, paged (limit 500): with the client's
+     model deserialisation (what `CoreV1Api.list_*` returns by default: the baseline) and as raw JSON;
+  2. the backend's `inventory()` (paged JSON lists + mapping into NodeInfo / GpuInfo);
+  3. `apps.fleet.services.sync_inventory` end to end: first sync into PostgreSQL, then an unchanged resync;
+  4. `drain()` of a node with 8 evictable pods (cordon, list the node's pods, 8 policy/v1 evictions).
+For 1-3 the fake runs in a child process (as a real API server is another process) serving static objects
+(its control plane off); it shares the machine's 2 cores with the console's process and PostgreSQL, and
+its Python JSON encoding is slower than a real API server's. Medians of BENCH_REPEAT runs (default 3;
+drains 10).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+os.environ.setdefault("SECRET_KEY", "bench-only")
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/console_bench")
+
+import django  # noqa: E402
+
+django.setup()
+
+from bench.fleet_bench import ensure_database, median_ms  # noqa: E402
+
+NODES = int(os.environ.get("BENCH_NODES", "1280"))
+PODS = int(os.environ.get("BENCH_PODS", "20000"))
+GPUS = 8
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
+PRODUCTS = [("NVIDIA-H100-80GB-HBM3", 81559), ("NVIDIA-A100-SXM4-80GB", 81920), ("NVIDIA-L40S", 46068)]
+
+
+def pod(i: int, node: str, gpus: int) -> dict:
+    """A pod about the size of a real training or service pod (labels, env, probes, resources): ~2.5 kB."""
+    ns = f"team-{i % 100:02d}"
+    labels = {
+        "app.kubernetes.io/managed-by": "gpu-console",
+        "gpu-console/tenant": ns,
+        "gpu-console/queue": "train",
+        "gpu-console/workload": str(i // 4),
+        "job-name": f"wl{i // 4}-train",
+        "batch.kubernetes.io/job-name": f"wl{i // 4}-train",
+    }
+    requests = {"cpu": "8", "memory": "64Gi", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+    return {
+        "metadata": {"name": f"wl{i // 4}-train-{i % 4}-{i:05x}", "namespace": ns, "labels": labels},
+        "spec": {
+            "nodeName": node,
+            "priorityClassName": "training",
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+                    "command": [
+                        "torchrun",
+                        "--nnodes=4",
+                        "--nproc-per-node=8",
+                        "--rdzv-backend=c10d",
+                        "--",
+                        "python",
+                        "train.py",
+                    ],
+                    "env": [{"name": f"VAR_{k}", "value": "x" * 40} for k in range(8)],
+                    "resources": {"requests": requests, "limits": {"memory": "64Gi", **requests}},
+                    "volumeMounts": [
+                        {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108 - a pod's mount point,
+                        {"name": "data-0", "mountPath": "/data"},
+                    ],
+                }
+            ],
+            "volumes": [
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
+                {"name": "data-0", "persistentVolumeClaim": {"claimName": "datasets"}},
+            ],
+        },
+        "status": {"phase": "Running", "startTime": "2026-11-30T10:00:00Z", "hostIP": "10.0.0.1", "podIP": "10.1.0.1"},
+    }
+
+
+def seed(fake) -> None:
+    for i in range(NODES):
+        product, memory = PRODUCTS[i % len(PRODUCTS)]
+        fake.add_node(
+            f"gpu-{i:04d}",
+            gpus=GPUS,
+            product=product,
+            memory_mib=memory,
+            labels={
+                "gpu-console/pool": product.lower()[7:11],
+                "gpu-console/rack": f"r{i // 32:02d}",
+                "gpu-console/leaf-switch": f"leaf-{i // 64:02d}",
+                "nvidia.com/gpu.clique": f"nvl-{i // 8:03d}",
+            },
+            taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        )
+    for n in range(100):
+        fake.add_namespace(f"team-{n:02d}")
+    gpu_pods = NODES * GPUS // 2  # half the GPUs busy, one per pod; the rest of the pods hold none
+    with fake.lock:
+        resource = fake.resource("", "v1", "pods")
+        for i in range(PODS):
+            node = f"gpu-{i % NODES:04d}"
+            body = pod(i, node, 1 if i < gpu_pods else 0)
+            created = fake.store.create(resource, body["metadata"]["namespace"], body)
+            created["status"] = body["status"]
+
+
+def serve(pipe) -> None:
+    """Child process: seed the fake, send its URL, serve until told to stop."""
+    from tests.backends.k8s_fake import FakeKubernetes
+
+    fake = FakeKubernetes(control_plane=False)
+    fake.record = False  # 40 MB of request log is not what is measured
+    seed(fake)
+    fake.start()
+    pipe.send(fake.url)
+    pipe.recv()
+    fake.stop()
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def client_lists(client, deserialize: bool) -> int:
+    """Every node and pod through the typed CoreV1Api, 500 per page."""
+    from kubernetes import client as k8s
+
+    core = k8s.CoreV1Api(client)
+    count = 0
+    for lister in (core.list_node, core.list_pod_for_all_namespaces):
+        token = None
+        while True:
+            if deserialize:
+                page = lister(limit=500, _continue=token)
+                count += len(page.items)
+                token = page.metadata._continue
+            else:
+                import json
+
+                raw = json.loads(lister(limit=500, _continue=token, _preload_content=False).data)
+                count += len(raw["items"])
+                token = raw["metadata"].get("continue")
+            if not token:
+                break
+    return count
+
+
+def main() -> None:
+    from apps.backends.kubernetes.backend import KubernetesBackend
+    from apps.fleet.models import Cluster
+    from apps.fleet.services import sync_inventory
+    from tests.backends.k8s_fake import FakeKubernetes
+
+    ensure_database()
+    parent, child = multiprocessing.Pipe()
+    server = multiprocessing.get_context("fork").Process(target=serve, args=(child,), daemon=True)
+    server.start()
+    url = parent.recv()
+    print(f"fake API with {NODES} nodes and {PODS} pods at {url} (pid {server.pid})")
+    Cluster.objects.filter(name="k8s-bench").delete()
+    cluster = Cluster.objects.create(
+        name="k8s-bench", kind="kubernetes", connection={"api_url": url, "request_timeout_s": 60}
+    )
+    backend = KubernetesBackend(cluster)
+    rows = []
+
+    samples = [timed(lambda: client_lists(backend.api.client, True))[0] for _ in range(REPEAT)]
+    rows.append(("baseline: CoreV1Api lists with model deserialisation (nodes + pods)", median_ms(samples)))
+    samples = [timed(lambda: client_lists(backend.api.client, False))[0] for _ in range(REPEAT)]
+    rows.append(("CoreV1Api lists, raw JSON (_preload_content=False)", median_ms(samples)))
+    samples = []
+    for _ in range(REPEAT):
+        elapsed, inventory = timed(backend.inventory)
+        samples.append(elapsed)
+    busy = sum(1 for n in inventory.nodes for g in n.gpus if g.allocated_to)
+    rows.append((f"backend inventory() ({len(inventory.nodes)} nodes, {busy} GPUs allocated)", median_ms(samples)))
+
+    first = []
+    again = []
+    for _ in range(REPEAT):
+        Cluster.objects.filter(pk=cluster.pk).update(sync_started_at=None)
+        from apps.fleet.models import Node
+
+        Node.objects.filter(cluster=cluster).delete()
+        elapsed, result = timed(lambda: sync_inventory(cluster.pk))
+        assert result.ok and result.added == NODES, result
+        first.append(elapsed)
+        elapsed, result = timed(lambda: sync_inventory(cluster.pk))
+        assert result.ok and result.unchanged == NODES, result
+        again.append(elapsed)
+    rows.append(("sync_inventory, first sync into PostgreSQL", median_ms(first)))
+    rows.append(("sync_inventory, unchanged resync", median_ms(again)))
+    parent.send("stop")
+    server.join(10)
+
+    # Drain: a fresh small fake with its control plane on (evictions delete pods as a kubelet would).
+    drains = []
+    for _ in range(max(REPEAT, 10)):
+        small = FakeKubernetes().start()
+        small.add_node("gpu-0001", gpus=8)
+        small.add_namespace("team-a")
+        for i in range(8):
+            small.add_pod(f"train-{i}", "team-a", "gpu-0001", gpus=1, labels={"job-name": f"train-{i}"})
+        drainer = KubernetesBackend(Cluster(name="k8s-drain", kind="kubernetes", connection={"api_url": small.url}))
+        elapsed, result = timed(lambda b=drainer: b.drain("gpu-0001", "bench"))
+        assert len(result.evicted) == 8 and not result.blocked, result
+        drains.append(elapsed)
+        small.stop()
+    rows.append(("drain of a node with 8 evictable pods (cordon + list + 8 evictions)", median_ms(drains)))
+
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value:>10,.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""One pass through everything the Kubernetes backend does, for tests that inspect its requests."""
+
+from __future__ import annotations
+
+from apps.backends.kubernetes.backend import KubernetesBackend
+from apps.backends.types import QuotaSpec, Taint, WorkloadSpec
+from tests.backends.k8s_fake import FakeKubernetes
+from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
+
+
+def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "everything") -> KubernetesBackend:
+    """Connection, inventory, quota plan / push / drift, submit, status, cordon, taints, drain, cancel, usage."""
+    resource = "nvidia.com/gpu-h100" if queueing == "volcano" else "nvidia.com/gpu"
+    seed_nodes(fake, count=2, gpus=4, resource=resource)
+    cluster = make_cluster(fake, name=name, queueing=queueing, drain_grace_period_s=10)
+    bind_queue(cluster, "team-a", "train", ["team-a-train"])
+    backend = KubernetesBackend(cluster, sleep=lambda seconds: None)
+    backend.test_connection()
+    backend.inventory()
+    quota = [QuotaSpec(tenant="team-a", queue="train", gpu_model="h100", guaranteed=8, borrow_limit=4)]
+    backend.quota_plan(quota)
+    backend.push_quota(quota)
+    backend.quota_drift()
+    spec = WorkloadSpec(
+        name="train-1",
+        tenant="team-a",
+        queue="train",
+        gpu_model="h100",
+        gpus_per_worker=2,
+        workers=2,
+        image="busybox:1.36",
+        command=["sleep", "600"],
+        duration_s=3600,
+    )
+    backend.submit(spec)
+    fake.advance(5)
+    backend.status(["train-1", "missing-1"])
+    backend.cordon("gpu-02", "maintenance")
+    backend.taint("gpu-02", Taint("gpu-console/maintenance", "yes", "NoSchedule"))
+    backend.untaint("gpu-02", "gpu-console/maintenance")
+    backend.uncordon("gpu-02")
+    node = backend.status(["train-1"])["train-1"].placements[0].node
+    backend.drain(node, "contract")
+    backend.resume(node)
+    fake.advance(60)
+    backend.cancel("train-1")
+    backend.usage_since(fake.now().replace(year=2000))
+    return backend

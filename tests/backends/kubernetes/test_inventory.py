@@ -1,0 +1,139 @@
+"""Inventory from nodes and pods: GPU counts and labels, health, topology keys, taints, state, allocation."""
+
+from __future__ import annotations
+
+from apps.backends.kubernetes.backend import KubernetesBackend
+from apps.backends.types import Taint
+from apps.fleet.models import Gpu, Node
+from apps.fleet.services import sync_inventory
+from tests.backends.kubernetes.conftest import make_cluster
+
+CONSOLE = {"app.kubernetes.io/managed-by": "gpu-console", "gpu-console/tenant": "team-a", "gpu-console/queue": "train"}
+
+
+def by_name(inventory):
+    return {node.name: node for node in inventory.nodes}
+
+
+def test_gpu_nodes_with_labels_health_topology_and_taints(db, fake):
+    fake.add_node(
+        "gpu-01",
+        gpus=8,
+        allocatable=7,
+        labels={
+            "site/rack": "r12",
+            "site/leaf": "leaf-3",
+            "nvidia.com/gpu.clique": "nvl-7",
+            "gpu-console/pool": "h100-train",
+            "gpu-console/pool-purpose": "batch-training",
+        },
+        taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}],
+    )
+    fake.add_node("gpu-02", gpus=8, ready=False)
+    down = fake.add_node("gpu-03", gpus=8)
+    with fake.lock:
+        down_obj = fake.store.bucket(fake.resource("", "v1", "nodes"))[("", "gpu-03")]
+        down_obj["status"]["conditions"] = [
+            {"type": "Ready", "status": "Unknown", "message": "Kubelet stopped posting node status."}
+        ]
+    assert down
+    cluster = make_cluster(fake, topology_labels={"rack": "site/rack", "leaf": "site/leaf"})
+    nodes = by_name(KubernetesBackend(cluster).inventory())
+    one = nodes["gpu-01"]
+    assert (one.rack, one.leaf_switch, one.nvlink_domain) == ("r12", "leaf-3", "nvl-7")
+    assert (one.pool, one.pool_purpose) == ("h100-train", "batch-training")
+    assert one.taints == [Taint("dedicated", "training", "NoSchedule")]
+    assert one.gpu_model == "NVIDIA-H100-80GB-HBM3" and one.gpu_allocatable == 7
+    assert [g.health for g in one.gpus] == ["healthy"] * 7 + ["unhealthy"]
+    assert "device plugin" in one.gpus[7].health_reason
+    assert all(g.memory_mib == 81559 and g.model == "NVIDIA-H100-80GB-HBM3" for g in one.gpus)
+    assert one.cpu_cores == 128 and one.memory_mib == 2113536
+    assert (one.state, nodes["gpu-02"].state, nodes["gpu-03"].state) == ("ready", "not-ready", "down")
+    assert "container runtime is down" in nodes["gpu-02"].state_reason
+    assert "stopped posting" in nodes["gpu-03"].state_reason
+    uuids = {g.uuid for n in nodes.values() for g in n.gpus}
+    assert len(uuids) == 24
+
+
+def test_mig_and_missing_memory_label_use_the_catalog(db, fake):
+    fake.add_node(
+        "mig-01",
+        gpus=8,
+        product="NVIDIA-A100-SXM4-80GB",
+        labels={"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.strategy": "mixed"},
+        extra_resources={"nvidia.com/mig-1g.10gb": "56"},
+    )
+    with fake.lock:
+        fake.store.bucket(fake.resource("", "v1", "nodes"))[("", "mig-01")]["metadata"]["labels"].pop(
+            "nvidia.com/gpu.memory"
+        )
+    node = KubernetesBackend(make_cluster(fake)).inventory().nodes[0]
+    assert all(g.mig_enabled for g in node.gpus)
+    assert node.gpus[0].memory_mib == 81920  # from the console's catalog by product label
+
+
+def test_pods_allocate_gpus_to_their_workloads(db, fake):
+    fake.add_node("gpu-01", gpus=8)
+    fake.add_namespace("team-a")
+    fake.add_namespace("web")
+    fake.add_pod("train-1-0-abcde", "team-a", "gpu-01", gpus=2, labels={**CONSOLE, "job-name": "train-1"})
+    fake.add_pod("web-7d9f-x1", "web", "gpu-01", gpus=1)
+    fake.add_pod("old-job-0", "team-a", "gpu-01", gpus=4, phase="Succeeded", labels={**CONSOLE, "job-name": "old"})
+    hami = fake.add_pod("hami-0", "web", "gpu-01", gpus=1)
+    with fake.lock:
+        stored = fake.store.bucket(fake.resource("", "v1", "pods"))[("web", "hami-0")]
+        stored["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpucores"] = "30"
+    assert hami
+    node = KubernetesBackend(make_cluster(fake)).inventory().nodes[0]
+    held = sorted((",".join(g.allocated_to), g.allocated_fraction) for g in node.gpus if g.allocated_to)
+    assert held == [("train-1", 1.0), ("train-1", 1.0), ("web/hami-0", 0.3), ("web/web-7d9f-x1", 1.0)]
+    assert sum(1 for g in node.gpus if not g.allocated_to and g.allocated_fraction == 0.0) == 4  # "old" finished
+
+
+def test_sync_inventory_stores_nodes_and_gpus(db, fake):
+    for i in range(3):
+        fake.add_node(f"gpu-{i:02d}", gpus=8, labels={"gpu-console/pool": "h100"})
+    fake.add_namespace("team-a")
+    fake.add_pod("train-1-0-abcde", "team-a", "gpu-00", gpus=8, labels={**CONSOLE, "job-name": "train-1"})
+    cluster = make_cluster(fake)
+    result = sync_inventory(cluster.pk)
+    assert result.ok and result.added == 3, result.error
+    node = Node.objects.get(cluster=cluster, name="gpu-00")
+    assert node.gpu_model.code == "h100" and node.pool.name == "h100"
+    assert (node.gpu_count, node.gpu_allocatable, node.gpu_allocated) == (8, 8, 8)
+    assert Gpu.objects.filter(node__cluster=cluster).count() == 24
+    assert set(Gpu.objects.filter(node=node).values_list("allocated_to", flat=True)) == {"train-1"}
+    again = sync_inventory(cluster.pk)
+    assert again.ok and again.unchanged == 3
+
+
+def test_a_failing_sync_keeps_the_inventory_and_records_the_error(db, fake):
+    fake.add_node("gpu-00", gpus=8)
+    cluster = make_cluster(fake)
+    assert sync_inventory(cluster.pk).ok
+    fake.fail(503, path="/api/v1/pods", message="the server is currently unable to handle the request")
+    result = sync_inventory(cluster.pk)
+    cluster.refresh_from_db()
+    assert not result.ok and cluster.status == "error"
+    assert "unable to handle the request" in cluster.last_error
+    assert Node.objects.filter(cluster=cluster).count() == 1
+
+
+def test_time_sliced_nodes_count_physical_gpus_and_shares(db, fake):
+    fake.add_node(
+        "ts-01",
+        gpus=32,  # the device plugin advertises 4 replicas of each of the 8 GPUs
+        product="NVIDIA-L40S-SHARED",
+        labels={
+            "nvidia.com/gpu.replicas": "4",
+            "nvidia.com/gpu.count": "8",
+            "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        },
+    )
+    fake.add_namespace("dev")
+    fake.add_pod("nb-0", "dev", "ts-01", gpus=1)
+    fake.add_pod("nb-1", "dev", "ts-01", gpus=1)
+    node = KubernetesBackend(make_cluster(fake)).inventory().nodes[0]
+    assert len(node.gpus) == 8 and node.gpu_allocatable == 8
+    held = [(g.allocated_to, g.allocated_fraction) for g in node.gpus if g.allocated_to]
+    assert held == [(["dev/nb-0", "dev/nb-1"], 0.5)]
