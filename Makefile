@@ -24,7 +24,8 @@ demo: $(STAMP)
 	exec env DEBUG=1 $(BIN)/python manage.py demo
 
 # Test services: PostgreSQL and Redis on 127.0.0.1 (CI has them running; scripts/test-services.sh
-# starts them when it can, or says exactly what is missing). Chromium comes from Debian's packages.
+# starts them when it can, or says exactly what is missing). Chromium comes from Debian's packages. The Slurm
+# tests run against a real local Slurm cluster that scripts/with-slurm.sh starts (apt) and stops around pytest.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL    ?= redis://127.0.0.1:6379/15
 
@@ -34,7 +35,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret \
-		$(BIN)/python -m pytest $(PYTEST_ARGS)
+		scripts/with-slurm.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

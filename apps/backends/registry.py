@@ -11,6 +11,7 @@ from apps.core.metrics import timed_call
 REGISTRY: dict[str, str] = {
     "kubernetes": "apps.backends.kubernetes.backend.KubernetesBackend",
     "simulated": "apps.backends.simulator.backend.SimulatorBackend",
+    "slurm": "apps.backends.slurm.backend.SlurmBackend",
 }
 
 

@@ -1,5 +1,5 @@
 """What a workload becomes on its cluster: manifests (Kueue or Volcano) or an sbatch script, for the pages
-and, on Kubernetes, for the backend that applies them."""
+and for the backend that applies or submits them."""
 
 from __future__ import annotations
 
@@ -39,8 +39,7 @@ def kubernetes_rendering(workload: Workload, spec):
 
 def render_workload(workload: Workload) -> tuple[str, str]:
     """(text, error): the rendered objects as YAML or the sbatch script; error when it cannot be rendered."""
-    from apps.tenancy.models import QueueBinding
-    from apps.workloads.render import SlurmContext, render_slurm
+    from apps.workloads.render import render_slurm
     from apps.workloads.services import catalog
     from apps.workloads.specs import SpecError, parse_spec
 
@@ -50,15 +49,39 @@ def render_workload(workload: Workload) -> tuple[str, str]:
         return "", str(exc)
     try:
         if workload.cluster.kind == "slurm":
-            binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
-            ctx = SlurmContext(
-                account=(binding.slurm_account if binding else "") or workload.queue.full_name.replace("-", "_"),
-                qos=workload.tier.name,
-                partition=(workload.cluster.connection or {}).get("partition", "gpu"),
-                gres_type=workload.gpu_model.code,
-                output_dir=(workload.cluster.connection or {}).get("output_dir", DEFAULT_SLURM_OUTPUT_DIR),
-            )
-            return render_slurm(spec, ctx).script, ""
+            return render_slurm(spec, slurm_context(workload)).script, ""
         return kubernetes_rendering(workload, spec).to_yaml(), ""
     except (ValueError, TypeError) as exc:
         return "", f"{type(exc).__name__}: {exc}"
+
+
+def slurm_context(workload: Workload, binding=None):
+    """Where the workload's sbatch script runs: the queue's Slurm account, the tier's QOS, the cluster's
+    partition, GRES type and output directory (connection keys, see apps/backends/slurm/settings.py)."""
+    from apps.tenancy.models import QueueBinding
+    from apps.workloads.render import SlurmContext
+
+    if binding is None:
+        binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
+    connection = workload.cluster.connection or {}
+    gres_types = {code: gres for gres, code in (connection.get("gres_models") or {}).items()}
+    return SlurmContext(
+        account=(binding.slurm_account if binding else "") or workload.queue.full_name.replace("-", "_"),
+        qos=workload.tier.name,
+        partition=connection.get("partition") or "gpu",
+        gres_type=gres_types.get(workload.gpu_model.code, workload.gpu_model.code),
+        output_dir=connection.get("output_dir") or DEFAULT_SLURM_OUTPUT_DIR,
+        job_name=workload.backend_name or "",
+    )
+
+
+def slurm_script(workload: Workload, spec) -> str:
+    """The sbatch script the Slurm backend submits for `workload` (its parsed `spec`); a script that cannot
+    be rendered for this cluster is a permanent backend error (retrying cannot help)."""
+    from apps.backends.base import PermanentBackendError
+    from apps.workloads.render import render_slurm
+
+    try:
+        return render_slurm(spec, slurm_context(workload)).script
+    except ValueError as exc:
+        raise PermanentBackendError(f"cannot render the sbatch script: {exc}") from exc

@@ -335,7 +335,11 @@ def process_outbox_entry(entry_id: int) -> str:
             parsed = parse_spec(workload.kind, workload.spec, catalog())
             backend_spec = to_backend_spec(parsed, workload.tier.value)
             backend_spec.name = workload.backend_name
-            if workload.cluster.kind == "kubernetes":
+            if workload.cluster.kind == "slurm":
+                from apps.workloads.rendering import slurm_script
+
+                backend_spec.manifest = slurm_script(workload, parsed)
+            elif workload.cluster.kind == "kubernetes":
                 backend_spec.manifest = _kubernetes_manifest(workload, parsed)
             result = backend.submit(backend_spec)
             with transaction.atomic():

@@ -31,7 +31,7 @@ from apps.workloads.specs import InferenceServiceSpec, Spec, TrainingJobSpec, is
 _SLURM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _GRES_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # What any `#SBATCH` value may contain, checked once more on every line as it is written.
-_DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.:/%=,+-]+")
+DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.:/%=,+-]+")
 SRUN = ("srun", "--kill-on-bad-exit=1")
 
 
@@ -76,7 +76,7 @@ def slurm_time(seconds: int) -> str:
 def _directives(options: list[tuple[str, str]]) -> list[str]:
     lines = []
     for option, value in options:
-        if not _DIRECTIVE_VALUE.fullmatch(value):  # belt and braces: every value was validated upstream
+        if not DIRECTIVE_VALUE.fullmatch(value):  # belt and braces: every value was validated upstream
             raise RenderError(option, f"{value!r} cannot go into an #SBATCH line")
         lines.append(f"#SBATCH --{option}={value}")
     return lines

@@ -8,7 +8,6 @@ received, NUL-separated, so the test compares lists, not strings.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -364,18 +363,7 @@ def test_every_script_is_valid_bash(tmp_path, engine):
         subprocess.run(["bash", "-n", str(path)], check=True)
 
 
-def _slurm_is_up() -> bool:
-    if not shutil.which("scontrol"):
-        return False
-    try:
-        ping = subprocess.run(["scontrol", "ping"], capture_output=True, timeout=5, text=True)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return ping.returncode == 0 and "UP" in ping.stdout
-
-
-@pytest.mark.skipif(not _slurm_is_up(), reason="no Slurm controller answers scontrol ping")
-def test_sbatch_test_only_accepts_the_scripts(tmp_path):
+def test_sbatch_test_only_accepts_the_scripts(tmp_path, local_slurm):
     """On the local Slurm cluster (4 nodes x 8 a100, partition gpu): sbatch --test-only takes every script."""
     partition = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()[0]
     ctx = slurm_context(account="root", qos="normal", partition=partition, output_dir=str(tmp_path))
@@ -387,8 +375,7 @@ def test_sbatch_test_only_accepts_the_scripts(tmp_path):
         assert result.returncode == 0 and "to start at" in result.stderr, result.stderr
 
 
-@pytest.mark.skipif(not _slurm_is_up(), reason="no Slurm controller answers scontrol ping")
-def test_hostile_training_job_runs_exactly_on_real_slurm(tmp_path):
+def test_hostile_training_job_runs_exactly_on_real_slurm(tmp_path, local_slurm):
     """sbatch -> srun on two nodes -> torchrun (a recording stand-in) -> the program: exact argv and env."""
     bin_dir, record = tmp_path / "bin", tmp_path / "record"
     bin_dir.mkdir()

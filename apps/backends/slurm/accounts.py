@@ -1,0 +1,208 @@
+"""Quota push to Slurm: the tenancy desired state as sacctmgr operations, diffed against `sacctmgr show` first.
+
+The operations come from the quota renderer (apps/backends/render/slurm.py: accounts, QOS per tier with
+Preempt/PreemptMode, GrpTRES per GPU type, user associations). `plan()` reads what slurmdbd holds and
+keeps only the operations that change something, each with a one-line description: that list is the
+dry-run diff. `apply()` runs them. A GPU type slurmdbd does not track as a TRES (AccountingStorageTRES
+lacks gres/gpu:<type>) is left out of the limits with a message, since sacctmgr would refuse the line.
+Limits only hold when slurm.conf has AccountingStorageEnforce=associations,limits,qos.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from apps.backends.render.slurm import render_slurm
+from apps.backends.slurm.cli import Cli
+from apps.backends.slurm.settings import SlurmSettings
+from apps.backends.types import PushResult, QuotaSpec
+from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+
+ASSOC_FORMAT = "account,user,parentname,fairshare,grptres,qos,defaultqos"
+QOS_FORMAT = "name,priority,preempt,preemptmode"
+
+
+@dataclass
+class Change:
+    argv: list[str]
+    description: str
+
+
+@dataclass
+class QuotaPlan:
+    """The dry-run diff: what apply() would run, what is already so, and what cannot be pushed."""
+
+    changes: list[Change] = field(default_factory=list)
+    unchanged: int = 0
+    messages: list[str] = field(default_factory=list)
+
+    def diff(self) -> list[str]:
+        return [c.description for c in self.changes]
+
+
+def _tres(text: str) -> dict[str, str]:
+    """ "gres/gpu=4,gres/gpu:a100=4" -> {...}; a -1 (no limit) is the same as absent."""
+    pairs = (item.split("=", 1) for item in text.split(",") if "=" in item)
+    return {k.lower(): v for k, v in pairs if v != "-1"}
+
+
+def _names(text: str) -> set[str]:
+    return {n.lower() for n in text.split(",") if n}
+
+
+def account_name(tenant: str, queue: str) -> str:
+    """A queue's Slurm account when the console names it: <tenant>_<queue>, in Slurm's account alphabet."""
+    return re.sub(r"[^a-z0-9_-]", "_", f"{tenant}_{queue}".lower())
+
+
+class QuotaPusher:
+    def __init__(self, cli: Cli, settings: SlurmSettings):
+        self.cli = cli
+        self.settings = settings
+
+    # What slurmdbd holds
+
+    def _rows(self, *argv: str) -> list[list[str]]:
+        out = self.cli.run(["sacctmgr", "-n", "-P", *argv])
+        return [line.split("|") for line in out.splitlines() if line.strip()]
+
+    def associations(self) -> dict[tuple[str, str], dict[str, str]]:
+        """(account, user) -> settings; user is "" for the account's own association."""
+        keys = ASSOC_FORMAT.split(",")
+        rows = self._rows("show", "assoc", f"format={ASSOC_FORMAT}", f"cluster={self.settings.cluster}")
+        return {(r[0], r[1]): dict(zip(keys, r, strict=False)) for r in rows}
+
+    def account_parents(self) -> dict[str, str]:
+        return {account: row["parentname"] for (account, user), row in self.associations().items() if not user}
+
+    def qos(self) -> dict[str, dict[str, str]]:
+        keys = QOS_FORMAT.split(",")
+        return {r[0]: dict(zip(keys, r, strict=False)) for r in self._rows("show", "qos", f"format={QOS_FORMAT}")}
+
+    def known_tres(self) -> set[str]:
+        return {f"{t}/{n}" if n else t for t, n in self._rows("show", "tres", "format=type,name")}
+
+    # Plan and apply
+
+    def plan(self, state: DesiredState) -> QuotaPlan:
+        # The console's own Slurm user submits every queue's jobs: it needs an association with each account.
+        queues = tuple(
+            replace(q, users=tuple(sorted({*q.users, self.settings.submit_user}))) if q.slurm_account else q
+            for q in state.queues
+        )
+        render = render_slurm(replace(state, queues=queues))
+        assocs, qos, tres = self.associations(), self.qos(), self.known_tres()
+        plan = QuotaPlan(messages=list(render.caveats))
+        dropped: set[str] = set()
+        for argv in render.commands:
+            argv = self._known_tres_only(argv, tres, dropped)
+            description = self._change(argv[2:], assocs, qos)
+            if description is None:
+                plan.unchanged += 1
+            else:
+                plan.changes.append(Change(argv, description))
+        plan.messages += [
+            f"{t} is not a TRES on this cluster (add it to AccountingStorageTRES): its limits were not pushed"
+            for t in sorted(dropped)
+        ]
+        return plan
+
+    def apply(self, plan: QuotaPlan) -> PushResult:
+        for change in plan.changes:
+            # An `add` that lost a race with another push exits 1 with "Nothing new added.": already done.
+            result = self.cli.call(change.argv)
+            if result.returncode != 0 and "Nothing new added" not in result.stdout:
+                raise self.cli.error(change.argv, result)
+        return PushResult(applied=len(plan.changes), unchanged=plan.unchanged, messages=plan.diff() + plan.messages)
+
+    def push(self, state: DesiredState) -> PushResult:
+        return self.apply(self.plan(state))
+
+    def push_quotas(self, quotas: list[QuotaSpec]) -> PushResult:
+        return self.push(self.state_of(quotas))
+
+    def state_of(self, quotas: list[QuotaSpec]) -> DesiredState:
+        """A flat desired state from quota rows: one account per tenant, one per queue (<tenant>_<queue>),
+        and a QOS per priority tier the console defines."""
+        from apps.tenancy.models import PriorityTier
+
+        tenants = sorted({q.tenant for q in quotas})
+        lines: dict[tuple[str, str], list[QuotaLine]] = {}
+        for q in quotas:
+            line = QuotaLine(q.gpu_model, q.guaranteed, q.borrow_limit, q.lend_limit, q.weight)
+            lines.setdefault((q.tenant, q.queue), []).append(line)
+        models = sorted({q.gpu_model for q in quotas})
+        return DesiredState(
+            cluster=self.settings.cluster,
+            tenants=tuple(TenantSpec(t, t, None) for t in tenants),
+            queues=tuple(
+                QueueSpec(tenant, queue, slurm_account=account_name(tenant, queue), quotas=tuple(rows))
+                for (tenant, queue), rows in sorted(lines.items())
+            ),
+            tiers=tuple(
+                TierSpec(t.name, t.value, t.preemptible, t.may_borrow, t.description)
+                for t in PriorityTier.objects.all()
+            ),
+            gpu_models=tuple(GpuModelRef(m, m, m, self.settings.gres_of(m)) for m in models),
+        )
+
+    @staticmethod
+    def _known_tres_only(argv: list[str], tres: set[str], dropped: set[str]) -> list[str]:
+        out = []
+        for arg in argv:
+            if arg.startswith("GrpTRES="):
+                items = arg.removeprefix("GrpTRES=").split(",")
+                kept = [i for i in items if i.split("=")[0].lower() in tres]
+                dropped.update(i.split("=")[0] for i in items if i not in kept)
+                if not kept:
+                    continue
+                arg = "GrpTRES=" + ",".join(kept)
+            out.append(arg)
+        return out
+
+    @staticmethod
+    def _settings(args: list[str]) -> dict[str, str]:
+        return {k.lower(): v for k, _, v in (a.partition("=") for a in args if "=" in a)}
+
+    def _change(self, args: list[str], assocs: dict, qos: dict) -> str | None:
+        """What one sacctmgr operation would change, or None when slurmdbd already holds it."""
+        verb, entity = args[0], args[1]
+        if verb == "add" and entity == "account":
+            name, settings = args[2], self._settings(args[3:])
+            if (name, "") in assocs:
+                return None
+            return f"add account {name} under {settings.get('parent', 'root')}"
+        if verb == "add" and entity == "qos":
+            return None if args[2] in qos else f"add QOS {args[2]}"
+        if verb == "add" and entity == "user":
+            user, account = args[2], self._settings(args[3:])["account"]
+            return None if (account, user) in assocs else f"add user {user} to account {account}"
+        if verb == "modify" and entity == "qos":
+            name, wanted = args[2], self._settings(args[4:])
+            have = qos.get(name, {})
+            return self._diff(f"QOS {name}", wanted, have)
+        if verb == "modify" and entity == "account":
+            name, wanted = args[2], self._settings(args[4:])
+            return self._diff(f"account {name}", wanted, assocs.get((name, ""), {}))
+        if verb == "modify" and entity == "user":
+            where = self._settings(args[3 : args.index("set")])
+            wanted = self._settings(args[args.index("set") + 1 :])
+            have = assocs.get((where["account"], where["name"]), {})
+            return self._diff(f"user {where['name']} in {where['account']}", wanted, have)
+        return " ".join(args)  # an operation this diff does not know: always run it
+
+    @staticmethod
+    def _diff(what: str, wanted: dict[str, str], have: dict[str, str]) -> str | None:
+        changed = []
+        for key, value in wanted.items():
+            current = have.get(key, "")
+            if key == "grptres":
+                same = _tres(value) == _tres(current)
+            elif key in ("qos", "preempt"):
+                same = _names(value) == _names(current)
+            else:
+                same = value.lower() == current.lower()
+            if not same:
+                changed.append(f"{key} {current or '(none)'} -> {value}")
+        return f"{what}: " + "; ".join(changed) if changed else None

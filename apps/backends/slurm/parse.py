@@ -1,0 +1,264 @@
+"""Slurm's JSON (v0.0.38 shape, the same from `sinfo/squeue/sacct --json` and from slurmrestd) as console types."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from apps.backends.slurm.settings import CONSOLE_PREFIX, SlurmSettings
+from apps.backends.types import GpuInfo, NodeInfo, Placement, Taint, WorkloadState, WorkloadStatus
+from apps.fleet.catalog import catalog_by_code
+
+# Job states (22.05's job_state / sacct state.current) -> the console's.
+JOB_STATES = {
+    "PENDING": WorkloadState.PENDING,
+    "REQUEUED": WorkloadState.PENDING,
+    "REQUEUE_HOLD": WorkloadState.PENDING,
+    "REQUEUE_FED": WorkloadState.PENDING,
+    "CONFIGURING": WorkloadState.RUNNING,
+    "RUNNING": WorkloadState.RUNNING,
+    "COMPLETING": WorkloadState.RUNNING,
+    "RESIZING": WorkloadState.RUNNING,
+    "SUSPENDED": WorkloadState.RUNNING,
+    "STOPPED": WorkloadState.RUNNING,
+    "SIGNALING": WorkloadState.RUNNING,
+    "STAGE_OUT": WorkloadState.RUNNING,
+    "COMPLETED": WorkloadState.SUCCEEDED,
+    "FAILED": WorkloadState.FAILED,
+    "TIMEOUT": WorkloadState.FAILED,
+    "NODE_FAIL": WorkloadState.FAILED,
+    "OUT_OF_MEMORY": WorkloadState.FAILED,
+    "BOOT_FAIL": WorkloadState.FAILED,
+    "DEADLINE": WorkloadState.FAILED,
+    "SPECIAL_EXIT": WorkloadState.FAILED,
+    "CANCELLED": WorkloadState.CANCELLED,
+    "REVOKED": WorkloadState.CANCELLED,
+    "PREEMPTED": WorkloadState.PREEMPTED,
+}
+FINISHED_REASONS = {
+    "TIMEOUT": "TIMEOUT: the job ran past its time limit",
+    "NODE_FAIL": "NODE_FAIL: a node of the job failed",
+    "OUT_OF_MEMORY": "OUT_OF_MEMORY: the job ran out of memory",
+    "BOOT_FAIL": "BOOT_FAIL: a node failed to boot",
+    "DEADLINE": "DEADLINE: the job missed its deadline",
+    "PREEMPTED": "PREEMPTED: a higher-priority job took its resources",
+}
+# Node base states that can run jobs; DRAIN and friends are flags on top.
+READY_STATES = {"idle", "mixed", "allocated", "completing", "planned"}
+DOWN_STATES = {"down", "error", "fail", "failing", "future"}
+UNSCHEDULABLE_FLAGS = {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "RESERVED", "POWERED_DOWN"}
+NOT_RESPONDING = "NOT_RESPONDING"
+TAINT_FEATURE = "taint:"  # Slurm has no taints: the console keeps them as node features taint:<key>=<value>:<effect>
+
+_GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
+_IDX = re.compile(r"IDX:(?P<idx>[0-9,\-]+)")
+
+
+def epoch(value) -> datetime | None:
+    return datetime.fromtimestamp(value, tz=UTC) if isinstance(value, int) and value > 0 else None
+
+
+def gpu_gres(gres: str) -> tuple[str, int]:
+    """("a100", 8) from "gpu:a100:8(S:0-1),shard:8"; ("", n) for untyped GPUs; ("", 0) without GPUs."""
+    for part in re.split(r",(?![^(]*\))", gres or ""):
+        match = _GRES.match(part.strip())
+        if match:
+            return match["type"] or "", int(match["count"])
+    return "", 0
+
+
+def indexes(text: str) -> list[int]:
+    """[0, 1, 4] from "gpu:a100:3(IDX:0-1,4)"."""
+    match = _IDX.search(text or "")
+    if not match:
+        return []
+    out: list[int] = []
+    for part in match["idx"].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            out += range(int(low), int(high or low) + 1)
+    return out
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """gpu-[01-03],cpu-1 -> [gpu-01, gpu-02, gpu-03, cpu-1] (what `scontrol show hostnames` does)."""
+    out: list[str] = []
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", nodelist or ""):
+        match = re.fullmatch(r"(?P<head>[^\[]*)\[(?P<ranges>[^\]]*)\](?P<tail>.*)", item)
+        if not match:
+            out.append(item)
+            continue
+        for part in match["ranges"].split(","):
+            low, _, high = part.partition("-")
+            for n in range(int(low), int(high or low) + 1):
+                out.append(f"{match['head']}{str(n).zfill(len(low))}{match['tail']}")
+    return out
+
+
+def drained_by_console(reason: str) -> bool:
+    return reason.startswith(CONSOLE_PREFIX)
+
+
+def node_flags(node: dict) -> set[str]:
+    return {str(f).upper() for f in node.get("state_flags") or []}
+
+
+def node_unschedulable(node: dict) -> bool:
+    return bool(node_flags(node) & UNSCHEDULABLE_FLAGS) or str(node.get("state", "")).lower() in DOWN_STATES
+
+
+def node_taints(node: dict) -> list[Taint]:
+    taints = []
+    for feature in (node.get("features") or "").split(","):
+        if feature.startswith(TAINT_FEATURE):
+            key_value, _, effect = feature.removeprefix(TAINT_FEATURE).rpartition(":")
+            key, _, value = key_value.partition("=")
+            taints.append(Taint(key, value, effect or "NoSchedule"))
+    return taints
+
+
+def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, int], list[str]]) -> NodeInfo:
+    name = node["name"]
+    base = str(node.get("state", "")).lower()
+    flags = node_flags(node)
+    if base in DOWN_STATES:
+        state = "down"
+    elif base in READY_STATES and NOT_RESPONDING not in flags:
+        state = "ready"
+    else:
+        state = "not-ready"
+    reason = node.get("reason") or ""
+    gres_type, count = gpu_gres(node.get("gres", ""))
+    model = settings.model_of(gres_type) if gres_type else ""
+    memory = catalog_by_code().get(model, {}).get("memory_mib", 0)
+    health = "unknown" if state != "ready" else "healthy"
+    gpus = []
+    for index in range(count):
+        holders = allocations.get((name, index), [])
+        gpus.append(
+            GpuInfo(
+                index=index,
+                uuid=f"slurm:{settings.cluster}:{name}:{index}",  # Slurm knows no GPU UUIDs; DCGM does
+                model=gres_type or "gpu",
+                memory_mib=memory,
+                health=health,
+                allocated_to=holders,
+                allocated_fraction=1.0 if holders else 0.0,
+            )
+        )
+    labels = {
+        "slurm.schedmd.com/state": "+".join([base.upper(), *sorted(flags)]),
+        "slurm.schedmd.com/partitions": ",".join(node.get("partitions") or []),
+    }
+    if reason:
+        labels["slurm.schedmd.com/drained-by"] = "console" if drained_by_console(reason) else "admin"
+    features = [f for f in (node.get("active_features") or "").split(",") if f and not f.startswith(TAINT_FEATURE)]
+    if features:
+        labels["slurm.schedmd.com/features"] = ",".join(features)
+    partitions = node.get("partitions") or []
+    return NodeInfo(
+        name=name,
+        state=state,
+        state_reason=reason if drained_by_console(reason) or not reason else f"admin: {reason}",
+        unschedulable=node_unschedulable(node),
+        labels=labels,
+        taints=node_taints(node),
+        pool=partitions[0] if partitions else "",
+        gpu_model=model,
+        gpu_allocatable=count,
+        cpu_cores=int(node.get("cpus") or 0),
+        memory_mib=int(node.get("real_memory") or 0),
+        gpus=gpus,
+    )
+
+
+def job_placements(job: dict) -> list[Placement]:
+    """Nodes and GPU indexes of a running job (squeue / REST: gres_detail is one entry per node, in order)."""
+    nodes = hostnames(job.get("nodes") or "")
+    details = job.get("gres_detail") or []
+    return [Placement(node, indexes(details[i]) if i < len(details) else []) for i, node in enumerate(nodes)]
+
+
+def job_status(job: dict, backend_id: str) -> WorkloadStatus:
+    """A squeue / REST job as the console's status. The pending reason is Slurm's own (e.g. AssocGrpGRES)."""
+    raw = str(job.get("job_state", "")).upper()
+    state = JOB_STATES.get(raw, WorkloadState.UNKNOWN)
+    reason = ""
+    if state == WorkloadState.PENDING:
+        # state_description has the whole reason ("ReqNodeNotAvail, UnavailableNodes:gpu-03") when there is more.
+        short = "" if job.get("state_reason") in (None, "None") else job["state_reason"]
+        reason = job.get("state_description") or short
+    elif state in (WorkloadState.FAILED, WorkloadState.PREEMPTED):
+        reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {job.get('exit_code')}"
+        if job.get("state_reason") not in (None, "", "None"):
+            reason += f" ({job['state_reason']})"
+    started = epoch(job.get("start_time")) if state != WorkloadState.PENDING else None
+    finished = epoch(job.get("end_time")) if state.finished else None
+    return WorkloadStatus(
+        backend_id=backend_id,
+        state=state,
+        reason=reason,
+        placements=job_placements(job) if state == WorkloadState.RUNNING else [],
+        started_at=started,
+        finished_at=finished,
+        events=[f"Slurm job {job.get('job_id')}: {raw}"],
+    )
+
+
+def accounting_status(job: dict, backend_id: str) -> WorkloadStatus:
+    """A finished job from sacct / slurmdb (gone from the controller's memory)."""
+    raw = str((job.get("state") or {}).get("current", "")).upper()
+    state = JOB_STATES.get(raw, WorkloadState.UNKNOWN)
+    times = job.get("time") or {}
+    reason = ""
+    if state == WorkloadState.PENDING:
+        reason = (job.get("state") or {}).get("reason") or ""
+    elif state in (WorkloadState.FAILED, WorkloadState.PREEMPTED):
+        code = (job.get("exit_code") or {}).get("return_code")
+        reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {code}"
+    return WorkloadStatus(
+        backend_id=backend_id,
+        state=state,
+        reason=reason,
+        started_at=epoch(times.get("start")) if state != WorkloadState.PENDING else None,
+        finished_at=epoch(times.get("end")) if state.finished else None,
+        events=[f"Slurm job {job.get('job_id')}: {raw} (from accounting)"],
+    )
+
+
+def allocations(jobs: list[dict]) -> dict[tuple[str, int], list[str]]:
+    """(node, GPU index) -> names of the running jobs holding it."""
+    held: dict[tuple[str, int], list[str]] = {}
+    for job in jobs:
+        if JOB_STATES.get(str(job.get("job_state", "")).upper()) != WorkloadState.RUNNING:
+            continue
+        for placement in job_placements(job):
+            for index in placement.gpu_indexes:
+                held.setdefault((placement.node, index), []).append(job.get("name", ""))
+    return held
+
+
+def gpu_tres(job: dict) -> tuple[str, float]:
+    """(GRES type, GPUs) a job held, from accounting's tres.allocated: gres "gpu" (all types) and "gpu:<type>"."""
+    total, typed = None, {}
+    for tres in (job.get("tres") or {}).get("allocated") or []:
+        name = str(tres.get("name") or "")
+        if tres.get("type") != "gres" or not (name == "gpu" or name.startswith("gpu:")):
+            continue
+        if name == "gpu":
+            total = float(tres.get("count") or 0)
+        else:
+            typed[name.removeprefix("gpu:")] = float(tres.get("count") or 0)
+    return next(iter(typed), ""), total if total is not None else sum(typed.values())
+
+
+def tres_gpus(tres: str) -> tuple[str, float]:
+    """(GRES type, GPUs) from the controller's tres_alloc_str "cpu=1,...,gres/gpu=2,gres/gpu:a100=2"."""
+    total, typed = None, {}
+    for item in tres.split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu":
+            total = float(value)
+        elif key.startswith("gres/gpu:"):
+            typed[key.removeprefix("gres/gpu:")] = float(value)
+    return next(iter(typed), ""), total if total is not None else sum(typed.values())

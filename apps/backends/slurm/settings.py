@@ -1,0 +1,104 @@
+"""A Slurm cluster's connection settings: `Cluster.connection` keys, and the secret named by `secret_env`.
+
+Keys (all optional; docs/configuration.md lists them with examples):
+
+* slurm_cluster Slurm's ClusterName (slurm.conf), default: the console cluster's name
+* mode          "cli" (default): every call runs Slurm's commands; "rest": reads, submission and cancel go
+                through slurmrestd, the rest (node updates, sacct, sacctmgr) through the CLI
+* restd_url     slurmrestd's base URL, e.g. http://slurm-head:6820 (mode "rest")
+* restd_user    the user the JWT belongs to (X-SLURM-USER-NAME), default "root"; the JWT itself is the value
+                of the environment variable `Cluster.secret_env` names (never stored in the database)
+* ssh_host      run the CLI on this login node over SSH (e.g. "console@login01"); empty: run it locally
+* ssh_options   extra ssh arguments, e.g. ["-i", "/etc/gpu-console/id_ed25519", "-p", "2222"]
+* slurm_conf    SLURM_CONF for the local CLI (empty: Slurm's default /etc/slurm/slurm.conf)
+* partition     partition for jobs the console renders itself, default "gpu"
+* account, qos  account and QOS for those jobs when the workload has none (empty: Slurm's defaults)
+* output_dir    directory for job output files on the cluster's shared file system, default /var/log/gpu-console
+* job_path      PATH of jobs submitted by the local CLI, default /usr/local/bin:/usr/bin:/bin
+* submit_user   the Slurm user the console's jobs run as; quota push gives it an association with every queue
+                account (default: restd_user in mode "rest", the user of ssh_host, or the local user)
+* gres_models   GRES type -> console GPU model code where they differ, e.g. {"a100_80g": "a100"}
+* timeout_s     bound on every command or request, default 30
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass, field
+
+from apps.backends.base import PermanentBackendError
+
+MODES = ("cli", "rest")
+CONSOLE_PREFIX = "console: "  # the console's node reasons start with this; it resumes only those nodes
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    cluster: str  # Slurm's ClusterName
+    mode: str = "cli"
+    restd_url: str = ""
+    restd_user: str = "root"
+    token: str = ""
+    ssh_host: str = ""
+    ssh_options: tuple[str, ...] = ()
+    slurm_conf: str = ""
+    partition: str = "gpu"
+    account: str = ""
+    qos: str = ""
+    output_dir: str = "/var/log/gpu-console"
+    job_path: str = "/usr/local/bin:/usr/bin:/bin"
+    gres_models: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 30.0
+    submit_user: str = ""
+
+    @classmethod
+    def of(cls, cluster) -> SlurmSettings:
+        conn = dict(cluster.connection or {})
+        mode = conn.get("mode") or ("rest" if conn.get("restd_url") else "cli")
+        if mode not in MODES:
+            raise PermanentBackendError(f"connection.mode {mode!r} is not one of {', '.join(MODES)}")
+        token = ""
+        if mode == "rest":
+            if not conn.get("restd_url"):
+                raise PermanentBackendError("connection.restd_url is required with mode 'rest'")
+            if not cluster.secret_env:
+                raise PermanentBackendError("mode 'rest' needs secret_env: the environment variable holding the JWT")
+            token = os.environ.get(cluster.secret_env, "")
+            if not token:
+                raise PermanentBackendError(f"the environment variable {cluster.secret_env} (the JWT) is not set")
+        ssh_host = str(conn.get("ssh_host", ""))
+        restd_user = str(conn.get("restd_user") or "root")
+        default_user = restd_user if mode == "rest" else ssh_host.rpartition("@")[0] or getpass.getuser()
+        options = conn.get("ssh_options") or []
+        if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+            raise PermanentBackendError("connection.ssh_options must be a list of strings")
+        return cls(
+            cluster=str(conn.get("slurm_cluster") or cluster.name),
+            mode=mode,
+            restd_url=str(conn.get("restd_url", "")).rstrip("/"),
+            restd_user=restd_user,
+            token=token,
+            ssh_host=ssh_host,
+            ssh_options=tuple(options),
+            slurm_conf=str(conn.get("slurm_conf", "")),
+            partition=str(conn.get("partition") or "gpu"),
+            account=str(conn.get("account", "")),
+            qos=str(conn.get("qos", "")),
+            output_dir=str(conn.get("output_dir") or "/var/log/gpu-console"),
+            job_path=str(conn.get("job_path") or "/usr/local/bin:/usr/bin:/bin"),
+            gres_models=dict(conn.get("gres_models") or {}),
+            timeout_s=float(conn.get("timeout_s") or 30),
+            submit_user=str(conn.get("submit_user") or default_user),
+        )
+
+    def model_of(self, gres_type: str) -> str:
+        """The console GPU model code of a GRES type."""
+        return self.gres_models.get(gres_type, gres_type)
+
+    def gres_of(self, model: str) -> str:
+        """The GRES type of a console GPU model code."""
+        for gres, code in self.gres_models.items():
+            if code == model:
+                return gres
+        return model

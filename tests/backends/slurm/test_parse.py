@@ -1,0 +1,99 @@
+"""Slurm's formats the backend reads and writes, without a cluster: node lists, GRES strings, job JSON,
+and the translation of #SBATCH lines into slurmrestd's v0.0.38 job description."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.backends.base import PermanentBackendError
+from apps.backends.slurm import parse
+from apps.backends.slurm.rest import job_properties
+from apps.backends.slurm.script import sbatch_script
+from apps.backends.slurm.settings import SlurmSettings
+from apps.backends.types import WorkloadSpec, WorkloadState
+from apps.workloads.render import render_slurm
+from tests.workloads.render.cases import spec_of
+
+SETTINGS = SlurmSettings(cluster="c", output_dir="/shared/out", job_path="/opt/bin:/usr/bin")
+
+
+def test_hostnames_expand_slurm_node_lists():
+    assert parse.hostnames("gpu-[01-03,07],login1,n[8-10]x") == [
+        "gpu-01", "gpu-02", "gpu-03", "gpu-07", "login1", "n8x", "n9x", "n10x",
+    ]  # fmt: skip
+    assert parse.hostnames("") == []
+
+
+@pytest.mark.parametrize(
+    ("gres", "expected"),
+    [
+        ("gpu:a100:8", ("a100", 8)),
+        ("gpu:a100:8(S:0-1),shard:16", ("a100", 8)),
+        ("shard:4,gpu:2", ("", 2)),
+        ("(null)", ("", 0)),
+    ],
+)
+def test_gpu_gres(gres, expected):
+    assert parse.gpu_gres(gres) == expected
+
+
+def test_gpu_indexes_of_a_gres_detail():
+    assert parse.indexes("gpu:a100:3(IDX:0-1,4)") == [0, 1, 4]
+    assert parse.indexes("gpu:a100:0(IDX:N/A)") == []
+
+
+def test_job_states_and_reasons():
+    pending = {"job_id": 7, "job_state": "PENDING", "state_reason": "AssocGrpGRES", "state_description": ""}
+    assert parse.job_status(pending, "x").reason == "AssocGrpGRES"
+    described = {
+        **pending,
+        "state_reason": "ReqNodeNotAvail",
+        "state_description": "ReqNodeNotAvail, UnavailableNodes:n1",
+    }
+    assert parse.job_status(described, "x").reason.endswith("UnavailableNodes:n1")
+    timeout = parse.job_status({"job_id": 7, "job_state": "TIMEOUT", "end_time": 100}, "x")
+    assert timeout.state == WorkloadState.FAILED and timeout.reason.startswith("TIMEOUT")
+    assert parse.job_status({"job_state": "PREEMPTED"}, "x").state == WorkloadState.PREEMPTED
+    assert parse.job_status({"job_state": "NODE_FAIL"}, "x").reason.startswith("NODE_FAIL")
+
+
+def test_usage_reads_typed_and_untyped_gpu_tres():
+    tres = {
+        "allocated": [{"type": "gres", "name": "gpu", "count": 8}, {"type": "gres", "name": "gpu:a100", "count": 8}]
+    }
+    assert parse.gpu_tres({"tres": tres}) == ("a100", 8)
+    assert parse.gpu_tres({"tres": {"allocated": [{"type": "cpu", "name": None, "count": 4}]}}) == ("", 0)
+
+
+def test_a_bare_spec_becomes_one_quoted_srun_step():
+    spec = WorkloadSpec(
+        name="w1", tenant="t", gpu_model="a100", workers=2, gpus_per_worker=4, command=["echo", "$(id)"]
+    )
+    script = sbatch_script(spec, SETTINGS)
+    assert "#SBATCH --nodes=2\n" in script and "#SBATCH --gres=gpu:a100:4\n" in script
+    assert script.rstrip().endswith("srun --kill-on-bad-exit=1 echo '$(id)'")
+    with pytest.raises(PermanentBackendError, match="nothing to run"):
+        sbatch_script(WorkloadSpec(name="w2", tenant="t"), SETTINGS)
+
+
+def test_rest_job_description_from_the_workloads_renderer_script():
+    from tests.workloads.render.cases import slurm_context
+
+    script = render_slurm(spec_of("slurm-training.sh"), slurm_context()).script
+    job = job_properties(script, SETTINGS)
+    assert job["account"] == "acme_train" and job["qos"] == "training" and job["partition"] == "gpu"
+    assert job["nodes"][0] == job["nodes"][1] and job["tasks_per_node"] == 1
+    assert job["tasks"] == job["nodes"][0]
+    assert job["gres"].startswith("gpu:") and job["environment"] == {"PATH": "/opt/bin:/usr/bin"}
+    assert job["current_working_directory"] == "/shared/out"
+
+
+def test_rest_refuses_directives_v0038_cannot_express():
+    with pytest.raises(PermanentBackendError, match="--switches"):
+        job_properties("#!/bin/bash\n#SBATCH --switches=1\ntrue\n", SETTINGS)
+    assert job_properties("#!/bin/bash\n#SBATCH --time=1-00:00:30\ntrue\n", SETTINGS)["time_limit"] == 1441
+
+
+def test_usage_reads_the_controllers_tres_string():
+    assert parse.tres_gpus("cpu=1,mem=1G,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2") == ("a100", 2)
+    assert parse.tres_gpus("cpu=1,mem=1G") == ("", 0)

@@ -1,0 +1,206 @@
+"""The Slurm backend against the real local cluster: gang jobs, Slurm's refusals, drain/resume with reasons,
+usage as sacct reports it, quota push (dry-run diff, apply, GrpTRES holding), cancel verification."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from apps.backends.base import NotFoundError, PermanentBackendError
+from apps.backends.types import WorkloadSpec, WorkloadState
+from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from tests.backends.slurm.conftest import unique, wait_for
+
+DONE = {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}
+
+
+def sleep_spec(name: str, seconds: int = 2, **fields) -> WorkloadSpec:
+    fields.setdefault("gpu_model", "a100")
+    return WorkloadSpec(name=name, tenant="t", command=["sleep", str(seconds)], duration_s=seconds + 120, **fields)
+
+
+def job_script(name: str, node: str, jobs_dir: str, *, gpus: int = 1, account: str = "") -> str:
+    """An sbatch script that sleeps 2 s, pinned to `node` unless it is empty."""
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --gres=gpu:a100:{gpus}",
+        "#SBATCH --time=5",
+        f"#SBATCH --output={jobs_dir}/%x-%j.out",
+    ]
+    if node:
+        lines.append(f"#SBATCH --nodelist={node}")
+    if account:
+        lines.append(f"#SBATCH --account={account}")
+    return "\n".join([*lines, "sleep 2", ""])
+
+
+def state_of(backend, name):
+    return backend.status([name])[name]
+
+
+def wait_state(backend, name, states, timeout=60.0):
+    return wait_for(lambda: (s := state_of(backend, name)).state in states and s, f"{name} in {states}", timeout)
+
+
+def test_two_gpu_job_runs_on_two_gpus_and_completes(slurm_backend, cleanup):
+    name = unique("two")
+    cleanup[0].append(name)
+    result = slurm_backend.submit(sleep_spec(name, gpus_per_worker=2))
+    assert result.backend_id == name and re.match(r"Slurm job \d+", result.reason)
+    running = wait_state(slurm_backend, name, {WorkloadState.RUNNING})
+    [placement] = running.placements
+    assert len(placement.gpu_indexes) == 2
+    done = wait_state(slurm_backend, name, DONE)
+    assert done.state == WorkloadState.SUCCEEDED and done.finished_at is not None
+
+
+def test_gang_job_of_four_nodes_by_eight_gpus_runs_on_all_four(slurm_backend, cleanup):
+    name = unique("gang")
+    cleanup[0].append(name)
+    slurm_backend.submit(sleep_spec(name, seconds=3, workers=4, gpus_per_worker=8))
+    running = wait_state(slurm_backend, name, {WorkloadState.RUNNING})
+    assert {p.node for p in running.placements} == {"gpu-01", "gpu-02", "gpu-03", "gpu-04"}
+    assert all(p.gpu_indexes == list(range(8)) for p in running.placements)
+    held = [g for n in slurm_backend.inventory().nodes for g in n.gpus if name in g.allocated_to]
+    assert len(held) == 32
+    assert wait_state(slurm_backend, name, DONE).state == WorkloadState.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"gpus_per_worker": 9}, {"gpu_model": "h100"}, {"workers": 5, "gpus_per_worker": 1}],
+    ids=["9-gpus-on-an-8-gpu-node", "unknown-gpu-type", "5-nodes-of-4"],
+)
+def test_impossible_job_is_a_permanent_error_with_slurms_message(slurm_backend, cleanup, fields):
+    name = unique("impossible")
+    cleanup[0].append(name)
+    with pytest.raises(PermanentBackendError) as caught:
+        slurm_backend.submit(sleep_spec(name, **fields))
+    message = str(caught.value)
+    assert "Batch job submission failed" in message
+    assert "Requested node configuration is not available" in message or "Node count specification" in message
+
+
+def test_drained_node_holds_a_pinned_job_with_the_reason_then_resume_runs_it(slurm_backend, cleanup, local_slurm):
+    node, name = "gpu-03", unique("pinned")
+    cleanup[0].append(name)
+    cleanup[1].add(node)
+    slurm_backend.drain(node, "xid 79 on GPU 3")
+    info = next(n for n in slurm_backend.inventory().nodes if n.name == node)
+    assert info.unschedulable and info.state_reason == "console: xid 79 on GPU 3"
+    assert info.labels["slurm.schedmd.com/drained-by"] == "console"
+
+    spec = WorkloadSpec(name=name, tenant="t", manifest=job_script(name, node, local_slurm.jobs_dir))
+    slurm_backend.submit(spec)
+    pending = wait_for(
+        lambda: (s := state_of(slurm_backend, name)).state == WorkloadState.PENDING
+        and "ReqNodeNotAvail" in s.reason
+        and s,
+        "the pinned job to wait for its node",
+    )
+    assert node in pending.reason
+    slurm_backend.resume(node)
+    assert not next(n for n in slurm_backend.inventory().nodes if n.name == node).unschedulable
+    running = wait_state(slurm_backend, name, {WorkloadState.RUNNING, WorkloadState.SUCCEEDED})
+    if running.state == WorkloadState.RUNNING:
+        assert {p.node for p in running.placements} == {node}
+    assert wait_state(slurm_backend, name, DONE).state == WorkloadState.SUCCEEDED
+
+
+def test_a_node_an_admin_drained_is_reported_and_never_resumed_by_the_console(slurm_backend, cleanup, local_slurm):
+    node = "gpu-04"
+    cleanup[1].add(node)
+    local_slurm.run("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=PSU failure")
+    info = next(n for n in slurm_backend.inventory().nodes if n.name == node)
+    assert info.unschedulable and info.state_reason == "admin: PSU failure"
+    assert info.labels["slurm.schedmd.com/drained-by"] == "admin"
+
+    with pytest.raises(PermanentBackendError, match="drained by root outside the console"):
+        slurm_backend.resume(node)
+    slurm_backend.cordon(node, "console wants it too")  # keeps the admin's reason
+    shown = local_slurm.run("sinfo", "-h", "-n", node, "-o", "%T|%E").stdout.strip()
+    assert shown == "drained|PSU failure"
+
+
+def test_usage_is_gpus_times_the_seconds_sacct_reports(slurm_backend, cleanup, local_slurm):
+    since = slurm_backend.inventory().taken_at
+    name = unique("usage")
+    cleanup[0].append(name)
+    slurm_backend.submit(sleep_spec(name, seconds=2, gpus_per_worker=2))
+    assert wait_state(slurm_backend, name, DONE).state == WorkloadState.SUCCEEDED
+
+    def accounted():
+        out = local_slurm.run("sacct", "-X", "-n", "-P", f"--name={name}", "-o", "ElapsedRaw,AllocTRES,State").stdout
+        return out.strip() if "COMPLETED" in out else None
+
+    elapsed, tres, _ = wait_for(accounted, "sacct to record the job").split("|")
+    gpus = int(re.search(r"gres/gpu=(\d+)", tres).group(1))
+    [record] = [r for r in slurm_backend.usage_since(since) if r.backend_id == name]
+    assert gpus == 2 and record.gpu_model == "a100" and record.gpu_fraction == 2
+    assert record.gpu_seconds == gpus * int(elapsed)
+
+
+def test_cancel_verifies_and_unknown_ids_are_not_found(slurm_backend, cleanup):
+    name = unique("cancel")
+    cleanup[0].append(name)
+    slurm_backend.submit(sleep_spec(name, seconds=600))
+    wait_state(slurm_backend, name, {WorkloadState.RUNNING})
+    assert slurm_backend.cancel(name).state == WorkloadState.CANCELLED
+    with pytest.raises(NotFoundError):
+        slurm_backend.cancel("99999999")  # scancel itself exits 0 for this
+
+
+def quota_state(tenant: str, account: str, *, limit: int) -> DesiredState:
+    return DesiredState(
+        cluster="gpuc",
+        tenants=(TenantSpec(tenant, tenant, None),),
+        queues=(QueueSpec(tenant, "train", slurm_account=account, quotas=(QuotaLine("a100", limit, 0),)),),
+        tiers=(TierSpec("gpuc-high", 1000, False, False), TierSpec("gpuc-low", 100, True, True)),
+        gpu_models=(GpuModelRef("a100", "A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB", "a100"),),
+    )
+
+
+def test_quota_push_diffs_applies_converges_and_grptres_holds(slurm_backend, cleanup, local_slurm):
+    tenant = unique("qt").replace("-", "")
+    account = f"{tenant}_train"
+    pusher = slurm_backend.quota_pusher()
+    state = quota_state(tenant, account, limit=4)
+    try:
+        plan = pusher.plan(state)
+        diff = "\n".join(plan.diff())
+        assert f"add account {tenant} under root" in diff and f"add account {account} under {tenant}" in diff
+        assert f"add user root to account {account}" in diff
+        assert re.search(rf"account {account}: .*grptres \(none\) -> gres/gpu=4,gres/gpu:a100=4", diff), diff
+        # A dry run changes nothing.
+        assert account not in local_slurm.run("sacctmgr", "-n", "-P", "show", "account", "format=account").stdout
+        result = pusher.apply(plan)
+        assert result.applied == len(plan.changes)
+        again = pusher.plan(state)
+        assert again.changes == [] and again.unchanged == result.applied + plan.unchanged
+        assoc = local_slurm.run(
+            "sacctmgr", "-n", "-P", "show", "assoc", f"account={account}", "format=user,grptres,qos,defaultqos"
+        ).stdout
+        assert "|gres/gpu:a100=4,gres/gpu=4|gpuc-high,gpuc-low|gpuc-low" in assoc
+        qos = local_slurm.run("sacctmgr", "-n", "-P", "show", "qos", "gpuc-high", "format=preempt,preemptmode").stdout
+        assert qos.strip() == "gpuc-low|cluster"
+
+        over, within = unique("over"), unique("within")
+        cleanup[0].extend([over, within])
+        script = job_script(over, "", local_slurm.jobs_dir, gpus=8, account=account)
+        slurm_backend.submit(WorkloadSpec(name=over, tenant=tenant, manifest=script))
+        waiting = wait_for(
+            lambda: (s := state_of(slurm_backend, over)).reason.startswith("AssocGrp") and s,
+            "the job beyond GrpTRES to wait on its association's limit",
+        )
+        assert waiting.state == WorkloadState.PENDING and waiting.reason == "AssocGrpGRES"
+        fits = job_script(within, "gpu-01", local_slurm.jobs_dir, gpus=2, account=account)
+        slurm_backend.submit(WorkloadSpec(name=within, tenant=tenant, manifest=fits))
+        assert wait_state(slurm_backend, within, DONE).state == WorkloadState.SUCCEEDED
+        assert state_of(slurm_backend, over).state == WorkloadState.PENDING
+    finally:
+        for name in cleanup[0]:
+            local_slurm.run("scancel", f"--name={name}", check=False)
+        local_slurm.run("sacctmgr", "-i", "delete", "account", account, check=False)
+        local_slurm.run("sacctmgr", "-i", "delete", "account", tenant, check=False)
