@@ -64,7 +64,7 @@ class PushQuotaOperation(OperationHandler):
             if self.operation.params.get("dry_run"):
                 if not hasattr(backend, "quota_plan"):
                     raise OperationFailed(f"{cluster.kind} clusters have no dry-run preview of a quota push")
-                changes = backend.quota_plan()
+                changes = backend.quota_plan(quota_specs(cluster))
                 changed = [c for c in changes if c.action != "unchanged"]
                 for change in changed:
                     self.log(f"would {change.describe()}")

@@ -29,6 +29,17 @@ class Change:
     description: str
 
 
+@dataclass(frozen=True)
+class PlannedChange:
+    """One line of a push preview, shaped like the Kubernetes backend's (`action`, `describe()`)."""
+
+    action: str  # "change" or "unchanged"
+    text: str = ""
+
+    def describe(self) -> str:
+        return self.text
+
+
 @dataclass
 class QuotaPlan:
     """The dry-run diff: what apply() would run, what is already so, and what cannot be pushed."""
@@ -39,6 +50,12 @@ class QuotaPlan:
 
     def diff(self) -> list[str]:
         return [c.description for c in self.changes]
+
+    def preview(self) -> list[PlannedChange]:
+        """The sacctmgr operations a push would run, then one entry per association or QOS already right."""
+        return [PlannedChange("change", f"run sacctmgr: {c.description}") for c in self.changes] + [
+            PlannedChange("unchanged") for _ in range(self.unchanged)
+        ]
 
 
 def _tres(text: str) -> dict[str, str]:

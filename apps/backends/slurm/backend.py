@@ -302,6 +302,11 @@ class SlurmBackend(Backend):
     def push_quota(self, quotas: list[QuotaSpec]) -> PushResult:
         return QuotaPusher(self.cli, self.settings).push_quotas(quotas)
 
+    def quota_plan(self, quotas: list[QuotaSpec]) -> list:
+        """What a push of `quotas` would change, diffed against `sacctmgr show`, changing nothing."""
+        pusher = QuotaPusher(self.cli, self.settings)
+        return pusher.plan(pusher.state_of(quotas)).preview()
+
     def quota_pusher(self) -> QuotaPusher:
         """Dry-run and apply a tenancy DesiredState (what the quota push operation uses)."""
         return QuotaPusher(self.cli, self.settings)
