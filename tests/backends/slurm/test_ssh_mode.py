@@ -39,7 +39,7 @@ class TestSlurmOverSshContract(test_contract.TestSlurmContract):
 def test_connection_says_it_runs_over_ssh(local_slurm, ssh_login_node):
     report = ssh_backend(local_slurm, ssh_login_node).test_connection()
     assert report.ok, report.message
-    assert report.server_version.startswith("slurm ")
+    assert "22.05" in report.server_version  # sinfo --version, run on the login node
     assert "every call runs Slurm's CLI over SSH on root@127.0.0.1" in report.notes
 
 
@@ -90,9 +90,12 @@ def test_a_job_named_with_spaces_and_quotes_is_found_and_cancelled_by_that_name(
     output = f"--output={local_slurm.jobs_dir}/ssh-%j.out"
     local = local_slurm.run("sbatch", "--parsable", f"--job-name={name}", "--partition=gpu", output, "--wrap=sleep 600")
     job_id = local.stdout.strip()
-    assert backend.status(name).state in (WorkloadState.PENDING, WorkloadState.RUNNING)
-    backend.cancel(name)
-    assert backend.status(job_id).state == WorkloadState.CANCELLED
+    assert backend.status([name])[name].state in (WorkloadState.PENDING, WorkloadState.RUNNING)
+    # cancel looks the job up with `squeue --name=<name>`, run on the login node through ssh
+    assert backend.cancel(name).state == WorkloadState.CANCELLED
+    assert backend.status([job_id])[job_id].state == WorkloadState.CANCELLED
+    shown = local_slurm.run("squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%j").stdout
+    assert shown.strip() == name
 
 
 def test_a_login_node_that_does_not_answer_is_a_retryable_error_naming_ssh(local_slurm, ssh_login_node):
