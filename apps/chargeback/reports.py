@@ -63,14 +63,14 @@ def allocation_vs_use(period: Period, tenant_ids: set[int] | None) -> list[dict]
     return [
         {
             "type": "scatter",
-            "mode": "lines",
+            "mode": "lines+markers",  # a month's first day is one point: draw it
             "name": "allocated GPU-h",
             "x": days,
             "y": [_hours(r["allocated"]) for r in rows],
         },
         {
             "type": "scatter",
-            "mode": "lines",
+            "mode": "lines+markers",  # a month's first day is one point: draw it
             "name": "utilized GPU-h",
             "x": days,
             "y": [_hours(r["used"]) for r in rows],
