@@ -58,10 +58,12 @@ class Cli:
         raise self.error(argv, result)
 
     def call(self, argv: list[str], *, stdin: str | None = None) -> subprocess.CompletedProcess:
+        # No input: /dev/null, never the caller's stdin, which ssh would otherwise read and forward.
+        given = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
         try:
             return subprocess.run(  # noqa: S603  (an argument vector, no shell)
                 self.argv(argv),
-                input=stdin,
+                **given,
                 capture_output=True,
                 text=True,
                 timeout=self.settings.timeout_s,

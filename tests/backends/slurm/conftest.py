@@ -14,6 +14,7 @@ import pytest
 
 from apps.backends.slurm.backend import SlurmBackend
 from apps.fleet.models import Cluster
+from tests.sshd_login_node import ssh_login_node  # noqa: F401  (the login node of the SSH mode tests)
 
 NODES = ["gpu-01", "gpu-02", "gpu-03", "gpu-04"]
 
