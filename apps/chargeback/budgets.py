@@ -101,6 +101,25 @@ def spend_of(tenant: Tenant, now: datetime | None = None) -> Spend:
     )
 
 
+def _notify_owners(budget: SpendBudget, threshold: int, spend: Decimal, pct: Decimal, period: Period) -> None:
+    """The tenant's notification channels (and its parents') hear of each threshold crossed, once."""
+    from django.apps import apps
+
+    if not apps.is_installed("apps.health"):
+        return
+    from apps.health.services.notify import notify_tenant_owners
+
+    tenant = budget.tenant
+    subject = f"{tenant.slug}: {threshold} % of the {period} GPU budget spent"
+    text = (
+        f"{tenant.name} ({tenant.slug}) has spent {spend} {budget.currency} of its monthly budget of "
+        f"{budget.monthly_amount} {budget.currency} ({pct:.1f} %) in {period}."
+    )
+    if budget.block_preemptible_when_over and threshold >= 100:
+        text += " Preemptible work is no longer admitted until the budget is raised or the month ends."
+    notify_tenant_owners(subject, text, tenant)
+
+
 def check_budgets(now: datetime | None = None) -> int:
     """Raise alerts for thresholds crossed this period and keep `over_since` current. Returns alerts raised."""
     now = now or timezone.now()
@@ -131,6 +150,7 @@ def check_budgets(now: datetime | None = None) -> int:
                     f"({pct:.1f} %) in {period}: past {threshold} %",
                     after={"threshold": threshold, "spend": spend, "period": period.label, "alert": alert.pk},
                 )
+                _notify_owners(budget, threshold, spend, pct, period)
                 transaction.on_commit(
                     lambda b=budget, t=threshold, s=spend: budget_threshold_crossed.send(
                         sender=SpendBudget, budget=b, threshold=t, spend=s, period=period

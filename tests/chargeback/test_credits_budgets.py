@@ -140,3 +140,24 @@ def test_cost_to_date_and_budget_reach_the_console_metrics(fleet, personas, clie
     }
     assert got[("gpuc_cost_to_date", "a-team")] == 20.0 and got[("gpuc_cost_to_date", "a")] == 20.0  # rolled up
     assert got[("gpuc_spend_budget", "a")] == 10.0 and ("gpuc_cost_to_date", "b") not in got
+
+
+def test_budget_thresholds_reach_the_tenants_channels_once(fleet, personas, django_capture_on_commit_callbacks):
+    from django.core import mail
+
+    from apps.health.models import NotificationChannel
+
+    NotificationChannel.objects.create(tenant=personas.a, kind="email", target="finance-a@example.com")
+    NotificationChannel.objects.create(tenant=personas.b, kind="email", target="b@example.com")  # not theirs
+    NotificationChannel.objects.create(kind="email", target="oncall@example.com")  # budgets are not on-call's
+    chargeback.set_spend_budget(fleet["admin"], tenant=personas.a, monthly_amount="25.00")
+    ingest(fleet["cluster"], [usage("a-team", "train", "h100", 8, month_start(timezone.now()), 1)])  # 20.00: 80 %
+    with django_capture_on_commit_callbacks(execute=True):
+        assert check_budgets() == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        assert check_budgets() == 0
+    assert [m.to for m in mail.outbox] == [["finance-a@example.com"], ["finance-a@example.com"]]
+    assert sorted(m.subject for m in mail.outbox) == [
+        f"a: {t} % of the {month_start(timezone.now()):%Y-%m} GPU budget spent" for t in (50, 80)
+    ]
+    assert "20.00 USD of its monthly budget of 25.00 USD (80.0 %)" in mail.outbox[-1].body

@@ -91,6 +91,15 @@ def notify_service_alert(subject: str, text: str, tenant) -> None:
     _queue([_row(None, c.kind, c.target, ONCALL if c.tenant_id is None else OWNERS, subject, text) for c in channels])
 
 
+def notify_tenant_owners(subject: str, text: str, tenant) -> int:
+    """A message for a tenant's owners (e.g. a spend budget crossing a threshold): the channels of the tenant
+    and of its ancestors, not on-call's. Call inside the transaction that records what happened."""
+    channels = NotificationChannel.objects.filter(tenant_id__in=set(tenant.ancestor_ids()), enabled=True)
+    rows = [_row(None, c.kind, c.target, OWNERS, subject, text) for c in channels]
+    _queue(rows)
+    return len(rows)
+
+
 def _row(incident, kind: str, target: str, audience: str, subject: str, text: str) -> Notification:
     return Notification(
         incident=incident, kind=kind, target=target, audience=audience, subject=subject[:300], text=text
