@@ -45,7 +45,7 @@ def seed_wait_history(cluster, hours: int = 24, history=HISTORY) -> int:
             for n in range(per_hour):
                 created = now - timedelta(hours=hour, minutes=rng.randrange(60))
                 wait = timedelta(seconds=rng.expovariate(1 / (typical * busy)))
-                started = created + wait
+                started = min(created + wait, now - timedelta(minutes=1))  # history: never in the future
                 rows.append(
                     Workload(
                         kind="inference" if tier == "online-inference" else "training",
@@ -62,7 +62,7 @@ def seed_wait_history(cluster, hours: int = 24, history=HISTORY) -> int:
                         backend_name=f"{PREFIX}{slug}-{queue_name}-{hour}-{n}"[:63],
                         created_at=created,
                         started_at=started,
-                        finished_at=started + timedelta(minutes=rng.randrange(10, 90)),
+                        finished_at=min(started + timedelta(minutes=rng.randrange(10, 90)), now),
                     )
                 )
     submitted = [row.created_at for row in rows]

@@ -80,3 +80,5 @@ def test_demo_history_fills_the_charts_once(fleet, personas, api):
     assert sum(p["count"] for p in series["points"]) == 12
     assert all(p["p50"] <= p["p90"] <= p["p99"] for p in series["points"])
     assert len({p["t"] for p in series["points"]}) >= 6  # spread over the hours, not all "now"
+    history = Workload.objects.filter(name__startswith="hist-")
+    assert all(w.created_at <= w.started_at <= w.finished_at <= timezone.now() for w in history)
