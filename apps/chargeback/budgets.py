@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 import django.dispatch
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import DecimalField, F, Sum
 from django.utils import timezone
 
@@ -164,15 +164,19 @@ def check_admission(tenant: Tenant, tier) -> None:
     """Refuse preemptible work for a tenant whose own or an ancestor's budget is over and says so (one query)."""
     if not tier.preemptible:
         return
-    budget = (
-        SpendBudget.objects.filter(
-            tenant_id__in=tenant.ancestor_ids(), block_preemptible_when_over=True, over_since__isnull=False
+    ancestors = tenant.ancestor_ids() or [tenant.pk]
+    # Every preemptible submission asks: plain SQL, without the ORM's per-call query compilation.
+    with connection.cursor() as cursor:
+        marks = ", ".join(["%s"] * len(ancestors))
+        cursor.execute(
+            "SELECT id FROM chargeback_spendbudget WHERE block_preemptible_when_over "  # noqa: S608 - marks only
+            f"AND over_since IS NOT NULL AND tenant_id IN ({marks}) LIMIT 1",
+            ancestors,
         )
-        .select_related("tenant")
-        .first()
-    )
-    if budget is None:
+        row = cursor.fetchone()
+    if row is None:
         return
+    budget = SpendBudget.objects.select_related("tenant").get(pk=row[0])
     raise Conflict(
         f"Tenant {budget.tenant.slug} is over its monthly spend budget ({budget.monthly_amount} {budget.currency}) "
         f"since {budget.over_since:%Y-%m-%d %H:%M} UTC, and its budget policy admits no preemptible work: "
