@@ -1,5 +1,6 @@
 """Submission end to end on the simulator: idempotency, admission, the outbox, reconcile, cancel, crash safety."""
 
+import json
 from datetime import timedelta
 from unittest import mock
 
@@ -252,3 +253,27 @@ def test_a_claim_left_by_a_failed_submission_is_released(fleet, personas, api):
     assert services.release_orphan_claims() == 1
     orphan.refresh_from_db()
     assert orphan.state == "released"
+
+
+def test_the_submission_response_is_the_serializers_short_form(fleet, personas):
+    from rest_framework.renderers import JSONRenderer
+
+    from apps.workloads.api.serializers import WorkloadSerializer, short_form
+
+    def as_json(data) -> dict:
+        return json.loads(JSONRenderer().render(data))
+
+    member = fresh(personas.member_a)
+    states = []
+    for name, extra, key in (
+        ("fits", {"workers": 2}, "k1"),
+        ("waits", {}, "k2"),
+        ("nope", {"gpu_model": "a100"}, "k3"),
+        ("fits", {"workers": 2}, "k1"),  # a replay: the workload as read back from the database
+    ):
+        workload, _ = services.submit_workload(
+            member, kind="training", spec=training_spec(name=name, **extra), idempotency_key=key
+        )
+        assert as_json(short_form(workload)) == as_json(WorkloadSerializer(workload).data)
+        states.append(workload.state)
+    assert states == ["admitted", "pending", "rejected", "admitted"]

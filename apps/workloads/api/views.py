@@ -15,6 +15,7 @@ from apps.workloads.api.serializers import (
     WorkloadDetailSerializer,
     WorkloadSerializer,
     WorkloadSubmitSerializer,
+    short_form,
 )
 from apps.workloads.filtersets import WorkloadFilterSet
 from apps.workloads.models import Workload, WorkloadTemplate
@@ -29,7 +30,7 @@ IDEMPOTENCY = OpenApiParameter(
 
 
 def _submitted(workload: Workload, created: bool) -> Response:
-    body = WorkloadSerializer(workload).data  # the short form: the timeline is at GET /workloads/{id}/
+    body = short_form(workload)  # WorkloadSerializer's fields; the timeline is at GET /workloads/{id}/
     return Response(
         body,
         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
