@@ -11,8 +11,8 @@ LOGS_URL_PLACEHOLDERS = ("name", "namespace", "workload_id", "tenant", "queue", 
 METRICS_URL_PLACEHOLDERS = ("name", "service", "namespace", "port", "cluster")
 
 
-def logs_url_error(template, placeholders: tuple[str, ...] = LOGS_URL_PLACEHOLDERS) -> str:
-    """Why a URL template (`logs_url` by default) is unusable ('' when it is fine)."""
+def url_template_error(template, placeholders: tuple[str, ...] = LOGS_URL_PLACEHOLDERS) -> str:
+    """Why a URL template (`logs_url`, or another with its own placeholders) is unusable ('' if fine)."""
     if not isinstance(template, str) or not template.startswith(("https://", "http://")):
         return "Must be an http:// or https:// URL template, e.g. https://grafana.example/explore?q={name}."
     try:

@@ -19,7 +19,7 @@ from apps.backends.registry import backend_class, get_backend
 from apps.backends.types import ConnectionReport
 from apps.core.errors import Conflict, InvalidInput
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields
-from apps.fleet.links import METRICS_URL_PLACEHOLDERS, logs_url_error
+from apps.fleet.links import METRICS_URL_PLACEHOLDERS, url_template_error
 from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
 
 logger = logging.getLogger(__name__)
@@ -70,10 +70,10 @@ def _validated(cluster: Cluster) -> None:
     except ValidationError as exc:
         raise InvalidInput("Invalid cluster.", exc.message_dict) from exc
     logs_url = (cluster.connection or {}).get("logs_url")
-    if logs_url is not None and (problem := logs_url_error(logs_url)):
+    if logs_url is not None and (problem := url_template_error(logs_url)):
         raise InvalidInput(f"connection.logs_url: {problem}", {"connection": f"logs_url: {problem}"})
     metrics_url = (cluster.connection or {}).get("inference_metrics_url")
-    if metrics_url is not None and (problem := logs_url_error(metrics_url, METRICS_URL_PLACEHOLDERS)):
+    if metrics_url is not None and (problem := url_template_error(metrics_url, METRICS_URL_PLACEHOLDERS)):
         message = f"inference_metrics_url: {problem}"
         raise InvalidInput(f"connection.{message}", {"connection": message})
     try:

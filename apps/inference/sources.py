@@ -50,7 +50,7 @@ def source_for(workload, namespace: str) -> Source:
     from apps.workloads.render.common import short_name
 
     cluster = workload.cluster
-    from apps.fleet.links import METRICS_URL_PLACEHOLDERS, logs_url_error
+    from apps.fleet.links import METRICS_URL_PLACEHOLDERS, url_template_error
 
     pattern = (cluster.connection or {}).get("inference_metrics_url")
     values = {
@@ -60,7 +60,7 @@ def source_for(workload, namespace: str) -> Source:
         "port": str((workload.spec or {}).get("port", 8000)),
         "cluster": cluster.name,
     }
-    if pattern and not logs_url_error(pattern, METRICS_URL_PLACEHOLDERS):
+    if pattern and not url_template_error(pattern, METRICS_URL_PLACEHOLDERS):
         return Source(HTTP, _fill(pattern, values))
     if cluster.kind == "simulated":
         return Source(SIMULATOR, reverse("simulator:service_metrics", args=[cluster.name, workload.backend_name]))

@@ -226,18 +226,16 @@ def _inference_families() -> list:
         "Service scrapes that got no answer or an unreadable one (scrape), histograms skipped for bad buckets",
         labels=["tenant", "kind"],
     )
+    totals: dict[tuple, int] = defaultdict(int)
     for row in (
         ServiceTelemetry.objects.values("workload__tenant__slug", "status")
-        .annotate(n=Count("workload_id"))
+        .annotate(n=Count("workload_id"), scrape=Sum("scrape_errors"), histogram=Sum("histogram_errors"))
         .order_by("workload__tenant__slug", "status")
     ):
-        services.add_metric([row["workload__tenant__slug"], row["status"]], row["n"])
-    totals: dict[tuple, int] = defaultdict(int)
-    for row in ServiceTelemetry.objects.values("workload__tenant__slug").annotate(
-        scrape=Sum("scrape_errors"), histogram=Sum("histogram_errors")
-    ):
-        totals[(row["workload__tenant__slug"], "scrape")] += row["scrape"] or 0
-        totals[(row["workload__tenant__slug"], "histogram")] += row["histogram"] or 0
+        tenant = row["workload__tenant__slug"]
+        services.add_metric([tenant, row["status"]], row["n"])
+        totals[(tenant, "scrape")] += row["scrape"] or 0
+        totals[(tenant, "histogram")] += row["histogram"] or 0
     for labels, n in sorted(totals.items()):
         errors.add_metric(list(labels), n)
     alerts = GaugeMetricFamily(

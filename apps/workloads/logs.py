@@ -11,7 +11,7 @@ import shlex
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from apps.fleet.links import logs_url_error
+from apps.fleet.links import url_template_error
 from apps.workloads.models import Workload
 
 DEFAULT_SLURM_OUTPUT_DIR = "/var/log/gpu-console"
@@ -36,7 +36,7 @@ def logs_for(workload: Workload) -> Logs:
     connection = cluster.connection or {}
     namespace = _namespace(workload) if cluster.kind == "kubernetes" else ""
     template = connection.get("logs_url", "")
-    if template and not logs_url_error(template):
+    if template and not url_template_error(template):
         values = {
             "name": workload.backend_name,
             "namespace": namespace,
