@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST, require_safe
 
 from apps.accounts import services
@@ -18,6 +19,7 @@ from apps.accounts.models import ApiToken, Membership, User
 from apps.accounts.permissions import allowed_tenant_ids, has_perm, scope_for
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
+from apps.core.tables import Column
 from apps.core.views import ScopedListView
 from apps.tenancy.models import Tenant
 
@@ -77,6 +79,15 @@ class MembershipListView(ScopedListView):
     filterset_class = MembershipFilterSet
     select_related = ("user", "tenant")
     template_name = "accounts/membership_list.html"
+    columns = [
+        Column("user", _("User"), order_by="user__username", csv="user.username"),
+        Column("tenant", _("Tenant"), order_by="tenant__path", csv=lambda m: m.tenant.slug if m.tenant else ""),
+        Column("role", _("Role"), order_by="role"),
+        Column("since", _("Since"), order_by="created_at", csv="created_at"),
+        Column("service_account", _("Service account"), csv="user.is_service_account", shown=False),
+        Column("actions", _("Actions"), csv=False),
+    ]
+    csv_name = "memberships"
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -160,6 +171,22 @@ class TokenListView(ScopedListView):
     select_related = ("user", "tenant")
     template_name = "accounts/token_list.html"
     tenant_field = None
+    columns = [
+        Column("name", _("Name"), order_by="name"),
+        Column("prefix", _("Prefix"), order_by="prefix"),
+        Column("user", _("User"), order_by="user__username", csv="user.username"),
+        Column(
+            "scope",
+            _("Scope"),
+            order_by=("role", "tenant__slug"),
+            csv=lambda t: f"{t.role}@{t.tenant.slug if t.tenant else ''}",
+        ),
+        Column("status", _("Status"), order_by=("revoked_at", "expires_at")),
+        Column("expires", _("Expires"), order_by="expires_at", csv="expires_at"),
+        Column("last_used", _("Last used"), order_by="last_used_at", csv="last_used_at"),
+        Column("actions", _("Actions"), csv=False),
+    ]
+    csv_name = "api-tokens"
 
     # The raw token survives exactly one redirect in the session, so a reload shows the list, not a new token.
     SESSION_NEW_TOKEN = "new_api_token"

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
@@ -17,12 +18,15 @@ from apps.accounts.roles import Action
 from apps.chargeback import reports, services
 from apps.chargeback.budgets import spend_of
 from apps.chargeback.exports import csv_response, line_rows, to_json
+from apps.chargeback.filtersets import StatementFilterSet
 from apps.chargeback.forms import PeriodActionForm, RateCardForm, SpendBudgetForm
 from apps.chargeback.models import BudgetAlert, Period, RateCard, Statement
 from apps.chargeback.periods import current_period, month_start
 from apps.chargeback.statements import compute_statements
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
+from apps.core.tables import Column
+from apps.core.views import ScopedListView
 from apps.tenancy.models import Tenant
 
 
@@ -65,20 +69,31 @@ def overview(request):
     )
 
 
-@require_GET
-@login_required
-def statement_list(request):
-    period = _period_from(request) if request.GET.get("period") else None
-    statements = Statement.objects.for_user(request.user, Action.VIEW).select_related("period", "tenant")
-    if period is not None:
-        statements = statements.filter(period=period)
-    open_periods = Period.objects.filter(state="open").order_by("-start")[:3]
-    tenants = Tenant.objects.for_user(request.user, Action.VIEW).order_by("path")[:200]
-    return render(
-        request,
-        "chargeback/statement_list.html",
-        {"statements": statements[:500], "open_periods": open_periods, "tenants": tenants, "period": period},
-    )
+class StatementListView(ScopedListView):
+    """Statements of closed (and reopened) periods, plus links to the open periods' live drafts."""
+
+    model = Statement
+    filterset_class = StatementFilterSet
+    select_related = ("period", "tenant")
+    template_name = "chargeback/statement_list.html"
+    columns = [
+        Column("period", _("Period"), order_by="period__start", csv="period.label"),
+        Column("tenant", _("Tenant"), order_by="tenant__path", csv="tenant.slug"),
+        Column("gpu_hours", _("GPU-h"), order_by="gpu_hours", css="text-end"),
+        Column("usage", _("Usage"), order_by="usage_amount", csv="usage_amount", css="text-end"),
+        Column("credits", _("Credits"), order_by="credit_amount", csv="credit_amount", css="text-end"),
+        Column("idle", _("Idle waste"), order_by="idle_amount", csv="idle_amount", css="text-end"),
+        Column("total", _("Total"), order_by="total", css="text-end"),
+        Column("currency", _("Currency"), csv="currency", shown=False),
+        Column("links", _("Formats"), csv=False),
+    ]
+    csv_name = "statements"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["open_periods"] = Period.objects.filter(state="open").order_by("-start")[:3]
+        context["tenants"] = Tenant.objects.for_user(self.request.user, Action.VIEW).order_by("path")[:200]
+        return context
 
 
 def _statement(request, pk: int) -> Statement:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q
+from django.db.models import Case, Count, F, IntegerField, Q, Value, When
+from django.db.models.functions import Greatest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.shortcuts import render as render_page
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
@@ -14,6 +16,7 @@ from apps.backends.base import BackendError
 from apps.backends.registry import get_backend
 from apps.core.errors import InvalidInput, ServiceError
 from apps.core.forms import apply_service_error
+from apps.core.tables import Column
 from apps.core.views import ScopedListView
 from apps.fleet import services
 from apps.fleet.capacity import capacity_by_model
@@ -165,13 +168,46 @@ def cluster_test_connection(request, name: str):
     return redirect("fleet:cluster_detail", name=name)
 
 
+# Node.gpu_free in SQL, so the list sorts by it.
+FREE_GPUS = Case(
+    When(unschedulable=False, state=NodeState.READY, then=Greatest(F("gpu_allocatable") - F("gpu_allocated"), 0)),
+    default=Value(0),
+    output_field=IntegerField(),
+)
+
+
 class NodeListView(ScopedListView):
     model = Node
     filterset_class = NodeFilterSet
     select_related = ("cluster", "pool", "gpu_model")
     template_name = "fleet/node_list.html"
+    partial_template_name = "fleet/_node_table.html"
     tenant_field = None
     paginate_by = 100
+    poll_seconds = 30
+    columns = [
+        Column("name", _("Node"), order_by="name"),
+        Column("cluster", _("Cluster"), order_by=("cluster__name", "name"), csv="cluster.name"),
+        Column("pool", _("Pool"), order_by=("pool__name", "name"), csv="pool.name"),
+        Column("gpu_model", _("GPU model"), order_by=("gpu_model__code", "name"), csv="gpu_model.code"),
+        Column("state", _("State"), order_by=("state", "unschedulable")),
+        Column("cordoned", _("Cordoned"), csv="unschedulable", shown=False),
+        Column("gpus", _("GPUs"), order_by="gpu_count", csv="gpu_count", css="text-end"),
+        Column("allocated", _("Allocated"), order_by="gpu_allocated", csv="gpu_allocated", css="text-end"),
+        Column(
+            "free",
+            _("Free"),
+            order_by=(FREE_GPUS,),
+            csv="gpu_free",
+            css="text-end",
+        ),
+        Column("unhealthy", _("Unhealthy"), order_by="gpu_unhealthy", csv="gpu_unhealthy", css="text-end"),
+        Column("rack", _("Rack / leaf"), order_by=("rack", "leaf_switch"), csv=lambda n: f"{n.rack}/{n.leaf_switch}"),
+    ]
+    csv_name = "nodes"
+
+    def is_live(self, rows) -> bool:
+        return bool(rows)  # nodes change with every inventory sync and health scrape
 
 
 @require_safe

@@ -4,8 +4,11 @@ incidents along (isolating → isolated, draining → drained, → repairing, va
 
 from __future__ import annotations
 
+import inspect
+
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from apps.backends.base import BackendError, RetryableBackendError
 from apps.backends.registry import get_backend
@@ -15,6 +18,8 @@ from apps.health.models import Incident, IncidentState, IsolationOwner, NodeHeal
 from apps.health.services.incidents import FAULT_LOOKBACK, add_event, advance_incident
 from apps.operations.runner import OperationFailed, OperationHandler, register
 
+# Shown as "3 of 8 workloads evicted" on the operation's page (translated there).
+WORKLOADS_EVICTED = gettext_noop("workloads evicted")
 RESET_TAINT = "gpu-console/reset-requested"
 RMA_TAINT = "gpu-console/rma"
 _DEAD = {WorkloadState.FAILED, WorkloadState.UNKNOWN, WorkloadState.PREEMPTED, WorkloadState.CANCELLED}
@@ -147,7 +152,20 @@ class DrainNode(NodeAction):
     after_states = [IncidentState.DRAINED]
 
     def act(self) -> dict:
-        result = self.backend.drain(self.node.name, reason=f"gpu-console: {self.reason}")
+        from apps.workloads.services import placed_on_node
+
+        total = len(placed_on_node(self.node.cluster_id, self.node.name))
+        self.set_steps(0, total, WORKLOADS_EVICTED)
+        kwargs = {}
+        if "progress" in inspect.signature(self.backend.drain).parameters:
+            # Backends that evict pod by pod (Kubernetes) report each eviction: the page shows it as it happens.
+            def progress(message: str, percent: float) -> None:
+                self.log(message)
+                self.set_progress(10 + 0.7 * percent)
+
+            kwargs["progress"] = progress
+        result = self.backend.drain(self.node.name, reason=f"gpu-console: {self.reason}", **kwargs)
+        self.set_steps(len(result.evicted), max(total, len(result.evicted)), WORKLOADS_EVICTED)
         self.credit_lost_runs(list(result.evicted))
         self._set_node(unschedulable=True)
         for line in result.skipped:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Case, IntegerField, Value, When
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
 from apps.core.errors import ServiceError
-from apps.core.views import ScopedListView
+from apps.core.tables import Column
+from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
 from apps.fleet.models import Node
 from apps.health.filtersets import IncidentFilterSet
 from apps.health.forms import NodeActionForm, RuleTuneForm, TransitionForm
-from apps.health.models import Incident, RuleAction, RuleSet, Severity
+from apps.health.models import SEVERITY_RANK, Incident, NodeHealth, RuleAction, RuleSet, Severity
 from apps.health.overview import fleet_summary, node_gpus
 from apps.health.services import runbook
 from apps.health.services.incidents import transition_incident
@@ -27,21 +30,55 @@ def fleet_health(request):
     return render(request, "health/fleet_health.html", fleet_summary(nodes))
 
 
+def _node_label(incident: Incident) -> str:
+    return f"{incident.node.cluster.name}/{incident.node.name}"
+
+
+SEVERITY_ORDER = Case(
+    *[When(severity=s, then=Value(rank)) for s, rank in SEVERITY_RANK.items()], output_field=IntegerField()
+)
+
+
 class IncidentListView(ScopedListView):
     model = Incident
     filterset_class = IncidentFilterSet
     select_related = ("node__cluster",)
     template_name = "health/incident_list.html"
+    partial_template_name = "health/_incident_list_region.html"
     tenant_field = None
+    columns = [
+        Column("id", "#", order_by="id", csv="pk"),
+        Column("severity", _("Severity"), order_by=(SEVERITY_ORDER,)),
+        Column("title", _("Incident"), order_by="title"),
+        Column(
+            "node",
+            _("Node"),
+            order_by=("node__cluster__name", "node__name"),
+            csv=_node_label,
+        ),
+        Column("cause", _("Cause"), csv="cause", shown=False),
+        Column("state", _("State"), order_by="state"),
+        Column("detected", _("Detected"), order_by="detected_at", csv="detected_at"),
+        Column("closed", _("Closed"), csv="closed_at", shown=False),
+        Column("waiting_for", _("Waiting for a human because"), csv="waiting_for"),
+    ]
+    default_sort = "-detected"
+    csv_name = "incidents"
+
+    poll_seconds = 15
+
+    def is_live(self, rows) -> bool:
+        return True  # the board is where new incidents appear: it always refreshes
 
 
 @require_safe
 @login_required
 def incident_detail(request, pk: int):
     incident = get_object_or_404(Incident.objects.for_user(request.user, "view").select_related("node__cluster"), pk=pk)
-    return render(
+    template = "health/_incident_live.html" if is_htmx(request) else "health/incident_detail.html"
+    response = render(
         request,
-        "health/incident_detail.html",
+        template,
         {
             "incident": incident,
             "events": incident.events.all(),
@@ -51,6 +88,7 @@ def incident_detail(request, pk: int):
             "form": TransitionForm(),
         },
     )
+    return vary_on_htmx(response)
 
 
 @require_POST
@@ -72,6 +110,14 @@ def node_health(request, pk: int):
     node = get_object_or_404(
         Node.objects.for_user(request.user, "view").select_related("cluster", "pool", "gpu_model"), pk=pk
     )
+    if is_htmx(request):  # the page's poll: status, running operation and incidents only (no telemetry series)
+        context = {
+            "node": node,
+            "health": NodeHealth.objects.filter(pk=node.pk).first(),
+            "operation": runbook.running_operation(node),
+            "incidents": node.incidents.select_related("node__cluster").order_by("-detected_at")[:20],
+        }
+        return vary_on_htmx(render(request, "health/_node_live.html", context))
     health, gpus = node_gpus(node)
     preview_action = request.GET.get("preview", "")
     preview, preview_error = None, ""
@@ -88,7 +134,7 @@ def node_health(request, pk: int):
             "health": health,
             "gpus": gpus,
             "sparklines": {g["index"]: g["series"] for g in gpus},
-            "incidents": node.incidents.order_by("-detected_at")[:20],
+            "incidents": node.incidents.select_related("node__cluster").order_by("-detected_at")[:20],
             "operation": runbook.running_operation(node),
             "can_operate": has_perm(request.user, "operate"),
             "actions": list(runbook.ACTIONS),

@@ -47,6 +47,10 @@ class Operation(models.Model):
     params = models.JSONField(default=dict, blank=True)
     result = models.JSONField(default=dict, blank=True)
     progress = models.FloatField(default=0.0, help_text="0 to 100")
+    # Countable progress for the UI ("3 of 8 workloads evicted"): set by handlers that know their steps.
+    steps_done = models.PositiveIntegerField(default=0)
+    steps_total = models.PositiveIntegerField(default=0)
+    steps_label = models.CharField(max_length=100, blank=True, help_text='What a step is, e.g. "workloads evicted"')
     log = models.TextField(blank=True)
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)

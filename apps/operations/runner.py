@@ -60,6 +60,18 @@ class OperationHandler:
         Operation.objects.filter(pk=self.operation.pk).update(progress=percent, heartbeat_at=timezone.now())
         self.operation.progress = percent
 
+    def set_steps(self, done: int, total: int, label: str) -> None:
+        """Countable progress ("3 of 8 workloads evicted"); the percentage follows. `label` is English (marked
+        with gettext_noop by the handler), translated where it is shown."""
+        done, total = max(int(done), 0), max(int(total), 0)
+        percent = 100.0 * min(done, total) / total if total else self.operation.progress
+        percent = min(max(float(percent), 0.0), 100.0)
+        Operation.objects.filter(pk=self.operation.pk).update(
+            steps_done=done, steps_total=total, steps_label=label, progress=percent, heartbeat_at=timezone.now()
+        )
+        self.operation.steps_done, self.operation.steps_total, self.operation.steps_label = done, total, label
+        self.operation.progress = percent
+
 
 def register(kind: str):
     """Class decorator: make `cls` the handler for operations of `kind`."""

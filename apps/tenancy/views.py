@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts.models import Membership
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
+from apps.core.tables import Column
 from apps.core.views import ScopedListView
 from apps.tenancy import services
 from apps.tenancy.filtersets import TenantFilterSet
@@ -24,6 +26,13 @@ class TenantListView(ScopedListView):
     select_related = ("parent",)
     template_name = "tenancy/tenant_list.html"
     tenant_field = None
+    columns = [
+        Column("name", _("Name"), order_by="name"),
+        Column("slug", _("Slug"), order_by="slug"),
+        Column("parent", _("Parent"), order_by="parent__name", csv="parent.slug"),
+        Column("created", _("Created"), order_by="created_at", csv="created_at"),
+    ]
+    csv_name = "tenants"
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

@@ -7,13 +7,15 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
 from apps.accounts.roles import Action
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
-from apps.core.views import ScopedListView
+from apps.core.tables import Column
+from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
 from apps.workloads import services
 from apps.workloads.filtersets import WorkloadFilterSet
 from apps.workloads.forms import SubmitForm
@@ -49,11 +51,39 @@ EXAMPLES = {
 }
 
 
+def _queue_label(workload: Workload) -> str:
+    return f"{workload.tenant.slug}/{workload.queue.name}"
+
+
 class WorkloadListView(ScopedListView):
     model = Workload
     filterset_class = WorkloadFilterSet
     select_related = ("tenant", "queue", "tier", "cluster", "gpu_model", "created_by")
     template_name = "workloads/workload_list.html"
+    partial_template_name = "workloads/_workload_table.html"
+    columns = [
+        Column("id", "#", order_by="id", csv="pk"),
+        Column("name", _("Name"), order_by="name"),
+        Column("kind", _("Kind"), order_by="kind"),
+        Column(
+            "queue",
+            _("Tenant / queue"),
+            order_by=("tenant__slug", "queue__name"),
+            csv=_queue_label,
+        ),
+        Column("tier", _("Tier"), order_by="-tier__value", csv="tier.name"),
+        Column("gpus", _("GPUs"), order_by=("gpus", "gpu_model__code"), css="text-end"),
+        Column("gpu_model", _("GPU model"), csv="gpu_model.code", shown=False),
+        Column("cluster", _("Cluster"), order_by="cluster__name", csv="cluster.name"),
+        Column("state", _("State"), order_by="state"),
+        Column("why", _("Why"), csv="state_reason"),
+        Column("created", _("Submitted"), order_by="created_at", csv="created_at"),
+    ]
+    default_sort = "-created"
+    csv_name = "workloads"
+
+    def is_live(self, rows) -> bool:
+        return any(not w.is_finished for w in rows)
 
 
 @require_safe
@@ -67,24 +97,27 @@ def workload_detail(request, pk: int):
         ),
         pk=pk,
     )
-    if request.headers.get("HX-Request"):
-        return render(
-            request, "workloads/_workload_status.html", {"workload": workload, "events": workload.events.all()}
+    if is_htmx(request):
+        return vary_on_htmx(
+            render(request, "workloads/_workload_status.html", {"workload": workload, "events": workload.events.all()})
         )
     text, error = render_workload(workload)
     inference = workload.kind == "inference"
-    return render(
-        request,
-        "workloads/workload_detail.html",
-        {
-            "workload": workload,
-            "events": workload.events.all(),
-            "rendered": text,
-            "render_error": error,
-            "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
-            "service_panel": inference,
-            "can_set_slo": inference and has_perm(request.user, Action.MANAGE, workload.tenant),
-        },
+    return vary_on_htmx(
+        render(
+            request,
+            "workloads/workload_detail.html",
+            {
+                "workload": workload,
+                "events": workload.events.all(),
+                "rendered": text,
+                "render_error": error,
+                "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
+                "service_panel": inference,
+                "can_set_slo": inference and has_perm(request.user, Action.MANAGE, workload.tenant),
+                "can_cancel": has_perm(request.user, Action.SUBMIT, workload.tenant),
+            },
+        )
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from django import forms, template
+from django.http import QueryDict
+from django.utils.html import format_html_join
 
 register = template.Library()
 
@@ -42,3 +44,35 @@ def status_badge(status: str) -> str:
         "revoked": "secondary",
         "expired": "warning",
     }.get(str(status), "secondary")
+
+
+@register.filter
+def hidden_inputs(query: str) -> str:
+    """Hidden form fields from a query string ("period=3&action=close"): confirm dialogs post them with the form."""
+    pairs = [(name, value) for name, values in QueryDict(query or "").lists() for value in values]
+    return format_html_join("", '<input type="hidden" name="{}" value="{}">', pairs)
+
+
+@register.filter
+def dom_id(prefix: str, key) -> str:
+    """A unique element id from a prefix and a row's key: "revoke-token"|dom_id:token.pk → "revoke-token-7"."""
+    return f"{prefix}-{key}"
+
+
+@register.inclusion_tag("core/_breadcrumbs.html")
+def breadcrumbs(*trail):
+    """The trail above a detail page: label, url pairs, then the page's own label.
+
+    {% breadcrumbs _("Workloads") list_url workload.name %}
+    """
+    *pairs, current = trail
+    links = [(str(pairs[i]), pairs[i + 1]) for i in range(0, len(pairs) - 1, 2)]
+    return {"links": links, "current": str(current)}
+
+
+@register.filter
+def param(name: str, value) -> str:
+    """One query-string pair, for confirm dialogs' hidden fields: "period"|param:p.pk|add:"&action=close"."""
+    from urllib.parse import urlencode
+
+    return urlencode({name: value})
