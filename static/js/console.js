@@ -1,9 +1,9 @@
 // Small behaviours shared by every page (loaded after htmx and Bootstrap).
 (function () {
   "use strict";
-  // A confirmation dialog puts the cursor in its first field marked autofocus (Bootstrap focuses the dialog itself).
+  // A confirmation dialog puts the cursor in its reason field (Bootstrap focuses the dialog itself).
   document.addEventListener("shown.bs.modal", function (event) {
-    var field = event.target.querySelector("[autofocus]");
+    var field = event.target.querySelector("[data-confirm-focus]");
     if (field) { field.focus(); }
   });
   // A polled region must not pull an open dialog or a focused control out from under the user: skip that poll.

@@ -75,6 +75,8 @@ def test_drain_runs_as_an_operation_and_a_second_engineer_gets_409(
     done = Operation.objects.get(pk=operation["id"])
     assert done.status == "succeeded", done.error
     assert done.result["evicted"] == [busy["workload"].backend_name]
+    # The operation's page counts what the drain did: "1 of 1 workloads evicted".
+    assert (done.steps_done, done.steps_total, done.steps_label) == (1, 1, "workloads evicted")
     assert "drained" in done.log and Node.objects.get(pk=node.pk).unschedulable
     assert NodeHealth.objects.get(pk=node.pk).isolated_by == "human"
     third = api(fresh(personas.platform_admin)).post(
