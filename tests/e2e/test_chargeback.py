@@ -72,8 +72,11 @@ def test_charts_render_and_the_month_closes(page: Page, problems: PageProblems, 
     log_in(page, "root")
     page.goto("/chargeback/periods/")
     row = page.get_by_test_id("periods").locator("tr", has_text=label)
-    row.get_by_placeholder("Reason (optional)").fill("month end")
-    row.get_by_role("button", name="Close period").click()
+    row.get_by_role("button", name="Close period").click()  # opens a dialog that says what closing does
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_test_id("confirm-impact")).to_contain_text(f"locks the usage records and credits of {label}")
+    dialog.get_by_label("Reason (optional)").fill("month end")
+    dialog.get_by_role("button", name=f"Close {label}").click()
     expect(page.get_by_role("alert")).to_contain_text("closed")
     page.goto("/chargeback/statements/")
     org_row = page.get_by_test_id("statements").locator("tr", has=page.get_by_role("cell", name="a", exact=True))

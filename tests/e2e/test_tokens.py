@@ -56,6 +56,7 @@ def test_token_is_shown_once_works_and_stops_working_when_revoked(
         assert body["token"] == {"name": "e2e pipeline", "prefix": raw[:12], "role": "member", "tenant": "a"}
 
         page.locator("main table tbody tr", has_text="e2e pipeline").get_by_role("button", name="Revoke").click()
+        page.get_by_role("dialog").get_by_role("button", name="Revoke token").click()  # the dialog confirms it
         expect(page.get_by_role("alert").filter(has_text="Revoked token e2e pipeline")).to_be_visible()
         revoked = page.locator("main table tbody tr", has_text="e2e pipeline")
         expect(revoked).to_contain_text("revoked")
