@@ -141,6 +141,7 @@ def node_health(request, pk: int):
             "preview": preview,
             "preview_action": preview_action,
             "preview_error": preview_error,
+            "preview_tenants": sorted({w["tenant"] for w in preview.evicted}) if preview else [],
             "reason": request.GET.get("reason", ""),
         },
     )

@@ -53,3 +53,23 @@ def test_node_health_page_polls_status_operation_and_incidents(faulted, personas
     assert 'hx-trigger="every 3s"' in partial  # an operation runs: faster
     assert 'data-testid="running-operation"' in partial and 'role="progressbar"' in partial
     assert '<div id="node-incidents" hx-swap-oob="true">' in partial and faulted.title in partial
+
+
+def test_drain_preview_names_its_impact_in_one_line(fleet, personas, client, django_capture_on_commit_callbacks):
+    from apps.fleet.models import Node
+    from apps.fleet.services import sync_inventory
+    from apps.workloads.services import reconcile_workloads, submit_workload
+    from tests.health.conftest import training_spec
+
+    with django_capture_on_commit_callbacks(execute=True):
+        workload, _ = submit_workload(fresh(personas.member_a), kind="training", spec=training_spec(workers=4))
+    reconcile_workloads()
+    assert sync_inventory(fleet["cluster"].pk).ok
+    workload.refresh_from_db()
+    node = Node.objects.get(name=workload.placements[0]["node"])
+    client.force_login(fresh(personas.oncall))
+    url = reverse("health:node_health", args=[node.pk])
+    page = client.get(url, {"preview": "drain", "reason": "reboot"}).content.decode()
+    assert f"Drain {node.name}: evicts 1 workload of tenant a." in page
+    cordon = client.get(url, {"preview": "cordon", "reason": "x"}).content.decode()
+    assert f"Cordon {node.name}: evicts nothing." in cordon
