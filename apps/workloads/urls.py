@@ -6,6 +6,7 @@ app_name = "workloads"
 urlpatterns = [
     path("", views.WorkloadListView.as_view(), name="workload_list"),
     path("new/", views.workload_submit, name="workload_submit"),
+    path("templates/", views.TemplateListView.as_view(), name="template_list"),
     path("<int:pk>/", views.workload_detail, name="workload_detail"),
     path("<int:pk>/cancel/", views.workload_cancel, name="workload_cancel"),
     path("<int:pk>/logs/", views.workload_logs, name="workload_logs"),

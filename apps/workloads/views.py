@@ -17,7 +17,7 @@ from apps.core.forms import apply_service_error
 from apps.core.tables import Column
 from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
 from apps.workloads import services
-from apps.workloads.filtersets import WorkloadFilterSet
+from apps.workloads.filtersets import TemplateFilterSet, WorkloadFilterSet
 from apps.workloads.forms import SubmitForm
 from apps.workloads.logs import logs_for
 from apps.workloads.models import Workload, WorkloadTemplate
@@ -84,6 +84,26 @@ class WorkloadListView(ScopedListView):
 
     def is_live(self, rows) -> bool:
         return any(not w.is_finished for w in rows)
+
+
+class TemplateListView(ScopedListView):
+    """Saved specs per tenant, every version; "Use" opens the submit form with the template."""
+
+    model = WorkloadTemplate
+    filterset_class = TemplateFilterSet
+    select_related = ("tenant", "created_by")
+    template_name = "workloads/template_list.html"
+    columns = [
+        Column("name", _("Name"), order_by=("name", "-version")),
+        Column("version", _("Version"), order_by="version", css="text-end"),
+        Column("kind", _("Kind"), order_by="kind"),
+        Column("tenant", _("Tenant"), order_by="tenant__path", csv="tenant.slug"),
+        Column("description", _("Description")),
+        Column("created_by", _("Saved by"), order_by="created_by__username", csv="created_by.username"),
+        Column("created", _("Saved"), order_by="created_at", csv="created_at"),
+        Column("actions", _("Actions"), csv=False),
+    ]
+    csv_name = "workload-templates"
 
 
 @require_safe

@@ -139,6 +139,7 @@ def test_csv_is_scoped_like_the_page(operations, personas, client):
         "tenancy:tenant_list",
         "accounts:tokens",
         "accounts:memberships",
+        "workloads:template_list",
     ],
 )
 def test_every_long_list_sorts_and_exports(personas, client, name):

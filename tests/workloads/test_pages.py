@@ -51,3 +51,19 @@ def test_viewers_get_no_cancel_button(workload, personas, client):
     client.force_login(fresh(personas.viewer_a))
     body = client.get(reverse("workloads:workload_detail", args=[workload.pk])).content.decode()
     assert "pretrain" in body and "cancel-workload" not in body
+
+
+def test_template_list_shows_and_exports_only_visible_templates(fleet, personas, client):
+    spec = {k: v for k, v in training_spec().items() if k != "tenant"}
+    template = services.save_template(
+        fresh(personas.member_a), tenant=personas.a, name="pretrain-8x", kind="training", spec=spec
+    )
+    client.force_login(fresh(personas.member_a))
+    url = reverse("workloads:template_list")
+    body = client.get(url).content.decode()
+    assert "pretrain-8x" in body and f'href="{reverse("workloads:workload_submit")}?template={template.pk}"' in body
+    rows = b"".join(client.get(url, {"format": "csv"}).streaming_content).decode().splitlines()
+    assert rows[0].startswith("Name,Version,Kind,Tenant") and rows[1].startswith("pretrain-8x,1,training,a,")
+    client.force_login(fresh(personas.member_b))
+    assert "pretrain-8x" not in client.get(url).content.decode()
+    assert len(b"".join(client.get(url, {"format": "csv"}).streaming_content).decode().splitlines()) == 1
