@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 import django_filters
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from apps.chargeback.models import Statement
 from apps.tenancy.filtersets import visible_tenants
@@ -13,7 +14,7 @@ class StatementFilterSet(django_filters.FilterSet):
     """Statements by period (YYYY-MM) and tenant; only tenants the user may view are offered."""
 
     period = django_filters.CharFilter(
-        method="filter_period", label="Period (YYYY-MM)", widget=forms.TextInput(attrs={"placeholder": "2026-10"})
+        method="filter_period", label=_("Period (YYYY-MM)"), widget=forms.TextInput(attrs={"placeholder": "2026-10"})
     )
     tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
 

@@ -1,6 +1,7 @@
 import django_filters
 from django.db.models import Q
 
+from apps.core.filters import yes_no_any
 from apps.fleet.models import Cluster, ClusterKind, Gpu, GpuHealth, GpuModel, Node, NodeState, PoolPurpose
 
 
@@ -26,10 +27,10 @@ class NodeFilterSet(django_filters.FilterSet):
         method="filter_health",
         label="Health",
     )
-    cordoned = django_filters.BooleanFilter(field_name="unschedulable", label="Cordoned")
+    cordoned = django_filters.BooleanFilter(field_name="unschedulable", label="Cordoned", widget=yes_no_any())
     rack = django_filters.CharFilter()
     leaf_switch = django_filters.CharFilter()
-    has_free = django_filters.BooleanFilter(method="filter_has_free", label="Has free GPUs")
+    has_free = django_filters.BooleanFilter(method="filter_has_free", label="Has free GPUs", widget=yes_no_any())
 
     class Meta:
         model = Node

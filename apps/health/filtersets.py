@@ -1,5 +1,6 @@
 import django_filters
 
+from apps.core.filters import yes_no_any
 from apps.health.models import CLOSED_STATES, Incident, IncidentState, Severity
 
 
@@ -11,7 +12,7 @@ class IncidentFilterSet(django_filters.FilterSet):
     state = django_filters.ChoiceFilter(choices=IncidentState.choices)
     severity = django_filters.ChoiceFilter(choices=Severity.choices)
     cause = django_filters.CharFilter()
-    open = django_filters.BooleanFilter(method="filter_open", label="Open")
+    open = django_filters.BooleanFilter(method="filter_open", label="Open", widget=yes_no_any())
 
     class Meta:
         model = Incident
