@@ -14,7 +14,7 @@ class StatementFilterSet(django_filters.FilterSet):
     """Statements by period (YYYY-MM) and tenant; only tenants the user may view are offered."""
 
     period = django_filters.CharFilter(
-        method="filter_period", label=_("Period (YYYY-MM)"), widget=forms.TextInput(attrs={"placeholder": "2026-10"})
+        method="filter_period", label=_("Period (YYYY-MM)"), widget=forms.TextInput(attrs={"placeholder": "YYYY-MM"})
     )
     tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
 
