@@ -6,11 +6,14 @@
     var field = event.target.querySelector("[data-confirm-focus]");
     if (field) { field.focus(); }
   });
-  // A polled region must not pull an open dialog or a focused control out from under the user: skip that poll.
+  // Polled regions (hx-trigger="every Ns") skip a beat rather than pull the page from under the user: while the tab
+  // is hidden, while a dialog is open, and while the keyboard focus is inside the region (a swap would drop it).
   document.addEventListener("htmx:beforeRequest", function (event) {
     var region = event.detail.elt;
-    if (!region || !region.hasAttribute("hx-trigger") || region.getAttribute("hx-trigger").indexOf("every") === -1) { return; }
-    if (region.querySelector(".modal.show") || region.contains(document.activeElement) && document.activeElement.matches("input, select, textarea")) {
+    var trigger = region && region.getAttribute && region.getAttribute("hx-trigger");
+    if (!trigger || trigger.indexOf("every") === -1) { return; }
+    var focused = document.activeElement;
+    if (document.hidden || document.querySelector(".modal.show") || (focused && focused !== document.body && region.contains(focused))) {
       event.preventDefault();
     }
   });
