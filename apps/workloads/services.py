@@ -26,6 +26,7 @@ from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
 from apps.core.inserts import insert_row
+from apps.core.wakeup import wake
 from apps.fleet.models import GpuModel
 from apps.tenancy.models import AdmissionState, Tenant
 from apps.tenancy.services.admissions import decide_claim, release_admission, submit_admission
@@ -229,11 +230,19 @@ def _state_from_claim(workload: Workload, claim) -> None:
 
 
 def _enqueue(workload: Workload, action: str) -> OutboxEntry:
-    from apps.workloads.tasks import process_outbox_task
-
     entry = insert_row(OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now()))
-    transaction.on_commit(lambda: process_outbox_task.delay(entry.pk))
+    transaction.on_commit(wake_outbox)
     return entry
+
+
+OUTBOX_WAKE = "workloads-outbox"
+
+
+def wake_outbox() -> None:
+    """After a commit that left outbox rows: queue one drain unless one is already queued (apps/core/wakeup.py)."""
+    from apps.workloads.tasks import drain_outbox_task
+
+    wake(drain_outbox_task, OUTBOX_WAKE)
 
 
 def cancel_workload(actor, workload: Workload, *, reason: str = "") -> Workload:
@@ -583,7 +592,7 @@ def carry_out_reclaims() -> int:
 
 
 def drain_outbox(limit: int = 500) -> int:
-    """Entries whose task was lost (a worker killed after commit) or whose backoff is over."""
+    """Queue a task per due entry: new ones, ones whose backoff is over, ones whose worker died holding them."""
     from apps.workloads.tasks import process_outbox_task
 
     now = timezone.now()
