@@ -124,7 +124,7 @@ def submit_workload(
     if tier.preemptible:
         from apps.chargeback.budgets import check_admission  # chargeback reads workloads: import late
 
-        check_admission(tenant, tier)  # a tenant over its spend budget may be refused preemptible work
+        check_admission(tenant, tier, context.over_budget_id)  # over its spend budget: maybe refused
     model = models[parsed.gpu_model]
     if not context.bound:
         raise InvalidInput(
@@ -170,14 +170,20 @@ def submit_workload(
             request_hash=digest,
             created_by=actor if actor.pk else None,
             admission=claim,
+            pk=context.next_id,
         )
         _state_from_claim(workload, claim)
-        insert_row(workload)
-        workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE workloads_workload SET backend_name = %s WHERE id = %s", [workload.backend_name, workload.pk]
-            )
+        if workload.pk is not None:  # PostgreSQL handed the id out: the name goes in with the row
+            workload.backend_name = _backend_name(workload)
+            insert_row(workload)
+        else:
+            insert_row(workload)
+            workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE workloads_workload SET backend_name = %s WHERE id = %s",
+                    [workload.backend_name, workload.pk],
+                )
         if claim.state == AdmissionState.ADMITTED:
             _enqueue(workload, OutboxAction.SUBMIT)
         _event(
