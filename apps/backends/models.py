@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from apps.backends.simulator.faults import KINDS
 from apps.backends.types import WorkloadState
@@ -176,7 +177,7 @@ class SimFault(models.Model):
 
     def __str__(self) -> str:
         where = self.node if self.gpu_index is None else f"{self.node}/gpu{self.gpu_index}"
-        return f"{self.kind} on {where}"
+        return gettext("%(kind)s on %(where)s") % {"kind": self.kind, "where": where}
 
     @property
     def active(self) -> bool:
