@@ -17,6 +17,7 @@ import django.dispatch
 from django.db import connection, transaction
 from django.db.models import DecimalField, F, Sum
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.audit.services import record_event
 from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, SpendBudget, UsageDay
@@ -181,6 +182,6 @@ def check_admission(tenant: Tenant, tier) -> None:
         f"Tenant {budget.tenant.slug} is over its monthly spend budget ({budget.monthly_amount} {budget.currency}) "
         f"since {budget.over_since:%Y-%m-%d %H:%M} UTC, and its budget policy admits no preemptible work: "
         f"tier {tier.name} is preemptible. Use a non-preemptible tier, or ask for a budget raise.",
-        {"tier": f"Preemptible work is paused: {budget.tenant.slug} is over budget."},
+        {"tier": _("Preemptible work is paused: %(slug)s is over budget.") % {"slug": budget.tenant.slug}},
         code="over_budget",
     )

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -154,12 +155,15 @@ def _update(incident: Incident, worst: Finding, group: list[Finding], evidence: 
 def transition_incident(actor, incident: Incident, to_state: str, reason: str) -> Incident:
     """Move an incident to `to_state` if the state machine allows it. `actor` None is the health automation."""
     if actor is not None:
-        require(actor, Action.OPERATE, None, "Only on-call engineers and platform admins move incidents.")
+        require(actor, Action.OPERATE, None, _("Only on-call engineers and platform admins move incidents."))
     reason = (reason or "").strip()
     if not reason:
-        raise InvalidInput("Say why (a reason is required).", {"reason": "Required."})
+        raise InvalidInput(_("Say why (a reason is required)."), {"reason": _("Required.")})
     if to_state not in IncidentState.values:
-        raise InvalidInput(f"Unknown state {to_state!r}.", {"to": f"One of: {', '.join(IncidentState.values)}."})
+        raise InvalidInput(
+            _("Unknown state %(to_state)s.") % {"to_state": repr(to_state)},
+            {"to": _("One of: %(values)s.") % {"values": ", ".join(IncidentState.values)}},
+        )
     with transaction.atomic():
         locked = Incident.objects.select_for_update().get(pk=incident.pk)
         allowed = locked.allowed_transitions()
@@ -167,7 +171,7 @@ def transition_incident(actor, incident: Incident, to_state: str, reason: str) -
             raise Conflict(
                 f"Incident #{locked.pk} is {locked.state}; it can go to {', '.join(allowed) or 'nothing (closed)'}, "
                 f"not {to_state}.",
-                {"to": f"Allowed now: {', '.join(allowed) or 'none'}."},
+                {"to": _("Allowed now: %(values)s.") % {"values": ", ".join(allowed) or "none"}},
             )
         before = locked.state
         locked.state = to_state
