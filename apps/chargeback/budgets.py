@@ -179,9 +179,18 @@ def check_admission(tenant: Tenant, tier) -> None:
         return
     budget = SpendBudget.objects.select_related("tenant").get(pk=row[0])
     raise Conflict(
-        f"Tenant {budget.tenant.slug} is over its monthly spend budget ({budget.monthly_amount} {budget.currency}) "
-        f"since {budget.over_since:%Y-%m-%d %H:%M} UTC, and its budget policy admits no preemptible work: "
-        f"tier {tier.name} is preemptible. Use a non-preemptible tier, or ask for a budget raise.",
+        _(
+            "Tenant %(tenant)s is over its monthly spend budget (%(amount)s %(currency)s) since %(since)s UTC, and "
+            "its budget policy admits no preemptible work: tier %(tier)s is preemptible. Use a non-preemptible "
+            "tier, or ask for a budget raise."
+        )
+        % {
+            "tenant": budget.tenant.slug,
+            "amount": budget.monthly_amount,
+            "currency": budget.currency,
+            "since": f"{budget.over_since:%Y-%m-%d %H:%M}",
+            "tier": tier.name,
+        },
         {"tier": _("Preemptible work is paused: %(slug)s is over budget.") % {"slug": budget.tenant.slug}},
         code="over_budget",
     )

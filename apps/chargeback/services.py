@@ -197,9 +197,8 @@ def close_period(actor, period: Period, *, reason: str = "") -> Period:
     missing = unmetered_clusters(period)
     if missing:
         raise Conflict(
-            _("Period %(period)s cannot close yet: usage is not metered to its end on ") % {"period": period}
-            + ", ".join(missing)
-            + ".",
+            _("Period %(period)s cannot close yet: usage is not metered to its end on %(clusters)s.")
+            % {"period": period, "clusters": ", ".join(missing)},
             {"period": _("Usage not metered to the period's end.")},
             code="usage_not_metered",
         )

@@ -5,6 +5,7 @@ Used by the zh-Hans crawl to find English words left in a translated page. Only 
 
 from __future__ import annotations
 
+import bisect
 import re
 from html.parser import HTMLParser
 
@@ -62,13 +63,27 @@ def visible_text(html: str) -> list[str]:
     return [" ".join(part.split()) for part in collector.parts]
 
 
-def data_pattern(values: set[str]) -> re.Pattern | None:
-    """A regex matching any of the data values as a whole token (not inside a longer word)."""
-    values = {v for v in values if len(v) >= 2}
-    if not values:
-        return None
-    alternatives = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))
-    return re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
+class Data:
+    """Stored values a page shows as they are: removed whole, or recognised as a shortened prefix ("abc...")."""
+
+    def __init__(self, values: set[str]):
+        values = {v for v in values if len(v) >= 2}
+        alternatives = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) or "(?!)"
+        self.pattern = re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
+        self.sorted = sorted(values)
+
+    def is_shortened(self, piece: str) -> bool:
+        """The piece is a data value cut short by the page (truncatechars, or "..." added by the code)."""
+        if not piece.endswith(("...", "…")):
+            return False
+        head = piece.rstrip(".…").rstrip()
+        if len(head) < 8:
+            return False
+        i = bisect.bisect_left(self.sorted, head)
+        return i < len(self.sorted) and self.sorted[i].startswith(head)
+
+    def remove(self, piece: str) -> str:
+        return "" if self.is_shortened(piece) else self.pattern.sub(" ", piece)
 
 
 # A run of Latin letters, digits and the punctuation identifiers are made of ("kueue.x-k8s.io/queue-name").
@@ -81,13 +96,13 @@ def is_identifier(run: str) -> bool:
     return bool(IDENTIFIER_MARKS.search(run.strip(".:'`")) or run.strip(".:").startswith(("'", "`")))
 
 
-def english_words(pieces: list[str], data: re.Pattern | None, allowed: set[str]) -> list[tuple[str, str]]:
+def english_words(pieces: list[str], data: Data | None, allowed: set[str]) -> list[tuple[str, str]]:
     """(word, the piece it is in) for every English word left once data values, identifiers, acronyms (all
     capitals) and allowed terms are removed."""
     allowed_lower = {a.lower() for a in allowed}
     found = []
     for piece in pieces:
-        text = data.sub(" ", piece) if data else piece
+        text = data.remove(piece) if data else piece
         for run in RUN.findall(text):
             if is_identifier(run):
                 continue

@@ -17,6 +17,7 @@ from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import actor_label, record_event
 from apps.core.errors import Conflict, InvalidInput
+from apps.core.value_labels import value_label
 from apps.fleet.models import Node
 from apps.health.models import (
     SEVERITY_RANK,
@@ -169,9 +170,17 @@ def transition_incident(actor, incident: Incident, to_state: str, reason: str) -
         allowed = locked.allowed_transitions()
         if to_state not in allowed:
             raise Conflict(
-                f"Incident #{locked.pk} is {locked.state}; it can go to {', '.join(allowed) or 'nothing (closed)'}, "
-                f"not {to_state}.",
-                {"to": _("Allowed now: %(values)s.") % {"values": ", ".join(allowed) or "none"}},
+                _("Incident #%(id)s is %(state)s; it can go to %(allowed)s, not %(to)s.")
+                % {
+                    "id": locked.pk,
+                    "state": value_label(locked.state, "incident state"),
+                    "allowed": ", ".join(value_label(s, "incident state") for s in allowed) or _("nothing (closed)"),
+                    "to": value_label(to_state, "incident state"),
+                },
+                {
+                    "to": _("Allowed now: %(values)s.")
+                    % {"values": ", ".join(value_label(s, "incident state") for s in allowed) or _("none")}
+                },
             )
         before = locked.state
         locked.state = to_state

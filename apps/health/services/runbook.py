@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.core.errors import Conflict, InvalidInput
+from apps.core.value_labels import value_label
 from apps.fleet.capacity import capacity_by_model
 from apps.fleet.models import Node
 from apps.health.models import Incident, IncidentState, IsolationOwner, NodeHealth
@@ -189,8 +190,11 @@ def node_action(actor, node: Node, action: str, *, reason: str, incident: Incide
         if blocking:
             listed = ", ".join(f"#{i.pk} {i.title} ({i.state})" for i in blocking)
             raise Conflict(
-                f"Node {node.name} has open incidents that have not been validated: {listed}. Move them to "
-                "validating (or mark them false positive) first.",
+                _(
+                    "Node %(node)s has open incidents that have not been validated: %(incidents)s. Move them to "
+                    "validating (or mark them false positive) first."
+                )
+                % {"node": node.name, "incidents": listed},
                 {"node": _("Open incidents first.")},
             )
     with transaction.atomic():
@@ -198,8 +202,16 @@ def node_action(actor, node: Node, action: str, *, reason: str, incident: Incide
         running = running_operation(node)
         if running is not None:
             raise Conflict(
-                f"Operation #{running.pk} ({running.kind}) on {node.name} is {running.status}; wait for it "
-                "or follow it instead of starting another.",
+                _(
+                    "Operation #%(id)s (%(kind)s) on %(node)s is %(status)s; wait for it or follow it instead of "
+                    "starting another."
+                )
+                % {
+                    "id": running.pk,
+                    "kind": running.kind,
+                    "node": node.name,
+                    "status": value_label(running.status, "operation status"),
+                },
                 {"node": _("An operation is running.")},
                 code="operation_running",
                 data={"operation": _operation_data(running)},

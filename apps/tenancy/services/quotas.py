@@ -163,8 +163,11 @@ def _check_budgets(model: GpuModel, overrides: dict[tuple[str, int], int], field
     for tenant_id, budget in budgets.items():
         if totals.get(tenant_id, 0) > budget:
             raise InvalidInput(
-                f"{names[tenant_id]}'s {model.code} guarantees would total {totals[tenant_id]}, above its budget of "
-                f"{budget}; a child's guarantees must fit inside its parent's.",
+                _(
+                    "%(tenant)s's %(model)s guarantees would total %(total)s, above its budget of %(budget)s; "
+                    "a child's guarantees must fit inside its parent's."
+                )
+                % {"tenant": names[tenant_id], "model": model.code, "total": totals[tenant_id], "budget": budget},
                 {
                     field: _("Exceeds %(names)s's budget of %(budget)s %(code)s.")
                     % {"names": names[tenant_id], "budget": budget, "code": model.code}
@@ -284,8 +287,11 @@ def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: boo
     others = Quota.objects.filter(gpu_model=gpu_model, guaranteed__gt=0).exclude(queue=queue).exists()
     if values["borrow_limit"] and not others:
         raise InvalidInput(
-            f"Nothing to borrow from: no other queue has a {gpu_model.code} guarantee (a borrow limit needs a "
-            "cohort of lenders).",
+            _(
+                "Nothing to borrow from: no other queue has a %(model)s guarantee (a borrow limit needs a "
+                "cohort of lenders)."
+            )
+            % {"model": gpu_model.code},
             {"borrow_limit": _("No lenders for this GPU model.")},
         )
     existing = Quota.objects.filter(queue=queue, gpu_model=gpu_model).first()
@@ -324,8 +330,8 @@ def set_quota(
     require(actor, Action.MANAGE, queue.tenant, _("You may not manage tenant %(slug)s.") % {"slug": queue.tenant.slug})
     if not has_perm(actor, Action.ADMINISTER) and not _bounded_by_budget(queue.tenant, gpu_model):
         raise Forbidden(
-            f"No {gpu_model.code} budget covers {queue.tenant.slug}: ask a platform admin for one "
-            "(or file a quota request)."
+            _("No %(model)s budget covers %(tenant)s: ask a platform admin for one (or file a quota request).")
+            % {"model": gpu_model.code, "tenant": queue.tenant.slug}
         )
     values = {
         "guaranteed": guaranteed,
