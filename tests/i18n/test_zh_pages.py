@@ -38,9 +38,15 @@ ALLOWED = {
     "NVLink",
     "SGLang",
     "HAMi",
-    # Kueue's API kind, kept in Latin letters in Chinese documentation
+    # Kubernetes and scheduling terms Chinese operators use as they are (Kueue's Cohort, gang scheduling,
+    # dcgm-exporter's "exporter", Tensor Cores, kubeconfig files)
     "Cohort",
     "Cohorts",
+    "Pod",
+    "gang",
+    "exporter",
+    "Tensor",
+    "kubeconfig",
     # units
     "ms",
     # the language switcher names English in English

@@ -69,7 +69,7 @@ class Data:
     def __init__(self, values: set[str]):
         values = {v for v in values if len(v) >= 2}
         alternatives = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) or "(?!)"
-        self.pattern = re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
+        self.pattern = re.compile(rf"(?<![A-Za-z0-9_-])(?:{alternatives})(?![A-Za-z0-9_-])")
         self.sorted = sorted(values)
 
     def is_shortened(self, piece: str) -> bool:
@@ -88,11 +88,12 @@ class Data:
 
 # A run of Latin letters, digits and the punctuation identifiers are made of ("kueue.x-k8s.io/queue-name").
 RUN = re.compile(r"[A-Za-z0-9_.:/#=<>'`@*+-]*[A-Za-z][A-Za-z0-9_.:/#=<>'`@*+-]*")
-IDENTIFIER_MARKS = re.compile(r"[0-9_.:/#=<>'`@*+]|[a-z][A-Z]")
+IDENTIFIER_MARKS = re.compile(r"[0-9_.:/#=<>'`@*+]|[a-z][A-Z]|[A-Za-z]-[A-Za-z]")
 
 
 def is_identifier(run: str) -> bool:
-    """Code-like runs are not English prose: paths, dotted names, camelCase, quoted words, names with digits."""
+    """Code-like runs are not English prose: paths, dotted or hyphenated names (kube-scheduler, ci-vision-team,
+    Idempotency-Key), camelCase, quoted words, names with digits."""
     return bool(IDENTIFIER_MARKS.search(run.strip(".:'`")) or run.strip(".:").startswith(("'", "`")))
 
 
