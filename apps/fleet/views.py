@@ -233,7 +233,7 @@ def node_fault(request, cluster: str, name: str):
             fault = get_object_or_404(SimFault, pk=int(clear), sim__cluster=node.cluster, node=node.name)
             simulator.clear_fault(request.user, fault, reason)
             messages.success(
-                request, _("Cleared %(fault)s. The next sync shows the node's new state.") % {"fault": fault}
+                request, _("Cleared %(fault)s. The next sync shows the node's new state.") % {"fault": fault.label}
             )
         else:
             gpu = request.POST.get("gpu", "")
@@ -242,7 +242,7 @@ def node_fault(request, cluster: str, name: str):
             fault = simulator.inject_fault(
                 request.user, node.cluster, node.name, request.POST.get("kind", ""), int(gpu) if gpu else None, reason
             )
-            messages.success(request, _("Injected %(fault)s. The next sync shows its effect.") % {"fault": fault})
+            messages.success(request, _("Injected %(fault)s. The next sync shows its effect.") % {"fault": fault.label})
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("fleet:node_detail", cluster=cluster, name=name)
