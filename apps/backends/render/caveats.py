@@ -8,7 +8,21 @@ Facts come from shared/reference/queues-quotas-priorities.md (sections 1, 2, 3, 
 
 from __future__ import annotations
 
-from django.utils.translation import gettext, gettext_noop
+
+def gettext_noop(text: str) -> str:
+    """Marks a caveat for makemessages (which looks for this name); the renderers import no Django."""
+    return text
+
+
+def _in_active_language(texts: list[str]) -> list[str]:
+    from django.conf import settings
+
+    if not settings.configured:
+        return list(texts)
+    from django.utils.translation import gettext
+
+    return [gettext(text) for text in texts]
+
 
 KUBERNETES = [
     gettext_noop(
@@ -147,11 +161,11 @@ SLURM = [
 def caveats_for(kind: str, queueing: str = "kueue") -> list[str]:
     """The fixed caveats for a backend kind ("kubernetes" or "slurm") and, for Kubernetes, its queueing."""
     if kind == "slurm":
-        return [gettext(c) for c in SLURM]
+        return _in_active_language(SLURM)
     if kind == "kubernetes":
         if queueing == "kueue":
-            return [gettext(c) for c in KUBERNETES + KUEUE]
+            return _in_active_language(KUBERNETES + KUEUE)
         if queueing == "volcano":
-            return [gettext(c) for c in KUBERNETES + VOLCANO]
+            return _in_active_language(KUBERNETES + VOLCANO)
         raise ValueError(f"queueing: {queueing!r} is not one of 'kueue', 'volcano'")
     raise ValueError(f"kind: {kind!r} is not one of 'kubernetes', 'slurm'")
