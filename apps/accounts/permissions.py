@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, SUBTREE_ROLES, Action, Role
 from apps.core.errors import Forbidden
@@ -131,8 +132,8 @@ def has_perm(user, action: str, tenant=None) -> bool:
 def require(user, action: str, tenant=None, message: str | None = None) -> None:
     """Raise Forbidden unless `has_perm`; the message says which action on which tenant was missing."""
     if not has_perm(user, action, tenant):
-        where = f"tenant {tenant}" if tenant is not None else "the console"
-        raise Forbidden(message or f"You may not {action} on {where}.")
+        where = _("tenant %(slug)s") % {"slug": tenant} if tenant is not None else _("the console")
+        raise Forbidden(message or _("You may not %(action)s on %(where)s.") % {"action": action, "where": where})
 
 
 def grantable_roles(user, tenant) -> list[str]:

@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
 from apps.accounts import services
@@ -18,6 +19,7 @@ from apps.accounts.models import ApiToken, Membership, User
 from apps.accounts.permissions import allowed_tenant_ids, has_perm, scope_for
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
+from apps.core.value_labels import value_label
 from apps.core.views import ScopedListView
 from apps.tenancy.models import Tenant
 
@@ -98,7 +100,11 @@ class MembershipListView(ScopedListView):
             except ServiceError as exc:
                 apply_service_error(form, exc)
             else:
-                messages.success(request, f"Granted {membership.role} to {membership.user.username}.")
+                messages.success(
+                    request,
+                    _("Granted %(role)s to %(user)s.")
+                    % {"role": value_label(membership.role, "role"), "user": membership.user.username},
+                )
                 return redirect("accounts:memberships")
         self.object_list = self.get_queryset()
         return self.render_to_response(self.get_context_data(form=form, **self._filter_context()))
@@ -120,7 +126,11 @@ def membership_change(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"{membership.user.username} is now {membership.role}.")
+        messages.success(
+            request,
+            _("%(user)s is now %(role)s.")
+            % {"user": membership.user.username, "role": value_label(membership.role, "role")},
+        )
     return redirect("accounts:memberships")
 
 
@@ -133,7 +143,11 @@ def membership_revoke(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Revoked {membership.role} from {membership.user.username}.")
+        messages.success(
+            request,
+            _("Revoked %(role)s from %(user)s.")
+            % {"role": value_label(membership.role, "role"), "user": membership.user.username},
+        )
     return redirect("accounts:memberships")
 
 
@@ -147,7 +161,10 @@ def service_account_create(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, f"Created service account {account.username}. Create a token for it below.")
+            messages.success(
+                request,
+                _("Created service account %(name)s. Create a token for it below.") % {"name": account.username},
+            )
             return redirect("accounts:tokens")
     for field, errors in form.errors.items():
         messages.error(request, f"{field}: {' '.join(errors)}")
@@ -188,7 +205,10 @@ class TokenListView(ScopedListView):
                 apply_service_error(form, exc)
             else:
                 request.session[self.SESSION_NEW_TOKEN] = raw
-                messages.success(request, f"Created token {token.name}. Copy it now: it will not be shown again.")
+                messages.success(
+                    request,
+                    _("Created token %(name)s. Copy it now: it will not be shown again.") % {"name": token.name},
+                )
                 return redirect("accounts:tokens")
         self.filterset = self.get_filterset(self.get_filterset_class())
         self.object_list = self.filterset.qs
@@ -208,5 +228,5 @@ def token_revoke(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Revoked token {token.name}.")
+        messages.success(request, _("Revoked token %(name)s.") % {"name": token.name})
     return redirect("accounts:tokens")

@@ -17,6 +17,7 @@ import django.dispatch
 from django.db import connection, transaction
 from django.db.models import DecimalField, F, Sum
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.audit.services import record_event
 from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, SpendBudget, UsageDay
@@ -186,9 +187,18 @@ def check_admission(tenant: Tenant, tier, over_budget_id=_LOOK) -> None:
         return
     budget = SpendBudget.objects.select_related("tenant").get(pk=over_budget_id)
     raise Conflict(
-        f"Tenant {budget.tenant.slug} is over its monthly spend budget ({budget.monthly_amount} {budget.currency}) "
-        f"since {budget.over_since:%Y-%m-%d %H:%M} UTC, and its budget policy admits no preemptible work: "
-        f"tier {tier.name} is preemptible. Use a non-preemptible tier, or ask for a budget raise.",
-        {"tier": f"Preemptible work is paused: {budget.tenant.slug} is over budget."},
+        _(
+            "Tenant %(tenant)s is over its monthly spend budget (%(amount)s %(currency)s) since %(since)s UTC, and "
+            "its budget policy admits no preemptible work: tier %(tier)s is preemptible. Use a non-preemptible "
+            "tier, or ask for a budget raise."
+        )
+        % {
+            "tenant": budget.tenant.slug,
+            "amount": budget.monthly_amount,
+            "currency": budget.currency,
+            "since": f"{budget.over_since:%Y-%m-%d %H:%M}",
+            "tier": tier.name,
+        },
+        {"tier": _("Preemptible work is paused: %(slug)s is over budget.") % {"slug": budget.tenant.slug}},
         code="over_budget",
     )

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
@@ -147,10 +148,12 @@ def period_list(request):
         try:
             if request.POST.get("action") == "reopen":
                 services.reopen_period(request.user, period, reason=reason)
-                messages.success(request, f"Period {period} reopened.")
+                messages.success(request, _("Period %(period)s reopened.") % {"period": period})
             else:
                 services.close_period(request.user, period, reason=reason)
-                messages.success(request, f"Period {period} closed; its statements are written.")
+                messages.success(
+                    request, _("Period %(period)s closed; its statements are written.") % {"period": period}
+                )
         except ServiceError as exc:
             messages.error(request, exc.message)
         return redirect("chargeback:period_list")
@@ -188,7 +191,7 @@ def rate_cards(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, "Rate saved; earlier rates stay in the history.")
+            messages.success(request, _("Rate saved; earlier rates stay in the history."))
             return redirect("chargeback:rate_cards")
     return render(
         request,
@@ -223,7 +226,7 @@ def tenant_spend(request, slug: str):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, "Spend budget saved.")
+            messages.success(request, _("Spend budget saved."))
             return redirect("tenancy:tenant_detail", slug=tenant.slug)
     return render(
         request,

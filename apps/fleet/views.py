@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.shortcuts import render as render_page
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
@@ -40,7 +41,9 @@ def cluster_list(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, f"Added cluster {cluster.name}. Test the connection, then sync.")
+            messages.success(
+                request, _("Added cluster %(name)s. Test the connection, then sync.") % {"name": cluster.name}
+            )
             return redirect("fleet:cluster_detail", name=cluster.name)
     return render(
         request,
@@ -159,9 +162,10 @@ def cluster_test_connection(request, name: str):
         text = f"{report.server_version} {report.message}".strip()
         if report.notes:
             text += " · " + " · ".join(report.notes)
-        (messages.success if report.ok else messages.error)(
-            request, f"Connection {'OK' if report.ok else 'failed'}: {text}"
-        )
+        if report.ok:
+            messages.success(request, _("Connection OK: %(details)s") % {"details": text})
+        else:
+            messages.error(request, _("Connection failed: %(details)s") % {"details": text})
     return redirect("fleet:cluster_detail", name=name)
 
 
@@ -207,7 +211,7 @@ def node_detail(request, cluster: str, name: str):
 def _fault_kinds() -> list[tuple[str, str]]:
     from apps.backends.simulator.faults import EFFECTS
 
-    return [(kind.value, effect.message) for kind, effect in EFFECTS.items()]
+    return [(kind.value, _(effect.message)) for kind, effect in EFFECTS.items()]
 
 
 @require_POST
@@ -225,18 +229,20 @@ def node_fault(request, cluster: str, name: str):
         clear = request.POST.get("clear", "")
         if clear:
             if not clear.isdigit():
-                raise InvalidInput("Which fault? Give its id.", {"clear": "A fault id."})
+                raise InvalidInput(_("Which fault? Give its id."), {"clear": _("A fault id.")})
             fault = get_object_or_404(SimFault, pk=int(clear), sim__cluster=node.cluster, node=node.name)
             simulator.clear_fault(request.user, fault, reason)
-            messages.success(request, f"Cleared {fault}. The next sync shows the node's new state.")
+            messages.success(
+                request, _("Cleared %(fault)s. The next sync shows the node's new state.") % {"fault": fault.label}
+            )
         else:
             gpu = request.POST.get("gpu", "")
             if gpu and not gpu.isdigit():
-                raise InvalidInput("GPU must be an index.", {"gpu": "A number."})
+                raise InvalidInput(_("GPU must be an index."), {"gpu": _("A number.")})
             fault = simulator.inject_fault(
                 request.user, node.cluster, node.name, request.POST.get("kind", ""), int(gpu) if gpu else None, reason
             )
-            messages.success(request, f"Injected {fault}. The next sync shows its effect.")
+            messages.success(request, _("Injected %(fault)s. The next sync shows its effect.") % {"fault": fault.label})
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("fleet:node_detail", cluster=cluster, name=name)
@@ -288,7 +294,7 @@ def node_telemetry(request, cluster: str, name: str):
     rows, error = [], ""
     reader = getattr(get_backend(node.cluster), "node_metrics_text", None)
     if reader is None:
-        error = "No DCGM exporter is configured for this cluster yet."
+        error = _("No DCGM exporter is configured for this cluster yet.")
     else:
         try:
             readings = per_gpu(reader(node.name), TELEMETRY_METRICS)

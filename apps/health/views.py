@@ -5,10 +5,12 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
 from apps.core.errors import ServiceError
+from apps.core.value_labels import value_label
 from apps.core.views import ScopedListView
 from apps.fleet.models import Node
 from apps.health.filtersets import IncidentFilterSet
@@ -62,7 +64,11 @@ def incident_transition(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Incident #{incident.pk} is now {request.POST.get('to')}.")
+        messages.success(
+            request,
+            _("Incident #%(id)s is now %(state)s.")
+            % {"id": incident.pk, "state": value_label(request.POST.get("to"), "incident state")},
+        )
     return redirect("health:incident_detail", pk=pk)
 
 
@@ -106,7 +112,7 @@ def node_action(request, pk: int):
     node = get_object_or_404(Node.objects.for_user(request.user, "view"), pk=pk)
     form = NodeActionForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Choose an action.")
+        messages.error(request, _("Choose an action."))
         return redirect("health:node_health", pk=pk)
     try:
         operation = runbook.node_action(
@@ -130,7 +136,7 @@ def rules(request):
     if request.method == "POST":
         form = RuleTuneForm(request.POST)
         if not can_tune:
-            messages.error(request, "Only platform admins tune health rules.")
+            messages.error(request, _("Only platform admins tune health rules."))
         elif not form.is_valid():
             errors[request.POST.get("key", "")] = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
         else:
@@ -141,7 +147,11 @@ def rules(request):
             except ServiceError as exc:
                 errors[key] = exc.message
             else:
-                messages.success(request, f"Rule {key} changed: the rules are now version {tuned.version}.")
+                messages.success(
+                    request,
+                    _("Rule %(key)s changed: the rules are now version %(version)s.")
+                    % {"key": key, "version": tuned.version},
+                )
                 return redirect("health:rules")
     return render(
         request,

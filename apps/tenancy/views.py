@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts.models import Membership
@@ -42,9 +43,9 @@ def tenant_create(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, f"Created tenant {tenant.name}.")
+            messages.success(request, _("Created tenant %(name)s.") % {"name": tenant.name})
             return redirect("tenancy:tenant_detail", slug=tenant.slug)
-    return render(request, "tenancy/tenant_form.html", {"form": form, "title": "New tenant"})
+    return render(request, "tenancy/tenant_form.html", {"form": form, "title": _("New tenant")})
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -65,7 +66,7 @@ def tenant_detail(request, slug: str):
             except ServiceError as exc:
                 apply_service_error(form, exc)
             else:
-                messages.success(request, "Saved.")
+                messages.success(request, _("Saved."))
                 return redirect("tenancy:tenant_detail", slug=tenant.slug)
     return render(
         request,
@@ -88,7 +89,7 @@ def _quota_context(tenant: Tenant) -> dict:
     from apps.tenancy.models import Admission, AdmissionState, Queue, TenantBudget
     from apps.tenancy.snapshot import build_snapshot
 
-    snapshot, _ = build_snapshot(with_capacity=False)
+    snapshot, _unused = build_snapshot(with_capacity=False)
     subtree_queues = {
         q.pk: q for q in Queue.objects.filter(tenant__path__startswith=tenant.path).select_related("tenant")
     }
@@ -141,13 +142,13 @@ def queue_detail(request, pk: int):
             if request.POST.get("action") == "preview":
                 impact = preview_quota(request.user, queue, data.pop("gpu_model"), **data)
             else:
-                _, applied = set_quota(request.user, queue=queue, confirm=confirm, reason=reason, **data)
-                messages.success(request, f"Quota saved. Impact: {applied['text']}.")
+                _quota, applied = set_quota(request.user, queue=queue, confirm=confirm, reason=reason, **data)
+                messages.success(request, _("Quota saved. Impact: %(impact)s.") % {"impact": applied["text"]})
                 return redirect("tenancy:queue_detail", pk=queue.pk)
         except ServiceError as exc:
             apply_service_error(form, exc)
             impact = exc.data.get("impact")
-    snapshot, _ = build_snapshot(with_capacity=False)
+    snapshot, _unused = build_snapshot(with_capacity=False)
     quotas = [
         {
             "model": snapshot.model_names.get(code, code),
@@ -195,7 +196,7 @@ def quota_requests(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, "Request filed; a platform admin will decide it.")
+            messages.success(request, _("Request filed; a platform admin will decide it."))
             return redirect("tenancy:quota_requests")
     if request.method == "POST" and request.POST.get("action") == "decide":
         decision = QuotaDecisionForm(request.POST)
@@ -207,7 +208,9 @@ def quota_requests(request):
             except ServiceError as exc:
                 messages.error(request, exc.message)
             else:
-                messages.success(request, f"Request {decided.pk}: {decided.get_state_display()}.")
+                messages.success(
+                    request, _("Request %(id)s: %(state)s.") % {"id": decided.pk, "state": decided.get_state_display()}
+                )
             return redirect("tenancy:quota_requests")
         messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in decision.errors.items()))
     rows = QuotaRequest.objects.for_user(request.user, "view").select_related(
@@ -245,7 +248,7 @@ def tiers(request):
             except ServiceError as exc:
                 messages.error(request, exc.message)
             else:
-                messages.success(request, f"Saved tier {tier.name}.")
+                messages.success(request, _("Saved tier %(name)s.") % {"name": tier.name})
         else:
             messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
         return redirect("tenancy:tiers")

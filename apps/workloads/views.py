@@ -7,6 +7,7 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
@@ -110,7 +111,7 @@ def workload_cancel(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Cancelling {workload.name}.")
+        messages.success(request, _("Cancelling %(name)s.") % {"name": workload.name})
     return redirect("workloads:workload_detail", pk=pk)
 
 
@@ -128,13 +129,16 @@ def workload_submit(request):
         data = form.cleaned_data
         try:
             if data["template"] is not None:
-                workload, _ = services.submit_from_template(request.user, data["template"], overrides=data["spec"])
+                workload, _new = services.submit_from_template(request.user, data["template"], overrides=data["spec"])
             else:
-                workload, _ = services.submit_workload(request.user, kind=data["kind"], spec=data["spec"])
+                workload, _new = services.submit_workload(request.user, kind=data["kind"], spec=data["spec"])
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, f"Submitted {workload.name}: {workload.get_state_display()}.")
+            messages.success(
+                request,
+                _("Submitted %(name)s: %(state)s.") % {"name": workload.name, "state": workload.get_state_display()},
+            )
             return redirect("workloads:workload_detail", pk=workload.pk)
     return render(
         request,

@@ -42,3 +42,14 @@ def status_badge(status: str) -> str:
         "revoked": "secondary",
         "expired": "warning",
     }.get(str(status), "secondary")
+
+
+@register.filter
+def label(code, context: str) -> str:
+    """A stored code shown as a word in the reader's language: {{ node.state|label:"node state" }}.
+
+    English shows the code itself; the contexts and codes are in apps/core/value_labels.py.
+    """
+    from apps.core.value_labels import value_label
+
+    return value_label(code, context)
