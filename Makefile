@@ -32,6 +32,7 @@ TEST_REDIS_URL    ?= redis://127.0.0.1:6379/15
 test: $(STAMP)
 	scripts/test-services.sh
 	scripts/ensure-chromium.sh
+	scripts/ensure-gettext.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret \

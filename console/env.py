@@ -93,6 +93,7 @@ def parse_database_url(url: str) -> dict:
         if not name:
             raise ImproperlyConfigured(f"DATABASE_URL={url!r} names no database")
         options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        options.update(_statement_options(options, url))
         try:
             port = parts.port
         except ValueError as exc:
@@ -109,3 +110,22 @@ def parse_database_url(url: str) -> dict:
             "OPTIONS": options,
         }
     raise ImproperlyConfigured(f"DATABASE_URL scheme {scheme!r} is not supported; use postgres:// or sqlite:///")
+
+
+def _statement_options(options: dict, url: str) -> dict:
+    """Server-side binding with prepared statements unless the URL turns them off.
+
+    A statement run `prepare_threshold` times on a connection is prepared: PostgreSQL stops parsing and
+    planning it (on a submission that was half of PostgreSQL's CPU). Behind a pooler that cannot keep
+    prepared statements (PgBouncer in transaction mode before 1.21), add `?prepare_threshold=none`.
+    """
+    binding = options.get("server_side_binding", "true").lower()
+    if binding not in {"true", "false"}:
+        raise ImproperlyConfigured(f"DATABASE_URL={url!r}: server_side_binding must be true or false")
+    threshold = options.get("prepare_threshold", "5").lower()
+    if threshold != "none" and not threshold.isdigit():
+        raise ImproperlyConfigured(f"DATABASE_URL={url!r}: prepare_threshold must be a whole number or none")
+    return {
+        "server_side_binding": binding == "true",
+        "prepare_threshold": None if threshold == "none" or binding == "false" else int(threshold),
+    }

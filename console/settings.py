@@ -126,6 +126,8 @@ CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# Per-language date formats the templates name (DATETIME_FORMAT, ...): console/formats/<language>/formats.py.
+FORMAT_MODULE_PATH = ["console.formats"]
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
@@ -184,7 +186,25 @@ SPECTACULAR_SETTINGS = {
         "RoleEnum": "apps.accounts.roles.Role",
         "ServiceAccountRoleEnum": "apps.accounts.roles.SERVICE_ACCOUNT_ROLE_CHOICES",
         "ClusterKindEnum": "apps.fleet.models.ClusterKind",
-        "FaultKindEnum": "apps.backends.simulator.faults.FaultKind",
+        "FaultKindEnum": "apps.backends.simulator.faults.KINDS",
+        # Choice sets whose fields share a name ("state", "kind", "action") get their own readable names.
+        "WorkloadStateEnum": "apps.workloads.models.WorkloadState",
+        "WorkloadKindEnum": "apps.workloads.models.WorkloadKind",
+        "AdmissionStateEnum": "apps.tenancy.models.AdmissionState",
+        "QuotaRequestStateEnum": "apps.tenancy.models.QuotaRequestState",
+        "IncidentStateEnum": "apps.health.models.IncidentState",
+        "SeverityEnum": "apps.health.models.Severity",
+        "RuleKindEnum": "apps.health.models.RuleKind",
+        "RuleActionEnum": "apps.health.models.RuleAction",
+        "SourceKindEnum": "apps.health.models.SourceKind",
+        "ChannelKindEnum": "apps.health.models.ChannelKind",
+        "PeriodStateEnum": "apps.chargeback.models.PeriodState",
+        "CreditStateEnum": "apps.chargeback.models.CreditState",
+        "LineKindEnum": "apps.chargeback.models.LineKind",
+        "AlertStateEnum": "apps.inference.models.AlertState",
+        "OperationStatusEnum": "apps.operations.models.OperationStatus",
+        "NodeStateEnum": "apps.fleet.models.NodeState",
+        "ActionEnum": "apps.accounts.roles.Action",
     },
 }
 

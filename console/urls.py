@@ -9,6 +9,7 @@ from apps.observability import probes
 from apps.observability.metrics import metrics_view
 
 urlpatterns = [
+    path("api/v1/", include("apps.core.api.urls")),  # first: the API is the hot path (CI polls it)
     path("", include("apps.dashboard.urls")),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
@@ -23,7 +24,6 @@ urlpatterns = [
     path("operations/", include("apps.operations.urls")),
     path("i18n/setlang/", set_language, name="set_language"),
     path("admin/", admin.site.urls),
-    path("api/v1/", include("apps.core.api.urls")),
     path("simulator/", include("apps.backends.simulator.urls")),
     path("observability/", include("apps.observability.urls")),
     path("healthz", probes.healthz, name="healthz"),

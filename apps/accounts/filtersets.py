@@ -1,4 +1,5 @@
 import django_filters
+from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.models import ApiToken, Membership, User
 from apps.accounts.roles import Role
@@ -9,9 +10,11 @@ from apps.tenancy.filtersets import visible_tenants
 class MembershipFilterSet(django_filters.FilterSet):
     """Filters for memberships (UI and API)."""
 
-    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
-    user = django_filters.CharFilter(field_name="user__username", label="User")
-    role = django_filters.ChoiceFilter(choices=Role.choices)
+    tenant = django_filters.ModelChoiceFilter(
+        field_name="tenant", to_field_name="slug", queryset=visible_tenants, label=_("Tenant")
+    )
+    user = django_filters.CharFilter(field_name="user__username", label=_("User"))
+    role = django_filters.ChoiceFilter(choices=Role.choices, label=_("Role"))
 
     class Meta:
         model = Membership
@@ -19,8 +22,8 @@ class MembershipFilterSet(django_filters.FilterSet):
 
 
 class UserFilterSet(django_filters.FilterSet):
-    q = django_filters.CharFilter(field_name="username", lookup_expr="icontains", label="Search")
-    tenant = django_filters.CharFilter(field_name="memberships__tenant__slug", label="Tenant")
+    q = django_filters.CharFilter(field_name="username", lookup_expr="icontains", label=_("Search"))
+    tenant = django_filters.CharFilter(field_name="memberships__tenant__slug", label=_("Tenant"))
 
     class Meta:
         model = User
@@ -28,9 +31,13 @@ class UserFilterSet(django_filters.FilterSet):
 
 
 class ApiTokenFilterSet(django_filters.FilterSet):
-    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
-    user = django_filters.CharFilter(field_name="user__username", label="User")
-    active = django_filters.BooleanFilter(method="filter_active", label="Active", widget=yes_no_any())
+    tenant = django_filters.ModelChoiceFilter(
+        field_name="tenant", to_field_name="slug", queryset=visible_tenants, label=_("Tenant")
+    )
+    user = django_filters.CharFilter(field_name="user__username", label=_("User"))
+    active = django_filters.BooleanFilter(method="filter_active", label=_("Active"), widget=yes_no_any())
+
+    role = django_filters.ChoiceFilter(choices=Role.choices, label=_("Role"))
 
     class Meta:
         model = ApiToken

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.models import User
 from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
@@ -15,17 +16,27 @@ class TenantChoiceField(forms.ModelChoiceField):
 
 
 class TokenForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="What uses it, e.g. 'gitlab-ci train-pipeline'.")
+    name = forms.CharField(
+        label=_("Name"), max_length=100, help_text=_("What uses it, e.g. 'gitlab-ci train-pipeline'.")
+    )
     user = forms.ModelChoiceField(
+        label=_("User"),
         queryset=User.objects.none(),
         required=False,
-        empty_label="Myself",
-        help_text="Or a service account of a tenant you manage.",
+        empty_label=_("Myself"),
+        help_text=_("Or a service account of a tenant you manage."),
     )
-    tenant = TenantChoiceField(queryset=Tenant.objects.none(), required=False, empty_label="Console-wide")
-    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+    tenant = TenantChoiceField(
+        label=_("Tenant"), queryset=Tenant.objects.none(), required=False, empty_label=_("Console-wide")
+    )
+    role = forms.ChoiceField(label=_("Role"), choices=Role.choices, initial=Role.MEMBER)
     expires_in_days = forms.IntegerField(
-        min_value=1, max_value=3650, required=False, initial=90, help_text="Empty: never expires."
+        label=_("Expires in days"),
+        min_value=1,
+        max_value=3650,
+        required=False,
+        initial=90,
+        help_text=_("Empty: never expires."),
     )
 
     def __init__(self, *args, user: User, **kwargs):
@@ -41,11 +52,13 @@ class TokenForm(forms.Form):
 
 class MembershipForm(forms.Form):
     user = forms.ModelChoiceField(
-        queryset=User.objects.filter(is_active=True).order_by("username"), to_field_name="username"
+        label=_("User"), queryset=User.objects.filter(is_active=True).order_by("username"), to_field_name="username"
     )
-    tenant = TenantChoiceField(queryset=Tenant.objects.none(), required=False, empty_label="Console-wide")
-    role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
-    reason = forms.CharField(max_length=2000, required=False)
+    tenant = TenantChoiceField(
+        label=_("Tenant"), queryset=Tenant.objects.none(), required=False, empty_label=_("Console-wide")
+    )
+    role = forms.ChoiceField(label=_("Role"), choices=Role.choices, initial=Role.MEMBER)
+    reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)
 
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
@@ -53,10 +66,10 @@ class MembershipForm(forms.Form):
 
 
 class ServiceAccountForm(forms.Form):
-    username = forms.CharField(max_length=150, help_text="e.g. ci-vision-team")
-    tenant = TenantChoiceField(queryset=Tenant.objects.none())
-    role = forms.ChoiceField(choices=SERVICE_ACCOUNT_ROLE_CHOICES, initial=Role.MEMBER)
-    reason = forms.CharField(max_length=2000, required=False)
+    username = forms.CharField(label=_("Username"), max_length=150, help_text=_("e.g. ci-vision-team"))
+    tenant = TenantChoiceField(label=_("Tenant"), queryset=Tenant.objects.none())
+    role = forms.ChoiceField(label=_("Role"), choices=SERVICE_ACCOUNT_ROLE_CHOICES, initial=Role.MEMBER)
+    reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)
 
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
@@ -64,4 +77,4 @@ class ServiceAccountForm(forms.Form):
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(max_length=2000, required=False)
+    reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, SUBTREE_ROLES, Action, Role
 from apps.core.errors import Forbidden
@@ -74,11 +75,19 @@ def _intersect(user_scope: Scope, token_scope: Scope) -> Scope:
     return Scope(global_actions, per_tenant)
 
 
+# Set by the API token lookup, which reads the user's memberships in the same statement as the token.
+GRANTS_ATTR = "_prefetched_grants"
+
+
 def user_grants(user) -> list[tuple[int | None, str]]:
-    # Read on every API request: plain SQL, without the ORM's per-call query compilation.
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT tenant_id, role FROM accounts_membership WHERE user_id = %s", [user.pk])
-        grants = list(cursor.fetchall())
+    grants = getattr(user, GRANTS_ATTR, None)
+    if grants is None:
+        # Read on every request: plain SQL, without the ORM's per-call query compilation.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT tenant_id, role FROM accounts_membership WHERE user_id = %s", [user.pk])
+            grants = list(cursor.fetchall())
+    else:
+        grants = list(grants)
     if user.is_superuser:
         grants.append((None, Role.PLATFORM_ADMIN))
     return grants
@@ -101,8 +110,9 @@ def scope_for(user) -> Scope:
 
 def forget_scope(user) -> None:
     """Drop the cached scope after the user's memberships changed."""
-    if user is not None and hasattr(user, _CACHE_ATTR):
-        delattr(user, _CACHE_ATTR)
+    for attr in (_CACHE_ATTR, GRANTS_ATTR):
+        if user is not None and hasattr(user, attr):
+            delattr(user, attr)
 
 
 def allowed_tenant_ids(user, action: str) -> set[int] | None:
@@ -122,8 +132,8 @@ def has_perm(user, action: str, tenant=None) -> bool:
 def require(user, action: str, tenant=None, message: str | None = None) -> None:
     """Raise Forbidden unless `has_perm`; the message says which action on which tenant was missing."""
     if not has_perm(user, action, tenant):
-        where = f"tenant {tenant}" if tenant is not None else "the console"
-        raise Forbidden(message or f"You may not {action} on {where}.")
+        where = _("tenant %(slug)s") % {"slug": tenant} if tenant is not None else _("the console")
+        raise Forbidden(message or _("You may not %(action)s on %(where)s.") % {"action": action, "where": where})
 
 
 def grantable_roles(user, tenant) -> list[str]:

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Role(models.TextChoices):
-    PLATFORM_ADMIN = "platform-admin", "Platform admin"
-    TENANT_ADMIN = "tenant-admin", "Tenant admin"
-    MEMBER = "member", "Member"
-    ONCALL = "on-call", "On-call"
-    VIEWER = "viewer", "Viewer"
+    PLATFORM_ADMIN = "platform-admin", _("Platform admin")
+    TENANT_ADMIN = "tenant-admin", _("Tenant admin")
+    MEMBER = "member", _("Member")
+    ONCALL = "on-call", _("On-call")
+    VIEWER = "viewer", _("Viewer")
 
 
 class Action(models.TextChoices):
-    VIEW = "view", "View"
-    SUBMIT = "submit", "Submit and cancel workloads, request quota"
-    MANAGE = "manage", "Manage tenant data: members, service accounts, tokens, subtenants"
-    OPERATE = "operate", "Fleet runbook actions: cordon, drain, resume, reset, RMA"
-    ADMINISTER = "administer", "Platform settings: clusters, tenants at the root, rates, tiers, periods"
+    VIEW = "view", _("View")
+    SUBMIT = "submit", _("Submit and cancel workloads, request quota")
+    MANAGE = "manage", _("Manage tenant data: members, service accounts, tokens, subtenants")
+    OPERATE = "operate", _("Fleet runbook actions: cordon, drain, resume, reset, RMA")
+    ADMINISTER = "administer", _("Platform settings: clusters, tenants at the root, rates, tiers, periods")
 
 
 ROLE_ACTIONS: dict[str, frozenset[str]] = {

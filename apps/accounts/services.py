@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.models import ApiToken, Membership, User, token_digest
 from apps.accounts.permissions import forget_scope, grantable_roles, has_perm, require, scope_for
@@ -26,17 +27,23 @@ MAX_TOKEN_DAYS = 3650
 
 def _check_role_for_tenant(role: str, tenant) -> None:
     if role not in Role.values:
-        raise InvalidInput(f"Unknown role {role!r}.", {"role": f"Choose one of: {', '.join(Role.values)}."})
+        raise InvalidInput(
+            _("Unknown role %(role)s.") % {"role": repr(role)},
+            {"role": _("Choose one of: %(values)s.") % {"values": ", ".join(Role.values)}},
+        )
     if role in GLOBAL_ROLES and tenant is not None:
-        raise InvalidInput(f"{role} is a console-wide role.", {"tenant": "Leave empty for a console-wide role."})
+        raise InvalidInput(
+            _("%(role)s is a console-wide role.") % {"role": role},
+            {"tenant": _("Leave empty for a console-wide role.")},
+        )
     if role in TENANT_ROLES and tenant is None:
-        raise InvalidInput(f"{role} needs a tenant.", {"tenant": "Required for this role."})
+        raise InvalidInput(_("%(role)s needs a tenant.") % {"role": role}, {"tenant": _("Required for this role.")})
 
 
 def _require_grantable(actor, role: str, tenant) -> None:
     if role not in grantable_roles(actor, tenant):
-        where = f"tenant {tenant.slug}" if tenant is not None else "the whole console"
-        raise Forbidden(f"You may not grant {role} on {where}.")
+        where = _("tenant %(slug)s") % {"slug": tenant.slug} if tenant is not None else _("the whole console")
+        raise Forbidden(_("You may not grant %(role)s on %(where)s.") % {"role": role, "where": where})
 
 
 def grant_membership(actor, *, user: User, tenant, role: str, reason: str = "") -> Membership:
@@ -49,7 +56,8 @@ def grant_membership(actor, *, user: User, tenant, role: str, reason: str = "") 
                 membership = Membership.objects.create(user=user, tenant=tenant, role=role)
         except IntegrityError as exc:
             raise Conflict(
-                f"{user.username} already has a role there; change it instead.", {"user": "Already a member."}
+                _("%(username)s already has a role there; change it instead.") % {"username": user.username},
+                {"user": _("Already a member.")},
             ) from exc
         record_event(actor, "membership.grant", membership, tenant=tenant, reason=reason, after=snapshot(membership))
     forget_scope(user)
@@ -64,7 +72,7 @@ def _refuse_removing_last_platform_admin(membership: Membership) -> None:
         not others.exists()
         and not User.objects.filter(is_superuser=True, is_active=True).exclude(pk=membership.user_id).exists()
     ):
-        raise Conflict("This is the last platform admin; grant the role to someone else first.")
+        raise Conflict(_("This is the last platform admin; grant the role to someone else first."))
 
 
 def change_membership_role(actor, membership: Membership, *, role: str, reason: str = "") -> Membership:
@@ -110,10 +118,10 @@ def revoke_membership(actor, membership: Membership, *, reason: str = "") -> Non
 
 def create_service_account(actor, *, username: str, tenant, role: str = Role.MEMBER, reason: str = "") -> User:
     """A tokens-only user owned by `tenant`, with one role there, for CI pipelines."""
-    require(actor, Action.MANAGE, tenant, f"You may not manage tenant {tenant.slug}.")
+    require(actor, Action.MANAGE, tenant, _("You may not manage tenant %(slug)s.") % {"slug": tenant.slug})
     if role in GLOBAL_ROLES:
         raise InvalidInput(
-            "Service accounts get tenant roles only.", {"role": "Choose tenant-admin, member or viewer."}
+            _("Service accounts get tenant roles only."), {"role": _("Choose tenant-admin, member or viewer.")}
         )
     _check_role_for_tenant(role, tenant)
     _require_grantable(actor, role, tenant)
@@ -122,7 +130,7 @@ def create_service_account(actor, *, username: str, tenant, role: str = Role.MEM
     try:
         account.full_clean(exclude=["password"])
     except ValidationError as exc:
-        raise InvalidInput("Invalid service account.", exc.message_dict) from exc
+        raise InvalidInput(_("Invalid service account."), exc.message_dict) from exc
     with transaction.atomic():
         account.save()
         Membership.objects.create(user=account, tenant=tenant, role=role)
@@ -156,22 +164,31 @@ def issue_token(
     The raw token is returned once and never stored; only its SHA-256 digest is kept.
     """
     if not name or len(name) > 100:
-        raise InvalidInput("Give the token a name of 1 to 100 characters.", {"name": "1 to 100 characters."})
+        raise InvalidInput(_("Give the token a name of 1 to 100 characters."), {"name": _("1 to 100 characters.")})
     _check_role_for_tenant(role, tenant)
     if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
         raise InvalidInput(
-            f"Expiry must be 1 to {MAX_TOKEN_DAYS} days.", {"expires_in_days": f"1 to {MAX_TOKEN_DAYS}."}
+            _("Expiry must be 1 to %(max_token_days)s days.") % {"max_token_days": MAX_TOKEN_DAYS},
+            {"expires_in_days": _("1 to %(max_token_days)s.") % {"max_token_days": MAX_TOKEN_DAYS}},
         )
     if user.pk != actor.pk:
         if not user.is_service_account:
-            raise Forbidden("You can only create tokens for yourself or for a service account.")
-        require(actor, Action.MANAGE, user.owner_tenant, f"You may not manage tenant {user.owner_tenant.slug}.")
+            raise Forbidden(_("You can only create tokens for yourself or for a service account."))
+        require(
+            actor,
+            Action.MANAGE,
+            user.owner_tenant,
+            _("You may not manage tenant %(slug)s.") % {"slug": user.owner_tenant.slug},
+        )
     if getattr(actor, "api_token", None) is not None and not has_perm(actor, Action.MANAGE, tenant):
         # A token may mint tokens only where it could manage; never a wider one than itself.
-        raise Forbidden("An API token cannot create a token wider than its own scope.")
+        raise Forbidden(_("An API token cannot create a token wider than its own scope."))
     if not _covered(user, tenant, role):
-        where = tenant.slug if tenant is not None else "the whole console"
-        raise Forbidden(f"{user.username} does not hold {role} on {where}; a token cannot exceed its user's rights.")
+        where = tenant.slug if tenant is not None else _("the whole console")
+        raise Forbidden(
+            _("%(username)s does not hold %(role)s on %(where)s; a token cannot exceed its user's rights.")
+            % {"username": user.username, "role": role, "where": where}
+        )
     raw = settings.API_TOKEN_PREFIX + secrets.token_urlsafe(32)
     expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
     with transaction.atomic():
@@ -194,14 +211,14 @@ def revoke_token(actor, token: ApiToken, *, reason: str = "") -> ApiToken:
     if token.user_id != actor.pk:
         owner = token.user.owner_tenant
         if not (token.user.is_service_account and owner is not None and has_perm(actor, Action.MANAGE, owner)):
-            raise Forbidden("You may not revoke this token.")
+            raise Forbidden(_("You may not revoke this token."))
     if token.revoked_at is not None:
-        raise Conflict("This token is already revoked.")
+        raise Conflict(_("This token is already revoked."))
     with transaction.atomic():
         # Compare-and-set so two concurrent revokes write one event.
         updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         if updated != 1:
-            raise Conflict("This token is already revoked.")
+            raise Conflict(_("This token is already revoked."))
         before = snapshot(token)
         token.refresh_from_db()
         record_event(
@@ -218,7 +235,7 @@ def revoke_token(actor, token: ApiToken, *, reason: str = "") -> ApiToken:
 def create_user(actor, *, username: str, password: str | None = None, email: str = "", reason: str = "") -> User:
     """Create a person's account (platform admins; `actor=None` is the bootstrap of the first admin)."""
     if actor is not None:
-        require(actor, Action.ADMINISTER, None, "Only platform admins create users.")
+        require(actor, Action.ADMINISTER, None, _("Only platform admins create users."))
     user = User(username=username, email=email)
     if password:
         user.set_password(password)
@@ -227,7 +244,7 @@ def create_user(actor, *, username: str, password: str | None = None, email: str
     try:
         user.full_clean(exclude=["password"])
     except ValidationError as exc:
-        raise InvalidInput("Invalid user.", exc.message_dict) from exc
+        raise InvalidInput(_("Invalid user."), exc.message_dict) from exc
     with transaction.atomic():
         user.save()
         record_event(actor, "user.create", user, reason=reason, after=snapshot(user, ["id", "username", "email"]))

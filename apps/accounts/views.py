@@ -8,7 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST, require_safe
 
 from apps.accounts import services
@@ -20,6 +21,7 @@ from apps.accounts.permissions import allowed_tenant_ids, has_perm, scope_for
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
+from apps.core.value_labels import value_label
 from apps.core.views import ScopedListView
 from apps.tenancy.models import Tenant
 
@@ -80,12 +82,14 @@ class MembershipListView(ScopedListView):
     select_related = ("user", "tenant")
     template_name = "accounts/membership_list.html"
     columns = [
-        Column("user", _("User"), order_by="user__username", csv="user.username"),
-        Column("tenant", _("Tenant"), order_by="tenant__path", csv=lambda m: m.tenant.slug if m.tenant else ""),
-        Column("role", _("Role"), order_by="role"),
-        Column("since", _("Since"), order_by="created_at", csv="created_at"),
-        Column("service_account", _("Service account"), csv="user.is_service_account", shown=False),
-        Column("actions", _("Actions"), csv=False),
+        Column("user", gettext_lazy("User"), order_by="user__username", csv="user.username"),
+        Column(
+            "tenant", gettext_lazy("Tenant"), order_by="tenant__path", csv=lambda m: m.tenant.slug if m.tenant else ""
+        ),
+        Column("role", gettext_lazy("Role"), order_by="role"),
+        Column("since", gettext_lazy("Since"), order_by="created_at", csv="created_at"),
+        Column("service_account", gettext_lazy("Service account"), csv="user.is_service_account", shown=False),
+        Column("actions", gettext_lazy("Actions"), csv=False),
     ]
     csv_name = "memberships"
 
@@ -109,7 +113,11 @@ class MembershipListView(ScopedListView):
             except ServiceError as exc:
                 apply_service_error(form, exc)
             else:
-                messages.success(request, f"Granted {membership.role} to {membership.user.username}.")
+                messages.success(
+                    request,
+                    _("Granted %(role)s to %(user)s.")
+                    % {"role": value_label(membership.role, "role"), "user": membership.user.username},
+                )
                 return redirect("accounts:memberships")
         self.object_list = self.get_queryset()
         return self.render_to_response(self.get_context_data(form=form, **self._filter_context()))
@@ -131,7 +139,11 @@ def membership_change(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"{membership.user.username} is now {membership.role}.")
+        messages.success(
+            request,
+            _("%(user)s is now %(role)s.")
+            % {"user": membership.user.username, "role": value_label(membership.role, "role")},
+        )
     return redirect("accounts:memberships")
 
 
@@ -144,7 +156,11 @@ def membership_revoke(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Revoked {membership.role} from {membership.user.username}.")
+        messages.success(
+            request,
+            _("Revoked %(role)s from %(user)s.")
+            % {"role": value_label(membership.role, "role"), "user": membership.user.username},
+        )
     return redirect("accounts:memberships")
 
 
@@ -158,7 +174,10 @@ def service_account_create(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, f"Created service account {account.username}. Create a token for it below.")
+            messages.success(
+                request,
+                _("Created service account %(name)s. Create a token for it below.") % {"name": account.username},
+            )
             return redirect("accounts:tokens")
     for field, errors in form.errors.items():
         messages.error(request, f"{field}: {' '.join(errors)}")
@@ -172,19 +191,19 @@ class TokenListView(ScopedListView):
     template_name = "accounts/token_list.html"
     tenant_field = None
     columns = [
-        Column("name", _("Name"), order_by="name"),
-        Column("prefix", _("Prefix"), order_by="prefix"),
-        Column("user", _("User"), order_by="user__username", csv="user.username"),
+        Column("name", gettext_lazy("Name"), order_by="name"),
+        Column("prefix", gettext_lazy("Prefix"), order_by="prefix"),
+        Column("user", gettext_lazy("User"), order_by="user__username", csv="user.username"),
         Column(
             "scope",
-            _("Scope"),
+            gettext_lazy("Scope"),
             order_by=("role", "tenant__slug"),
             csv=lambda t: f"{t.role}@{t.tenant.slug if t.tenant else ''}",
         ),
-        Column("status", _("Status"), order_by=("revoked_at", "expires_at")),
-        Column("expires", _("Expires"), order_by="expires_at", csv="expires_at"),
-        Column("last_used", _("Last used"), order_by="last_used_at", csv="last_used_at"),
-        Column("actions", _("Actions"), csv=False),
+        Column("status", gettext_lazy("Status"), order_by=("revoked_at", "expires_at")),
+        Column("expires", gettext_lazy("Expires"), order_by="expires_at", csv="expires_at"),
+        Column("last_used", gettext_lazy("Last used"), order_by="last_used_at", csv="last_used_at"),
+        Column("actions", gettext_lazy("Actions"), csv=False),
     ]
     csv_name = "api-tokens"
 
@@ -215,7 +234,10 @@ class TokenListView(ScopedListView):
                 apply_service_error(form, exc)
             else:
                 request.session[self.SESSION_NEW_TOKEN] = raw
-                messages.success(request, f"Created token {token.name}. Copy it now: it will not be shown again.")
+                messages.success(
+                    request,
+                    _("Created token %(name)s. Copy it now: it will not be shown again.") % {"name": token.name},
+                )
                 return redirect("accounts:tokens")
         self.filterset = self.get_filterset(self.get_filterset_class())
         self.object_list = self.filterset.qs
@@ -235,5 +257,5 @@ def token_revoke(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Revoked token {token.name}.")
+        messages.success(request, _("Revoked token %(name)s.") % {"name": token.name})
     return redirect("accounts:tokens")

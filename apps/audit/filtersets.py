@@ -1,4 +1,5 @@
 import django_filters
+from django.utils.translation import gettext_lazy as _
 
 from apps.audit.models import AuditEvent
 from apps.tenancy.filtersets import visible_tenants
@@ -7,14 +8,16 @@ from apps.tenancy.filtersets import visible_tenants
 class AuditEventFilterSet(django_filters.FilterSet):
     """Filters for the audit log (UI and API)."""
 
-    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
-    actor = django_filters.CharFilter(field_name="actor_label", lookup_expr="istartswith", label="Actor")
-    action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith", label="Action")
-    target_type = django_filters.CharFilter()
-    target_id = django_filters.CharFilter()
-    request_id = django_filters.CharFilter()
-    since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte", label="Since (ISO 8601)")
-    until = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lt", label="Until (ISO 8601)")
+    tenant = django_filters.ModelChoiceFilter(
+        field_name="tenant", to_field_name="slug", queryset=visible_tenants, label=_("Tenant")
+    )
+    actor = django_filters.CharFilter(field_name="actor_label", lookup_expr="istartswith", label=_("Actor"))
+    action = django_filters.CharFilter(field_name="action", lookup_expr="istartswith", label=_("Action"))
+    target_type = django_filters.CharFilter(label=_("Target type"))
+    target_id = django_filters.CharFilter(label=_("Target id"))
+    request_id = django_filters.CharFilter(label=_("Request id"))
+    since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte", label=_("Since (ISO 8601)"))
+    until = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lt", label=_("Until (ISO 8601)"))
 
     class Meta:
         model = AuditEvent

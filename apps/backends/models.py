@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from apps.backends.simulator.faults import KINDS
 from apps.backends.types import WorkloadState
@@ -175,8 +176,17 @@ class SimFault(models.Model):
         indexes = [models.Index(fields=["sim", "node"], name="simfault_sim_node")]
 
     def __str__(self) -> str:
-        where = self.node if self.gpu_index is None else f"{self.node}/gpu{self.gpu_index}"
-        return f"{self.kind} on {where}"
+        # English: the audit log stores it as the event's target label.
+        return f"{self.kind} on {self.where}"
+
+    @property
+    def where(self) -> str:
+        return self.node if self.gpu_index is None else f"{self.node}/gpu{self.gpu_index}"
+
+    @property
+    def label(self) -> str:
+        """What it is, in the reader's language (the node page's fault list and messages)."""
+        return gettext("%(kind)s on %(where)s") % {"kind": self.kind, "where": self.where}
 
     @property
     def active(self) -> bool:

@@ -17,6 +17,7 @@ import django.dispatch
 from django.db import connection, transaction
 from django.db.models import DecimalField, F, Sum
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.audit.services import record_event
 from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, SpendBudget, UsageDay
@@ -160,27 +161,44 @@ def check_budgets(now: datetime | None = None) -> int:
     return raised
 
 
-def check_admission(tenant: Tenant, tier) -> None:
-    """Refuse preemptible work for a tenant whose own or an ancestor's budget is over and says so (one query)."""
+_LOOK = object()
+
+
+def check_admission(tenant: Tenant, tier, over_budget_id=_LOOK) -> None:
+    """Refuse preemptible work for a tenant whose own or an ancestor's budget is over and says so (one query).
+
+    The submission path reads `over_budget_id` (the id of such a budget, or None) in its context query
+    (apps/workloads/submission_context.py) and passes it in; anyone else lets this look it up.
+    """
     if not tier.preemptible:
         return
-    ancestors = tenant.ancestor_ids() or [tenant.pk]
-    # Every preemptible submission asks: plain SQL, without the ORM's per-call query compilation.
-    with connection.cursor() as cursor:
-        marks = ", ".join(["%s"] * len(ancestors))
-        cursor.execute(
-            "SELECT id FROM chargeback_spendbudget WHERE block_preemptible_when_over "  # noqa: S608 - marks only
-            f"AND over_since IS NOT NULL AND tenant_id IN ({marks}) LIMIT 1",
-            ancestors,
-        )
-        row = cursor.fetchone()
-    if row is None:
+    if over_budget_id is _LOOK:
+        ancestors = tenant.ancestor_ids() or [tenant.pk]
+        with connection.cursor() as cursor:
+            marks = ", ".join(["%s"] * len(ancestors))
+            cursor.execute(
+                "SELECT id FROM chargeback_spendbudget WHERE block_preemptible_when_over "  # noqa: S608 - marks only
+                f"AND over_since IS NOT NULL AND tenant_id IN ({marks}) LIMIT 1",
+                ancestors,
+            )
+            row = cursor.fetchone()
+        over_budget_id = row[0] if row else None
+    if over_budget_id is None:
         return
-    budget = SpendBudget.objects.select_related("tenant").get(pk=row[0])
+    budget = SpendBudget.objects.select_related("tenant").get(pk=over_budget_id)
     raise Conflict(
-        f"Tenant {budget.tenant.slug} is over its monthly spend budget ({budget.monthly_amount} {budget.currency}) "
-        f"since {budget.over_since:%Y-%m-%d %H:%M} UTC, and its budget policy admits no preemptible work: "
-        f"tier {tier.name} is preemptible. Use a non-preemptible tier, or ask for a budget raise.",
-        {"tier": f"Preemptible work is paused: {budget.tenant.slug} is over budget."},
+        _(
+            "Tenant %(tenant)s is over its monthly spend budget (%(amount)s %(currency)s) since %(since)s UTC, and "
+            "its budget policy admits no preemptible work: tier %(tier)s is preemptible. Use a non-preemptible "
+            "tier, or ask for a budget raise."
+        )
+        % {
+            "tenant": budget.tenant.slug,
+            "amount": budget.monthly_amount,
+            "currency": budget.currency,
+            "since": f"{budget.over_since:%Y-%m-%d %H:%M}",
+            "tier": tier.name,
+        },
+        {"tier": _("Preemptible work is paused: %(slug)s is over budget.") % {"slug": budget.tenant.slug}},
         code="over_budget",
     )

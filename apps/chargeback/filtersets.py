@@ -16,7 +16,9 @@ class StatementFilterSet(django_filters.FilterSet):
     period = django_filters.CharFilter(
         method="filter_period", label=_("Period (YYYY-MM)"), widget=forms.TextInput(attrs={"placeholder": "YYYY-MM"})
     )
-    tenant = django_filters.ModelChoiceFilter(field_name="tenant", to_field_name="slug", queryset=visible_tenants)
+    tenant = django_filters.ModelChoiceFilter(
+        field_name="tenant", to_field_name="slug", queryset=visible_tenants, label=_("Tenant")
+    )
 
     class Meta:
         model = Statement

@@ -16,6 +16,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.tenancy.models import TenantScopedQuerySet
 
@@ -24,8 +25,8 @@ SECONDS_PER_HOUR = Decimal(3600)
 
 
 class PeriodState(models.TextChoices):
-    OPEN = "open", "Open"
-    CLOSED = "closed", "Closed"
+    OPEN = "open", _("Open")
+    CLOSED = "closed", _("Closed")
 
 
 class Period(models.Model):
@@ -195,8 +196,8 @@ class UsageDay(models.Model):
 
 
 class CreditState(models.TextChoices):
-    PENDING = "pending", "Pending (waiting for the usage to be metered)"
-    SETTLED = "settled", "Settled"
+    PENDING = "pending", _("Pending (waiting for the usage to be metered)")
+    SETTLED = "settled", _("Settled")
 
 
 class CreditQuerySet(TenantScopedQuerySet):
@@ -322,8 +323,8 @@ class Statement(models.Model):
 
 
 class LineKind(models.TextChoices):
-    USAGE = "usage", "Usage"
-    CREDIT = "credit", "Credit"
+    USAGE = "usage", _("Usage")
+    CREDIT = "credit", _("Credit")
 
 
 class StatementLine(models.Model):

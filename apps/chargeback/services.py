@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
@@ -46,18 +47,26 @@ MAX_RATE = Decimal("1000000")
 def _decimal(value, field: str, *, places: int, maximum: Decimal) -> Decimal:
     if isinstance(value, float | bool):
         raise InvalidInput(
-            f"{field} must be a decimal string or integer, not a float.", {field: "A decimal, e.g. 2.50."}
+            _("%(field)s must be a decimal string or integer, not a float.") % {"field": field},
+            {field: _("A decimal, e.g. 2.50.")},
         )
     try:
         number = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
         raise InvalidInput(
-            f"{field} must be a decimal number, not {value!r}.", {field: "A decimal, e.g. 2.50."}
+            _("%(field)s must be a decimal number, not %(value)s.") % {"field": field, "value": repr(value)},
+            {field: _("A decimal, e.g. 2.50.")},
         ) from None
     if not number.is_finite() or number < 0 or number > maximum:
-        raise InvalidInput(f"{field} must be between 0 and {maximum}.", {field: f"0 to {maximum}."})
+        raise InvalidInput(
+            _("%(field)s must be between 0 and %(maximum)s.") % {"field": field, "maximum": maximum},
+            {field: _("0 to %(maximum)s.") % {"maximum": maximum}},
+        )
     if -number.as_tuple().exponent > places:
-        raise InvalidInput(f"{field} has more than {places} decimal places.", {field: f"At most {places} decimals."})
+        raise InvalidInput(
+            _("%(field)s has more than %(places)s decimal places.") % {"field": field, "places": places},
+            {field: _("At most %(places)s decimals.") % {"places": places}},
+        )
     return number
 
 
@@ -80,15 +89,18 @@ def set_rate(
     The earlier cards stay (history). Usage already metered in open periods after `effective_from` is
     split at that instant and repriced; closed periods never change, so a card cannot take effect in one.
     """
-    require(actor, Action.ADMINISTER, None, "Only platform admins set GPU rates.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins set GPU rates."))
     amount = _decimal(rate, "rate", places=6, maximum=MAX_RATE)
     if effective_from is None or timezone.is_naive(effective_from):
-        raise InvalidInput("effective_from needs a date, time and time zone.", {"effective_from": "An aware datetime."})
+        raise InvalidInput(
+            _("effective_from needs a date, time and time zone."), {"effective_from": _("An aware datetime.")}
+        )
     closed = Period.objects.filter(state=PeriodState.CLOSED, end__gt=effective_from).order_by("start").first()
     if closed is not None and closed.start <= effective_from:
         raise Conflict(
-            f"Period {closed} is closed; a rate cannot take effect inside it. Reopen it first.",
-            {"effective_from": f"Inside closed period {closed}."},
+            _("Period %(closed)s is closed; a rate cannot take effect inside it. Reopen it first.")
+            % {"closed": closed},
+            {"effective_from": _("Inside closed period %(closed)s.") % {"closed": closed}},
         )
     with transaction.atomic():
         try:
@@ -104,8 +116,8 @@ def set_rate(
                 )
         except IntegrityError:
             raise Conflict(
-                "A rate for this model and tier already starts at that time.",
-                {"effective_from": "Already used for this model and tier."},
+                _("A rate for this model and tier already starts at that time."),
+                {"effective_from": _("Already used for this model and tier.")},
             ) from None
         repriced = reprice_open_usage(gpu_model, effective_from)
         record_event(actor, "chargeback.rate.set", card, after={**snapshot(card), "records_repriced": repriced})
@@ -181,18 +193,21 @@ def unmetered_clusters(period: Period) -> list[str]:
 
 def close_period(actor, period: Period, *, reason: str = "") -> Period:
     """Close a finished period (platform admins): lock its records and credits and write every tenant's statement."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins close billing periods.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins close billing periods."))
     missing = unmetered_clusters(period)
     if missing:
         raise Conflict(
-            f"Period {period} cannot close yet: usage is not metered to its end on " + ", ".join(missing) + ".",
-            {"period": "Usage not metered to the period's end."},
+            _("Period %(period)s cannot close yet: usage is not metered to its end on %(clusters)s.")
+            % {"period": period, "clusters": ", ".join(missing)},
+            {"period": _("Usage not metered to the period's end.")},
             code="usage_not_metered",
         )
     with transaction.atomic():
         locked = Period.objects.select_for_update().get(pk=period.pk)
         if locked.is_closed:
-            raise Conflict(f"Period {locked} is already closed.", {"period": "Already closed."})
+            raise Conflict(
+                _("Period %(locked)s is already closed.") % {"locked": locked}, {"period": _("Already closed.")}
+            )
         from apps.chargeback.credits import settle_credits
 
         settle_credits(period=locked)
@@ -217,13 +232,13 @@ def close_period(actor, period: Period, *, reason: str = "") -> Period:
 
 def reopen_period(actor, period: Period, *, reason: str) -> Period:
     """Reopen a closed period (platform admins, with a reason). Its statements stay as drafts until it closes again."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins reopen billing periods.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins reopen billing periods."))
     if not (reason or "").strip():
-        raise InvalidInput("Reopening a closed period needs a reason.", {"reason": "Required."})
+        raise InvalidInput(_("Reopening a closed period needs a reason."), {"reason": _("Required.")})
     with transaction.atomic():
         locked = Period.objects.select_for_update().get(pk=period.pk)
         if not locked.is_closed:
-            raise Conflict(f"Period {locked} is not closed.", {"period": "Not closed."})
+            raise Conflict(_("Period %(locked)s is not closed.") % {"locked": locked}, {"period": _("Not closed.")})
         before = {"state": locked.state, "closed_at": locked.closed_at}
         locked.state, locked.closed_at, locked.closed_by = PeriodState.OPEN, None, None
         locked.save(update_fields=["state", "closed_at", "closed_by"])
@@ -246,9 +261,9 @@ def reopen_period(actor, period: Period, *, reason: str) -> Period:
 def _require_budget_manager(actor, tenant: Tenant) -> None:
     # As for GPU guarantees: platform admins set an organization's budget, the parent's managers a team's.
     if tenant.parent_id is None:
-        require(actor, Action.ADMINISTER, None, "Only platform admins set an organization's spend budget.")
+        require(actor, Action.ADMINISTER, None, _("Only platform admins set an organization's spend budget."))
     else:
-        require(actor, Action.MANAGE, tenant.parent, f"You may not manage {tenant.parent.slug}.")
+        require(actor, Action.MANAGE, tenant.parent, _("You may not manage %(slug)s.") % {"slug": tenant.parent.slug})
 
 
 def set_spend_budget(
@@ -262,7 +277,7 @@ def set_spend_budget(
 ) -> SpendBudget:
     """Set a tenant's monthly money budget (its subtree's spend), alert thresholds and admission policy."""
     if not has_perm(actor, Action.VIEW, tenant):
-        raise NotFound(f"No tenant {tenant.slug!r}.", {"tenant": "Not found."})
+        raise NotFound(_("No tenant %(slug)s.") % {"slug": repr(tenant.slug)}, {"tenant": _("Not found.")})
     _require_budget_manager(actor, tenant)
     amount = _decimal(monthly_amount, "monthly_amount", places=2, maximum=Decimal("1e12"))
     thresholds = DEFAULT_THRESHOLDS if thresholds is None else thresholds
@@ -272,11 +287,13 @@ def set_spend_budget(
         or any(isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 1000 for t in thresholds)
     ):
         raise InvalidInput(
-            "thresholds are whole percentages from 1 to 1000, e.g. [50, 80, 100].",
-            {"thresholds": "Whole percentages, 1 to 1000."},
+            _("thresholds are whole percentages from 1 to 1000, e.g. [50, 80, 100]."),
+            {"thresholds": _("Whole percentages, 1 to 1000.")},
         )
     if not isinstance(block_preemptible_when_over, bool):
-        raise InvalidInput("block_preemptible_when_over is true or false.", {"block_preemptible_when_over": "Boolean."})
+        raise InvalidInput(
+            _("block_preemptible_when_over is true or false."), {"block_preemptible_when_over": _("Boolean.")}
+        )
     with transaction.atomic():
         budget = SpendBudget.objects.select_for_update().filter(tenant=tenant).first()
         before = snapshot(budget) if budget else None
@@ -302,7 +319,7 @@ def _require_crediting(actor) -> None:
     if actor is None:  # the system: the health app's automation crediting what a fault killed
         return
     if not (has_perm(actor, Action.ADMINISTER, None) or has_perm(actor, Action.OPERATE, None)):
-        raise Forbidden("Only platform admins and on-call engineers credit fault losses.")
+        raise Forbidden(_("Only platform admins and on-call engineers credit fault losses."))
 
 
 def credit_interruptions(
@@ -324,11 +341,12 @@ def credit_interruptions(
     """
     _require_crediting(actor)
     if not (reason or "").strip():
-        raise InvalidInput("A credit needs a reason (the fault).", {"reason": "Required."})
+        raise InvalidInput(_("A credit needs a reason (the fault)."), {"reason": _("Required.")})
     period = period_for(interrupted_at)
     if period.is_closed:
         raise Conflict(
-            f"Period {period} is closed; credits for it cannot be added.", {"interrupted_at": "Closed period."}
+            _("Period %(period)s is closed; credits for it cannot be added.") % {"period": period},
+            {"interrupted_at": _("Closed period.")},
         )
     # Whose work it was: the console's workload, else the latest metered usage of that backend id.
     owners = {

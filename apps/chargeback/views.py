@@ -10,7 +10,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
@@ -77,15 +78,15 @@ class StatementListView(ScopedListView):
     select_related = ("period", "tenant")
     template_name = "chargeback/statement_list.html"
     columns = [
-        Column("period", _("Period"), order_by="period__start", csv="period.label"),
-        Column("tenant", _("Tenant"), order_by="tenant__path", csv="tenant.slug"),
-        Column("gpu_hours", _("GPU-h"), order_by="gpu_hours", css="text-end"),
-        Column("usage", _("Usage"), order_by="usage_amount", csv="usage_amount", css="text-end"),
-        Column("credits", _("Credits"), order_by="credit_amount", csv="credit_amount", css="text-end"),
-        Column("idle", _("Idle waste"), order_by="idle_amount", csv="idle_amount", css="text-end"),
-        Column("total", _("Total"), order_by="total", css="text-end"),
-        Column("currency", _("Currency"), csv="currency", shown=False),
-        Column("links", _("Formats"), csv=False),
+        Column("period", gettext_lazy("Period"), order_by="period__start", csv="period.label"),
+        Column("tenant", gettext_lazy("Tenant"), order_by="tenant__path", csv="tenant.slug"),
+        Column("gpu_hours", gettext_lazy("GPU-h"), order_by="gpu_hours", css="text-end"),
+        Column("usage", gettext_lazy("Usage"), order_by="usage_amount", csv="usage_amount", css="text-end"),
+        Column("credits", gettext_lazy("Credits"), order_by="credit_amount", csv="credit_amount", css="text-end"),
+        Column("idle", gettext_lazy("Idle waste"), order_by="idle_amount", csv="idle_amount", css="text-end"),
+        Column("total", gettext_lazy("Total"), order_by="total", css="text-end"),
+        Column("currency", gettext_lazy("Currency"), csv="currency", shown=False),
+        Column("links", gettext_lazy("Formats"), csv=False),
     ]
     csv_name = "statements"
 
@@ -162,10 +163,12 @@ def period_list(request):
         try:
             if request.POST.get("action") == "reopen":
                 services.reopen_period(request.user, period, reason=reason)
-                messages.success(request, f"Period {period} reopened.")
+                messages.success(request, _("Period %(period)s reopened.") % {"period": period})
             else:
                 services.close_period(request.user, period, reason=reason)
-                messages.success(request, f"Period {period} closed; its statements are written.")
+                messages.success(
+                    request, _("Period %(period)s closed; its statements are written.") % {"period": period}
+                )
         except ServiceError as exc:
             messages.error(request, exc.message)
         return redirect("chargeback:period_list")
@@ -203,7 +206,7 @@ def rate_cards(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, "Rate saved; earlier rates stay in the history.")
+            messages.success(request, _("Rate saved; earlier rates stay in the history."))
             return redirect("chargeback:rate_cards")
     return render(
         request,
@@ -238,7 +241,7 @@ def tenant_spend(request, slug: str):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, "Spend budget saved.")
+            messages.success(request, _("Spend budget saved."))
             return redirect("tenancy:tenant_detail", slug=tenant.slug)
     return render(
         request,

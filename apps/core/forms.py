@@ -1,6 +1,7 @@
 """Helpers for HTML forms that call services."""
 
 from django import forms
+from django.utils.translation import pgettext
 
 from apps.core.errors import ServiceError
 
@@ -13,6 +14,8 @@ def apply_service_error(form: forms.Form, exc: ServiceError) -> None:
         for message in messages:
             form.add_error(target, message if target else f"{field}: {message}")
             placed = True
-    # The message says what happened ("bob already has a role there"); field notes say where.
-    if not placed or not exc.message.startswith("Invalid"):
+    # The message says what happened ("bob already has a role there"); field notes say where. A generic headline
+    # ("Invalid quota.") adds nothing to them; in every language it starts with the word translated here.
+    generic = exc.message.startswith(("Invalid", pgettext("start of a generic error headline", "Invalid")))
+    if not placed or not generic:
         form.add_error(None, exc.message)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext
+
 from apps.fleet.models import Node, NodeState
 
 
@@ -37,10 +39,13 @@ class ModelCapacity:
     def largest_gang_text(self) -> str:
         """e.g. "3 × 8 GPUs within one leaf switch" or "one node with 5 free GPUs"."""
         if self.largest_gang_leaf:
-            return f"{self.largest_gang_leaf} × {self.gpus_per_node} GPUs within one leaf switch"
+            return gettext("%(nodes)s × %(gpus)s GPUs within one leaf switch") % {
+                "nodes": self.largest_gang_leaf,
+                "gpus": self.gpus_per_node,
+            }
         if self.largest_free_on_one_node:
-            return f"{self.largest_free_on_one_node} GPUs on one node"
-        return "nothing fits"
+            return gettext("%(gpus)s GPUs on one node") % {"gpus": self.largest_free_on_one_node}
+        return gettext("nothing fits")
 
     @property
     def fragmentation(self) -> float:

@@ -1,12 +1,24 @@
 import django_filters
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.core.filters import yes_no_any
-from apps.fleet.models import Cluster, ClusterKind, Gpu, GpuHealth, GpuModel, Node, NodeState, PoolPurpose
+from apps.fleet.models import (
+    Cluster,
+    ClusterKind,
+    ClusterStatus,
+    Gpu,
+    GpuHealth,
+    GpuModel,
+    Node,
+    NodeState,
+    PoolPurpose,
+)
 
 
 class ClusterFilterSet(django_filters.FilterSet):
-    kind = django_filters.ChoiceFilter(choices=ClusterKind.choices)
+    kind = django_filters.ChoiceFilter(choices=ClusterKind.choices, label=_("Kind"))
+    status = django_filters.ChoiceFilter(choices=ClusterStatus.choices, label=_("Status"))
 
     class Meta:
         model = Cluster
@@ -16,21 +28,21 @@ class ClusterFilterSet(django_filters.FilterSet):
 class NodeFilterSet(django_filters.FilterSet):
     """Filters for the node list (UI and API)."""
 
-    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name")
-    cluster = django_filters.CharFilter(field_name="cluster__name", label="Cluster")
-    pool = django_filters.CharFilter(field_name="pool__name", label="Pool")
-    purpose = django_filters.ChoiceFilter(field_name="pool__purpose", choices=PoolPurpose.choices, label="Purpose")
-    model = django_filters.CharFilter(field_name="gpu_model__code", label="GPU model")
-    state = django_filters.ChoiceFilter(choices=NodeState.choices)
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label=_("Name"))
+    cluster = django_filters.CharFilter(field_name="cluster__name", label=_("Cluster"))
+    pool = django_filters.CharFilter(field_name="pool__name", label=_("Pool"))
+    purpose = django_filters.ChoiceFilter(field_name="pool__purpose", choices=PoolPurpose.choices, label=_("Purpose"))
+    model = django_filters.CharFilter(field_name="gpu_model__code", label=_("GPU model"))
+    state = django_filters.ChoiceFilter(choices=NodeState.choices, label=_("State"))
     health = django_filters.ChoiceFilter(
-        choices=[("healthy", "All GPUs healthy"), ("unhealthy", "Some GPU unhealthy")],
+        choices=[("healthy", _("All GPUs healthy")), ("unhealthy", _("Some GPU unhealthy"))],
         method="filter_health",
-        label="Health",
+        label=_("Health"),
     )
-    cordoned = django_filters.BooleanFilter(field_name="unschedulable", label="Cordoned", widget=yes_no_any())
-    rack = django_filters.CharFilter()
-    leaf_switch = django_filters.CharFilter()
-    has_free = django_filters.BooleanFilter(method="filter_has_free", label="Has free GPUs", widget=yes_no_any())
+    cordoned = django_filters.BooleanFilter(field_name="unschedulable", label=_("Cordoned"), widget=yes_no_any())
+    rack = django_filters.CharFilter(label=_("Rack"))
+    leaf_switch = django_filters.CharFilter(label=_("Leaf switch"))
+    has_free = django_filters.BooleanFilter(method="filter_has_free", label=_("Has free GPUs"), widget=yes_no_any())
 
     class Meta:
         model = Node
@@ -47,12 +59,12 @@ class NodeFilterSet(django_filters.FilterSet):
 
 
 class GpuFilterSet(django_filters.FilterSet):
-    cluster = django_filters.CharFilter(field_name="node__cluster__name", label="Cluster")
-    node = django_filters.CharFilter(field_name="node__name", label="Node")
-    model = django_filters.CharFilter(field_name="model__code", label="GPU model")
-    health = django_filters.ChoiceFilter(choices=GpuHealth.choices)
-    uuid = django_filters.CharFilter()
-    allocated = django_filters.BooleanFilter(method="filter_allocated")
+    cluster = django_filters.CharFilter(field_name="node__cluster__name", label=_("Cluster"))
+    node = django_filters.CharFilter(field_name="node__name", label=_("Node"))
+    model = django_filters.CharFilter(field_name="model__code", label=_("GPU model"))
+    health = django_filters.ChoiceFilter(choices=GpuHealth.choices, label=_("Health"))
+    uuid = django_filters.CharFilter(label=_("UUID"))
+    allocated = django_filters.BooleanFilter(method="filter_allocated", label=_("Allocated"))
 
     class Meta:
         model = Gpu
@@ -63,6 +75,9 @@ class GpuFilterSet(django_filters.FilterSet):
 
 
 class GpuModelFilterSet(django_filters.FilterSet):
+    code = django_filters.CharFilter(label=_("Code"))
+    vendor = django_filters.CharFilter(label=_("Vendor"))
+
     class Meta:
         model = GpuModel
         fields = ["code", "vendor"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.core.validators import dns1123_label
 
@@ -60,15 +61,15 @@ class GpuModel(models.Model):
 
 
 class ClusterKind(models.TextChoices):
-    KUBERNETES = "kubernetes", "Kubernetes"
-    SLURM = "slurm", "Slurm"
-    SIMULATED = "simulated", "Simulated"
+    KUBERNETES = "kubernetes", _("Kubernetes")
+    SLURM = "slurm", _("Slurm")
+    SIMULATED = "simulated", _("Simulated")
 
 
 class ClusterStatus(models.TextChoices):
-    UNKNOWN = "unknown", "Not synced yet"
-    OK = "ok", "OK"
-    ERROR = "error", "Error"
+    UNKNOWN = "unknown", _("Not synced yet")
+    OK = "ok", _("OK")
+    ERROR = "error", _("Error")
 
 
 _env_name = RegexValidator(r"^[A-Z_][A-Z0-9_]{0,127}$", "An environment variable name: A-Z, 0-9 and _.")
@@ -112,9 +113,9 @@ class Cluster(models.Model):
 
 
 class PoolPurpose(models.TextChoices):
-    ONLINE_INFERENCE = "online-inference", "Online inference"
-    BATCH_TRAINING = "batch-training", "Batch training"
-    DEV = "dev", "Development"
+    ONLINE_INFERENCE = "online-inference", _("Online inference")
+    BATCH_TRAINING = "batch-training", _("Batch training")
+    DEV = "dev", _("Development")
 
 
 class NodePool(models.Model):
@@ -137,11 +138,11 @@ class NodePool(models.Model):
 
 
 class NodeState(models.TextChoices):
-    READY = "ready", "Ready"
-    NOT_READY = "not-ready", "Not ready"
-    DOWN = "down", "Down"
-    VANISHED = "vanished", "Vanished"
-    UNKNOWN = "unknown", "Unknown"
+    READY = "ready", _("Ready")
+    NOT_READY = "not-ready", _("Not ready")
+    DOWN = "down", _("Down")
+    VANISHED = "vanished", _("Vanished")
+    UNKNOWN = "unknown", _("Unknown")
 
 
 class Node(models.Model):
@@ -194,10 +195,10 @@ class Node(models.Model):
 
 
 class GpuHealth(models.TextChoices):
-    HEALTHY = "healthy", "Healthy"
-    WARNING = "warning", "Warning"
-    UNHEALTHY = "unhealthy", "Unhealthy"
-    UNKNOWN = "unknown", "Unknown"
+    HEALTHY = "healthy", _("Healthy")
+    WARNING = "warning", _("Warning")
+    UNHEALTHY = "unhealthy", _("Unhealthy")
+    UNKNOWN = "unknown", _("Unknown")
 
 
 class Gpu(models.Model):

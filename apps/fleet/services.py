@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -68,14 +69,17 @@ def _validated(cluster: Cluster) -> None:
     try:
         cluster.full_clean(exclude=["status"])
     except ValidationError as exc:
-        raise InvalidInput("Invalid cluster.", exc.message_dict) from exc
+        raise InvalidInput(_("Invalid cluster."), exc.message_dict) from exc
     logs_url = (cluster.connection or {}).get("logs_url")
     if logs_url is not None and (problem := url_template_error(logs_url)):
-        raise InvalidInput(f"connection.logs_url: {problem}", {"connection": f"logs_url: {problem}"})
+        raise InvalidInput(
+            _("connection.logs_url: %(problem)s") % {"problem": problem},
+            {"connection": _("logs_url: %(problem)s") % {"problem": problem}},
+        )
     metrics_url = (cluster.connection or {}).get("inference_metrics_url")
     if metrics_url is not None and (problem := url_template_error(metrics_url, METRICS_URL_PLACEHOLDERS)):
         message = f"inference_metrics_url: {problem}"
-        raise InvalidInput(f"connection.{message}", {"connection": message})
+        raise InvalidInput(_("connection.%(message)s") % {"message": message}, {"connection": message})
     try:
         backend_class(cluster.kind)
     except BackendError as exc:
@@ -93,7 +97,7 @@ def create_cluster(
     reason: str = "",
 ) -> Cluster:
     """Register a cluster. For `simulated`, `connection` is the fleet shape and the simulator creates it."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins add clusters.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins add clusters."))
     if kind == ClusterKind.SIMULATED:
         from apps.backends.simulator.services import create_simulated_cluster
 
@@ -105,18 +109,20 @@ def create_cluster(
             with transaction.atomic():
                 cluster.save()
         except IntegrityError as exc:
-            raise Conflict(f"A cluster named {name!r} already exists.", {"name": "Already taken."}) from exc
+            raise Conflict(
+                _("A cluster named %(name)s already exists.") % {"name": repr(name)}, {"name": _("Already taken.")}
+            ) from exc
         record_event(actor, "cluster.create", cluster, reason=reason, after=snapshot(cluster))
     return cluster
 
 
 def update_cluster(actor, cluster: Cluster, *, reason: str = "", **changes) -> Cluster:
     """Change a cluster's description, connection settings, secret variable name or sync switch."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins change clusters.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins change clusters."))
     allowed = {"description", "connection", "secret_env", "sync_enabled"}
     unknown = set(changes) - allowed
     if unknown:
-        raise InvalidInput("These fields cannot be changed.", {key: "Cannot be changed." for key in unknown})
+        raise InvalidInput(_("These fields cannot be changed."), {key: _("Cannot be changed.") for key in unknown})
     before = snapshot(cluster)
     for key, value in changes.items():
         setattr(cluster, key, value)
@@ -129,7 +135,7 @@ def update_cluster(actor, cluster: Cluster, *, reason: str = "", **changes) -> C
 
 def delete_cluster(actor, cluster: Cluster, *, reason: str = "") -> None:
     """Forget a cluster and its inventory (the backend itself is untouched)."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins delete clusters.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins delete clusters."))
     with transaction.atomic():
         record_event(actor, "cluster.delete", cluster, reason=reason, before=snapshot(cluster))
         cluster.delete()
@@ -137,7 +143,7 @@ def delete_cluster(actor, cluster: Cluster, *, reason: str = "") -> None:
 
 def check_connection(actor, cluster: Cluster) -> ConnectionReport:
     """Ask the backend whether it answers and what it has. Reads only: no audit event."""
-    require(actor, Action.OPERATE, None, "Testing a connection needs on-call or platform-admin.")
+    require(actor, Action.OPERATE, None, _("Testing a connection needs on-call or platform-admin."))
     try:
         return get_backend(cluster).test_connection()
     except BackendError as exc:
@@ -253,7 +259,7 @@ def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
         if not (prior and prior[1] == fp and prior[2] != NodeState.VANISHED):
             changed_infos.append((info, fp))
     # Pools are looked up only for changed nodes, so an unchanged resync costs no pool queries.
-    pools = _pool_ids(cluster, [info for info, _ in changed_infos], resolver)
+    pools = _pool_ids(cluster, [info for info, _old in changed_infos], resolver)
     changed: list[tuple[Node, list]] = [
         (
             Node(
@@ -270,20 +276,20 @@ def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
         for info, fp in changed_infos
     ]
 
-    added = sum(1 for node, _ in changed if node.name not in existing)
+    added = sum(1 for node, _old in changed if node.name not in existing)
     vanished_names = [
-        name for name, (_, _, state) in existing.items() if name not in reported and state != NodeState.VANISHED
+        name for name, (_id, _pool, state) in existing.items() if name not in reported and state != NodeState.VANISHED
     ]
     with transaction.atomic():
         if changed:
             Node.objects.bulk_create(
-                [node for node, _ in changed],
+                [node for node, _old in changed],
                 update_conflicts=True,
                 unique_fields=["cluster", "name"],
                 update_fields=_NODE_UPDATE_FIELDS,
             )
             ids = dict(
-                Node.objects.filter(cluster=cluster, name__in=[n.name for n, _ in changed]).values_list("name", "id")
+                Node.objects.filter(cluster=cluster, name__in=[n.name for n, _old in changed]).values_list("name", "id")
             )
             gpus = [Gpu(node_id=ids[node.name], **gpu_fields(g, resolver)) for node, infos in changed for g in infos]
             keep = {(g.node_id, g.index) for g in gpus}

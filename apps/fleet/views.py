@@ -8,7 +8,8 @@ from django.db.models import Case, Count, F, IntegerField, Q, Value, When
 from django.db.models.functions import Greatest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.shortcuts import render as render_page
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
@@ -43,7 +44,9 @@ def cluster_list(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, f"Added cluster {cluster.name}. Test the connection, then sync.")
+            messages.success(
+                request, _("Added cluster %(name)s. Test the connection, then sync.") % {"name": cluster.name}
+            )
             return redirect("fleet:cluster_detail", name=cluster.name)
     return render(
         request,
@@ -162,9 +165,10 @@ def cluster_test_connection(request, name: str):
         text = f"{report.server_version} {report.message}".strip()
         if report.notes:
             text += " · " + " · ".join(report.notes)
-        (messages.success if report.ok else messages.error)(
-            request, f"Connection {'OK' if report.ok else 'failed'}: {text}"
-        )
+        if report.ok:
+            messages.success(request, _("Connection OK: %(details)s") % {"details": text})
+        else:
+            messages.error(request, _("Connection failed: %(details)s") % {"details": text})
     return redirect("fleet:cluster_detail", name=name)
 
 
@@ -186,23 +190,28 @@ class NodeListView(ScopedListView):
     paginate_by = 100
     poll_seconds = 30
     columns = [
-        Column("name", _("Node"), order_by="name"),
-        Column("cluster", _("Cluster"), order_by=("cluster__name", "name"), csv="cluster.name"),
-        Column("pool", _("Pool"), order_by=("pool__name", "name"), csv="pool.name"),
-        Column("gpu_model", _("GPU model"), order_by=("gpu_model__code", "name"), csv="gpu_model.code"),
-        Column("state", _("State"), order_by=("state", "unschedulable")),
-        Column("cordoned", _("Cordoned"), csv="unschedulable", shown=False),
-        Column("gpus", _("GPUs"), order_by="gpu_count", csv="gpu_count", css="text-end"),
-        Column("allocated", _("Allocated"), order_by="gpu_allocated", csv="gpu_allocated", css="text-end"),
+        Column("name", gettext_lazy("Node"), order_by="name"),
+        Column("cluster", gettext_lazy("Cluster"), order_by=("cluster__name", "name"), csv="cluster.name"),
+        Column("pool", gettext_lazy("Pool"), order_by=("pool__name", "name"), csv="pool.name"),
+        Column("gpu_model", gettext_lazy("GPU model"), order_by=("gpu_model__code", "name"), csv="gpu_model.code"),
+        Column("state", gettext_lazy("State"), order_by=("state", "unschedulable")),
+        Column("cordoned", gettext_lazy("Cordoned"), csv="unschedulable", shown=False),
+        Column("gpus", gettext_lazy("GPUs"), order_by="gpu_count", csv="gpu_count", css="text-end"),
+        Column("allocated", gettext_lazy("Allocated"), order_by="gpu_allocated", csv="gpu_allocated", css="text-end"),
         Column(
             "free",
-            _("Free"),
+            gettext_lazy("Free"),
             order_by=(FREE_GPUS,),
             csv="gpu_free",
             css="text-end",
         ),
-        Column("unhealthy", _("Unhealthy"), order_by="gpu_unhealthy", csv="gpu_unhealthy", css="text-end"),
-        Column("rack", _("Rack / leaf"), order_by=("rack", "leaf_switch"), csv=lambda n: f"{n.rack}/{n.leaf_switch}"),
+        Column("unhealthy", gettext_lazy("Unhealthy"), order_by="gpu_unhealthy", csv="gpu_unhealthy", css="text-end"),
+        Column(
+            "rack",
+            gettext_lazy("Rack / leaf"),
+            order_by=("rack", "leaf_switch"),
+            csv=lambda n: f"{n.rack}/{n.leaf_switch}",
+        ),
     ]
     csv_name = "nodes"
 
@@ -243,7 +252,7 @@ def node_detail(request, cluster: str, name: str):
 def _fault_kinds() -> list[tuple[str, str]]:
     from apps.backends.simulator.faults import EFFECTS
 
-    return [(kind.value, effect.message) for kind, effect in EFFECTS.items()]
+    return [(kind.value, _(effect.message)) for kind, effect in EFFECTS.items()]
 
 
 @require_POST
@@ -261,18 +270,20 @@ def node_fault(request, cluster: str, name: str):
         clear = request.POST.get("clear", "")
         if clear:
             if not clear.isdigit():
-                raise InvalidInput("Which fault? Give its id.", {"clear": "A fault id."})
+                raise InvalidInput(_("Which fault? Give its id."), {"clear": _("A fault id.")})
             fault = get_object_or_404(SimFault, pk=int(clear), sim__cluster=node.cluster, node=node.name)
             simulator.clear_fault(request.user, fault, reason)
-            messages.success(request, f"Cleared {fault}. The next sync shows the node's new state.")
+            messages.success(
+                request, _("Cleared %(fault)s. The next sync shows the node's new state.") % {"fault": fault.label}
+            )
         else:
             gpu = request.POST.get("gpu", "")
             if gpu and not gpu.isdigit():
-                raise InvalidInput("GPU must be an index.", {"gpu": "A number."})
+                raise InvalidInput(_("GPU must be an index."), {"gpu": _("A number.")})
             fault = simulator.inject_fault(
                 request.user, node.cluster, node.name, request.POST.get("kind", ""), int(gpu) if gpu else None, reason
             )
-            messages.success(request, f"Injected {fault}. The next sync shows its effect.")
+            messages.success(request, _("Injected %(fault)s. The next sync shows its effect.") % {"fault": fault.label})
     except ServiceError as exc:
         messages.error(request, exc.message)
     return redirect("fleet:node_detail", cluster=cluster, name=name)
@@ -324,7 +335,7 @@ def node_telemetry(request, cluster: str, name: str):
     rows, error = [], ""
     reader = getattr(get_backend(node.cluster), "node_metrics_text", None)
     if reader is None:
-        error = "No DCGM exporter is configured for this cluster yet."
+        error = _("No DCGM exporter is configured for this cluster yet.")
     else:
         try:
             readings = per_gpu(reader(node.name), TELEMETRY_METRICS)

@@ -11,27 +11,28 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.fleet.models import FleetQuerySet
 
 
 class Severity(models.TextChoices):
-    INFO = "info", "Info"
-    WARNING = "warning", "Warning"
-    CRITICAL = "critical", "Critical"
-    FATAL = "fatal", "Fatal"
+    INFO = "info", _("Info")
+    WARNING = "warning", _("Warning")
+    CRITICAL = "critical", _("Critical")
+    FATAL = "fatal", _("Fatal")
 
 
 SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2, Severity.FATAL: 3}
 
 
 class RuleAction(models.TextChoices):
-    RECORD = "record", "Record"
-    ALERT = "alert", "Alert on-call"
-    CORDON = "cordon", "Cordon"
-    DRAIN = "drain", "Drain"
-    REQUEST_RESET = "request-reset", "Request GPU reset"
-    REQUEST_RMA = "request-rma", "Request RMA"
+    RECORD = "record", _("Record")
+    ALERT = "alert", _("Alert on-call")
+    CORDON = "cordon", _("Cordon")
+    DRAIN = "drain", _("Drain")
+    REQUEST_RESET = "request-reset", _("Request GPU reset")
+    REQUEST_RMA = "request-rma", _("Request RMA")
 
 
 # Actions that take the node out of service (automatically, within the pool's policy and budget).
@@ -39,9 +40,9 @@ ISOLATING_ACTIONS = frozenset({RuleAction.CORDON, RuleAction.DRAIN, RuleAction.R
 
 
 class SourceKind(models.TextChoices):
-    SIMULATOR = "simulator", "Simulator (in process)"
-    EXPORTER = "exporter", "dcgm-exporter endpoints"
-    PROMETHEUS = "prometheus", "Prometheus server"
+    SIMULATOR = "simulator", _("Simulator (in process)")
+    EXPORTER = "exporter", _("dcgm-exporter endpoints")
+    PROMETHEUS = "prometheus", _("Prometheus server")
 
 
 class TelemetrySource(models.Model):
@@ -80,18 +81,18 @@ class TelemetrySource(models.Model):
 
 
 class NodeStatus(models.TextChoices):
-    OK = "ok", "OK"
-    WARNING = "warning", "Warning"
-    CRITICAL = "critical", "Critical"
-    FATAL = "fatal", "Fatal"
-    SUSPECT = "suspect", "Suspect (exporter not answering)"
-    UNKNOWN = "unknown", "Unknown"
+    OK = "ok", _("OK")
+    WARNING = "warning", _("Warning")
+    CRITICAL = "critical", _("Critical")
+    FATAL = "fatal", _("Fatal")
+    SUSPECT = "suspect", _("Suspect (exporter not answering)")
+    UNKNOWN = "unknown", _("Unknown")
 
 
 class IsolationOwner(models.TextChoices):
-    NONE = "", "Not isolated"
-    AUTO = "auto", "Automation"
-    HUMAN = "human", "A human"
+    NONE = "", _("Not isolated")
+    AUTO = "auto", _("Automation")
+    HUMAN = "human", _("A human")
 
 
 class NodeHealth(models.Model):
@@ -139,13 +140,13 @@ class NodeRollup(models.Model):
 
 
 class RuleKind(models.TextChoices):
-    XID = "xid", "XID codes (last XID value)"
-    THRESHOLD = "threshold", "Value (or sum of values) against a threshold"
-    INCREASE = "increase", "Counter increased since the last scrape"
-    RATE = "rate", "Counter rate (per second or per minute)"
-    BITMASK = "bitmask", "Bits set in a bitmask"
-    GPU_MISSING = "gpu-missing", "A GPU the inventory knows is missing from the exporter"
-    EXPORTER_DOWN = "exporter-down", "The exporter does not answer"
+    XID = "xid", _("XID codes (last XID value)")
+    THRESHOLD = "threshold", _("Value (or sum of values) against a threshold")
+    INCREASE = "increase", _("Counter increased since the last scrape")
+    RATE = "rate", _("Counter rate (per second or per minute)")
+    BITMASK = "bitmask", _("Bits set in a bitmask")
+    GPU_MISSING = "gpu-missing", _("A GPU the inventory knows is missing from the exporter")
+    EXPORTER_DOWN = "exporter-down", _("The exporter does not answer")
 
 
 class RuleSet(models.Model):
@@ -223,15 +224,15 @@ class IsolationPolicy(models.Model):
 
 
 class IncidentState(models.TextChoices):
-    DETECTED = "detected", "Detected"
-    ISOLATING = "isolating", "Isolating"
-    ISOLATED = "isolated", "Isolated"
-    DRAINING = "draining", "Draining"
-    DRAINED = "drained", "Drained"
-    REPAIRING = "repairing", "Repairing"
-    VALIDATING = "validating", "Validating"
-    RESOLVED = "resolved", "Resolved"
-    FALSE_POSITIVE = "false-positive", "False positive"
+    DETECTED = "detected", _("Detected")
+    ISOLATING = "isolating", _("Isolating")
+    ISOLATED = "isolated", _("Isolated")
+    DRAINING = "draining", _("Draining")
+    DRAINED = "drained", _("Drained")
+    REPAIRING = "repairing", _("Repairing")
+    VALIDATING = "validating", _("Validating")
+    RESOLVED = "resolved", _("Resolved")
+    FALSE_POSITIVE = "false-positive", _("False positive")
 
 
 CLOSED_STATES = frozenset({IncidentState.RESOLVED, IncidentState.FALSE_POSITIVE})
@@ -340,8 +341,8 @@ class IncidentEvent(models.Model):
 
 
 class ChannelKind(models.TextChoices):
-    WEBHOOK = "webhook", "Webhook (Slack-compatible JSON)"
-    EMAIL = "email", "E-mail"
+    WEBHOOK = "webhook", _("Webhook (Slack-compatible JSON)")
+    EMAIL = "email", _("E-mail")
 
 
 class NotificationChannel(models.Model):
@@ -363,9 +364,9 @@ class NotificationChannel(models.Model):
 
 
 class NotificationStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    SENT = "sent", "Sent"
-    FAILED = "failed", "Failed"
+    PENDING = "pending", _("Pending")
+    SENT = "sent", _("Sent")
+    FAILED = "failed", _("Failed")
 
 
 class Notification(models.Model):

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from django.db.models import Count
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from apps.fleet.models import Node, NodePool, NodeState
 from apps.health.models import (
@@ -25,12 +26,13 @@ from apps.health.rules import ROLLUP_METRICS
 
 GPU_STATES = ("ok", "info", "warning", "critical", "fatal", "unknown")
 SPARK_MINUTES = 60
+# Column labels of the node health table; also the keys of its sparkline series (both read in the same language).
 SHORT = {
-    "DCGM_FI_DEV_GPU_UTIL": "util %",
-    "DCGM_FI_DEV_FB_USED": "FB used MiB",
-    "DCGM_FI_DEV_GPU_TEMP": "temp °C",
-    "DCGM_FI_DEV_POWER_USAGE": "power W",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "tensor active",
+    "DCGM_FI_DEV_GPU_UTIL": gettext_lazy("util %"),
+    "DCGM_FI_DEV_FB_USED": gettext_lazy("FB used MiB"),
+    "DCGM_FI_DEV_GPU_TEMP": gettext_lazy("temp °C"),
+    "DCGM_FI_DEV_POWER_USAGE": gettext_lazy("power W"),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": gettext_lazy("tensor active"),
 }
 
 
@@ -145,8 +147,8 @@ def node_gpus(node: Node) -> tuple[NodeHealth | None, list[dict]]:
                 "state": states.get(index, "ok"),
                 "firing": firing.get(index, []),
                 "xid": values.get("DCGM_FI_DEV_XID_ERRORS"),
-                "latest": [(SHORT[m], values.get(m)) for m in ROLLUP_METRICS],
-                "series": {SHORT[m]: series.get(index, {}).get(m, {"x": [], "y": []}) for m in ROLLUP_METRICS},
+                "latest": [(str(SHORT[m]), values.get(m)) for m in ROLLUP_METRICS],
+                "series": {str(SHORT[m]): series.get(index, {}).get(m, {"x": [], "y": []}) for m in ROLLUP_METRICS},
             }
         )
     return health, rows

@@ -6,12 +6,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Case, IntegerField, Value, When
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
 from apps.core.errors import ServiceError
 from apps.core.tables import Column
+from apps.core.value_labels import value_label
 from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
 from apps.fleet.models import Node
 from apps.health.filtersets import IncidentFilterSet
@@ -48,19 +50,19 @@ class IncidentListView(ScopedListView):
     tenant_field = None
     columns = [
         Column("id", "#", order_by="id", csv="pk"),
-        Column("severity", _("Severity"), order_by=(SEVERITY_ORDER,)),
-        Column("title", _("Incident"), order_by="title"),
+        Column("severity", gettext_lazy("Severity"), order_by=(SEVERITY_ORDER,)),
+        Column("title", gettext_lazy("Incident"), order_by="title"),
         Column(
             "node",
-            _("Node"),
+            gettext_lazy("Node"),
             order_by=("node__cluster__name", "node__name"),
             csv=_node_label,
         ),
-        Column("cause", _("Cause"), csv="cause", shown=False),
-        Column("state", _("State"), order_by="state"),
-        Column("detected", _("Detected"), order_by="detected_at", csv="detected_at"),
-        Column("closed", _("Closed"), csv="closed_at", shown=False),
-        Column("waiting_for", _("Waiting for a human because"), csv="waiting_for"),
+        Column("cause", gettext_lazy("Cause"), csv="cause", shown=False),
+        Column("state", gettext_lazy("State"), order_by="state"),
+        Column("detected", gettext_lazy("Detected"), order_by="detected_at", csv="detected_at"),
+        Column("closed", gettext_lazy("Closed"), csv="closed_at", shown=False),
+        Column("waiting_for", gettext_lazy("Waiting for a human because"), csv="waiting_for"),
     ]
     default_sort = "-detected"
     csv_name = "incidents"
@@ -100,7 +102,11 @@ def incident_transition(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Incident #{incident.pk} is now {request.POST.get('to')}.")
+        messages.success(
+            request,
+            _("Incident #%(id)s is now %(state)s.")
+            % {"id": incident.pk, "state": value_label(request.POST.get("to"), "incident state")},
+        )
     return redirect("health:incident_detail", pk=pk)
 
 
@@ -153,7 +159,7 @@ def node_action(request, pk: int):
     node = get_object_or_404(Node.objects.for_user(request.user, "view"), pk=pk)
     form = NodeActionForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Choose an action.")
+        messages.error(request, _("Choose an action."))
         return redirect("health:node_health", pk=pk)
     try:
         operation = runbook.node_action(
@@ -177,7 +183,7 @@ def rules(request):
     if request.method == "POST":
         form = RuleTuneForm(request.POST)
         if not can_tune:
-            messages.error(request, "Only platform admins tune health rules.")
+            messages.error(request, _("Only platform admins tune health rules."))
         elif not form.is_valid():
             errors[request.POST.get("key", "")] = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
         else:
@@ -188,7 +194,11 @@ def rules(request):
             except ServiceError as exc:
                 errors[key] = exc.message
             else:
-                messages.success(request, f"Rule {key} changed: the rules are now version {tuned.version}.")
+                messages.success(
+                    request,
+                    _("Rule %(key)s changed: the rules are now version %(version)s.")
+                    % {"key": key, "version": tuned.version},
+                )
                 return redirect("health:rules")
     return render(
         request,

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 
 class TelemetryStatus(models.TextChoices):
-    NEVER = "never", "Not scraped yet"
-    OK = "ok", "Fresh"
-    STALE = "stale", "Stale (endpoint not answering)"
-    NO_SOURCE = "no-source", "No metrics endpoint known"
+    NEVER = "never", _("Not scraped yet")
+    OK = "ok", _("Fresh")
+    STALE = "stale", _("Stale (endpoint not answering)")
+    NO_SOURCE = "no-source", _("No metrics endpoint known")
 
 
 class ServiceTelemetry(models.Model):
@@ -118,18 +119,18 @@ class ServiceSlo(models.Model):
 
 
 class Sli(models.TextChoices):
-    TTFT = "ttft", "Time to first token"
-    TPOT = "tpot", "Time per output token"
+    TTFT = "ttft", _("Time to first token")
+    TPOT = "tpot", _("Time per output token")
 
 
 class BurnWindow(models.TextChoices):
-    FAST = "fast", "Fast burn (1 h and 5 min)"
-    SLOW = "slow", "Slow burn (6 h and 30 min)"
+    FAST = "fast", _("Fast burn (1 h and 5 min)")
+    SLOW = "slow", _("Slow burn (6 h and 30 min)")
 
 
 class AlertState(models.TextChoices):
-    FIRING = "firing", "Firing"
-    RESOLVED = "resolved", "Resolved"
+    FIRING = "firing", _("Firing")
+    RESOLVED = "resolved", _("Resolved")
 
 
 class ServiceAlert(models.Model):

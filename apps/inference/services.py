@@ -8,6 +8,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -28,10 +29,15 @@ PRUNE_BATCH = 10_000
 def _checked(name: str, value) -> float:
     low, high, unit = LIMITS[name]
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInput(f"{name} must be a number ({unit}).", {name: f"A number ({unit})."})
+        raise InvalidInput(
+            _("%(name)s must be a number (%(unit)s).") % {"name": name, "unit": unit},
+            {name: _("A number (%(unit)s).") % {"unit": unit}},
+        )
     if not low < value <= high:
         message = f"must be above {low:g} and at most {high:g} ({unit}), not {value:g}"
-        raise InvalidInput(f"{name} {message}.", {name: message.capitalize() + "."})
+        raise InvalidInput(
+            _("%(name)s %(message)s.") % {"name": name, "message": message}, {name: message.capitalize() + "."}
+        )
     return float(value)
 
 
@@ -45,16 +51,21 @@ def set_slo(
     reason: str = "",
 ) -> ServiceSlo:
     """Set a service's SLO targets (fields left None keep their value). Tenant admins of its tenant."""
-    require(actor, Action.MANAGE, workload.tenant, f"Only tenant admins of {workload.tenant.slug} set SLOs.")
+    require(
+        actor,
+        Action.MANAGE,
+        workload.tenant,
+        _("Only tenant admins of %(slug)s set SLOs.") % {"slug": workload.tenant.slug},
+    )
     if workload.kind != WorkloadKind.INFERENCE:
-        raise InvalidInput("SLOs are for inference services.", {"workload": "Not an inference service."})
+        raise InvalidInput(_("SLOs are for inference services."), {"workload": _("Not an inference service.")})
     given = {"ttft_target_s": ttft_target_s, "tpot_target_s": tpot_target_s, "objective": objective}
     changes = {name: _checked(name, value) for name, value in given.items() if value is not None}
     if not changes:
         message = "Give at least one of ttft_target_s, tpot_target_s, objective."
-        raise InvalidInput(message, {"ttft_target_s": "Required."})
+        raise InvalidInput(message, {"ttft_target_s": _("Required.")})
     with transaction.atomic():
-        slo, _ = ServiceSlo.objects.select_for_update().get_or_create(workload=workload)
+        slo, _created = ServiceSlo.objects.select_for_update().get_or_create(workload=workload)
         before = {name: getattr(slo, name) for name in LIMITS}
         for name, value in changes.items():
             setattr(slo, name, value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
 from apps.core.errors import ServiceError
@@ -58,5 +59,5 @@ def service_slo(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"SLO of {workload.name} updated.")
+        messages.success(request, _("SLO of %(name)s updated.") % {"name": workload.name})
     return redirect("workloads:workload_detail", pk=pk)

@@ -12,6 +12,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.core.errors import InvalidInput
 from apps.observability.reasons import CATEGORIES, reason_category
@@ -36,18 +37,24 @@ def _bucket_start(when: datetime, size: timedelta) -> datetime:
 
 def wait_series(user, *, group_by: str = "tenant", bucket: str = "hour", since=None, until=None) -> dict:
     if group_by not in GROUPS:
-        raise InvalidInput(f"group_by must be one of {', '.join(GROUPS)}.", {"group_by": "Unknown grouping."})
+        raise InvalidInput(
+            _("group_by must be one of %(values)s.") % {"values": ", ".join(GROUPS)},
+            {"group_by": _("Unknown grouping.")},
+        )
     if bucket not in BUCKETS:
-        raise InvalidInput(f"bucket must be one of {', '.join(BUCKETS)}.", {"bucket": "Unknown bucket."})
+        raise InvalidInput(
+            _("bucket must be one of %(values)s.") % {"values": ", ".join(BUCKETS)}, {"bucket": _("Unknown bucket.")}
+        )
     until = until or timezone.now()
     since = since or until - timedelta(days=1 if bucket == "hour" else 30)
     if since >= until:
-        raise InvalidInput("since must be before until.", {"since": "Must be before until."})
+        raise InvalidInput(_("since must be before until."), {"since": _("Must be before until.")})
     size = BUCKETS[bucket]
     if (until - since) / size > MAX_POINTS:
         raise InvalidInput(
-            f"That window has more than {MAX_POINTS} {bucket}s; use a shorter window or a larger bucket.",
-            {"since": "Window too long for this bucket."},
+            _("That window has more than %(max_points)s %(bucket)ss; use a shorter window or a larger bucket.")
+            % {"max_points": MAX_POINTS, "bucket": bucket},
+            {"since": _("Window too long for this bucket.")},
         )
     field = GROUPS[group_by]
     extra = ["tenant__slug"] if group_by == "queue" else []

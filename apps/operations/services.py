@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.db import models, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.audit.services import record_event
@@ -34,7 +35,8 @@ def start_operation(
     handler = HANDLERS.get(kind)
     if handler is None:
         raise InvalidInput(
-            f"Unknown operation kind {kind!r}.", {"kind": f"Choose one of: {', '.join(sorted(HANDLERS))}."}
+            _("Unknown operation kind %(kind)s.") % {"kind": repr(kind)},
+            {"kind": _("Choose one of: %(values)s.") % {"values": ", ".join(sorted(HANDLERS))}},
         )
     if actor is not None:
         require(actor, handler.action, tenant)
@@ -65,7 +67,7 @@ def prune_operations(older_than_days: int = 90) -> int:
     """Delete finished operations older than the retention window; their own audit events stay."""
     cutoff = timezone.now() - timedelta(days=older_than_days)
     with transaction.atomic():
-        deleted, _ = Operation.objects.filter(
+        deleted, _counts = Operation.objects.filter(
             status__in=[OperationStatus.SUCCEEDED, OperationStatus.FAILED], finished_at__lt=cutoff
         ).delete()
         if deleted:

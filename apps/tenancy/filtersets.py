@@ -1,4 +1,5 @@
 import django_filters
+from django.utils.translation import gettext_lazy as _
 
 from apps.core.filters import yes_no_any
 from apps.tenancy.models import Tenant
@@ -14,10 +15,13 @@ def visible_tenants(request):
 class TenantFilterSet(django_filters.FilterSet):
     """Filters for the tenant list (UI and API)."""
 
-    q = django_filters.CharFilter(method="search", label="Search")
-    parent = django_filters.ModelChoiceFilter(field_name="parent", to_field_name="slug", queryset=visible_tenants)
+    q = django_filters.CharFilter(method="search", label=_("Search"))
+    parent = django_filters.ModelChoiceFilter(
+        field_name="parent", to_field_name="slug", queryset=visible_tenants, label=_("Parent")
+    )
+    slug = django_filters.CharFilter(label=_("Slug"))
     root = django_filters.BooleanFilter(
-        field_name="parent", lookup_expr="isnull", label="Top-level", widget=yes_no_any()
+        field_name="parent", lookup_expr="isnull", label=_("Top-level"), widget=yes_no_any()
     )
 
     class Meta:

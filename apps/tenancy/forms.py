@@ -1,4 +1,5 @@
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.forms import TenantChoiceField
 from apps.tenancy.models import Tenant
@@ -7,12 +8,15 @@ from apps.tenancy.models import Tenant
 class TenantForm(forms.ModelForm):
     """Name, slug, parent and description; the service checks who may put a tenant where."""
 
-    parent = TenantChoiceField(queryset=Tenant.objects.none(), required=False, empty_label="(top-level organization)")
-    reason = forms.CharField(max_length=2000, required=False)
+    parent = TenantChoiceField(
+        label=_("Parent"), queryset=Tenant.objects.none(), required=False, empty_label=_("(top-level organization)")
+    )
+    reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)
 
     class Meta:
         model = Tenant
         fields = ["name", "slug", "parent", "description"]
+        labels = {"name": _("Name"), "slug": _("Slug"), "description": _("Description")}
         widgets = {"description": forms.Textarea(attrs={"rows": 2})}
 
     def __init__(self, *args, user, **kwargs):
@@ -25,11 +29,13 @@ class TenantForm(forms.ModelForm):
 
 
 class QuotaRequestForm(forms.Form):
-    queue = forms.ModelChoiceField(queryset=None)
-    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code", label="GPU model")
-    guaranteed = forms.IntegerField(min_value=0, help_text="The guarantee you need (the new total).")
-    borrow_limit = forms.IntegerField(min_value=0, required=False)
-    justification = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=4000)
+    queue = forms.ModelChoiceField(label=_("Queue"), queryset=None)
+    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code", label=_("GPU model"))
+    guaranteed = forms.IntegerField(
+        label=_("Guaranteed"), min_value=0, help_text=_("The guarantee you need (the new total).")
+    )
+    borrow_limit = forms.IntegerField(label=_("Borrow limit"), min_value=0, required=False)
+    justification = forms.CharField(label=_("Justification"), widget=forms.Textarea(attrs={"rows": 3}), max_length=4000)
 
     def __init__(self, *args, user, **kwargs):
         from apps.fleet.models import GpuModel
@@ -41,24 +47,30 @@ class QuotaRequestForm(forms.Form):
 
 
 class QuotaDecisionForm(forms.Form):
-    request_id = forms.IntegerField()
-    approve = forms.TypedChoiceField(choices=[("yes", "approve"), ("no", "reject")], coerce=lambda v: v == "yes")
-    granted = forms.IntegerField(min_value=0, required=False)
-    reason = forms.CharField(required=False, max_length=4000)
-    confirm = forms.BooleanField(required=False)
+    request_id = forms.IntegerField(label=_("Request"))
+    approve = forms.TypedChoiceField(
+        label=_("Decision"), choices=[("yes", _("approve")), ("no", _("reject"))], coerce=lambda v: v == "yes"
+    )
+    granted = forms.IntegerField(label=_("Granted"), min_value=0, required=False)
+    reason = forms.CharField(label=_("Reason"), required=False, max_length=4000)
+    confirm = forms.BooleanField(label=_("Confirm preemptions"), required=False)
 
 
 class QuotaForm(forms.Form):
     """Set one GPU model's quota on a queue; "preview" shows the impact, "apply" writes it."""
 
-    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code", label="GPU model")
-    guaranteed = forms.IntegerField(min_value=0)
-    borrow_limit = forms.IntegerField(min_value=0, required=False, help_text="Empty: unlimited.")
-    lend_limit = forms.IntegerField(min_value=0, required=False, help_text="Empty: all of the unused guarantee.")
-    weight = forms.FloatField(min_value=0.001, initial=1.0)
-    per_user_limit = forms.IntegerField(min_value=0, required=False)
-    confirm = forms.BooleanField(required=False, label="Apply even though running work would be preempted")
-    reason = forms.CharField(required=False, max_length=2000)
+    gpu_model = forms.ModelChoiceField(queryset=None, to_field_name="code", label=_("GPU model"))
+    guaranteed = forms.IntegerField(label=_("Guaranteed"), min_value=0)
+    borrow_limit = forms.IntegerField(
+        label=_("Borrow limit"), min_value=0, required=False, help_text=_("Empty: unlimited.")
+    )
+    lend_limit = forms.IntegerField(
+        label=_("Lend limit"), min_value=0, required=False, help_text=_("Empty: all of the unused guarantee.")
+    )
+    weight = forms.FloatField(label=_("Weight"), min_value=0.001, initial=1.0)
+    per_user_limit = forms.IntegerField(label=_("Per user limit"), min_value=0, required=False)
+    confirm = forms.BooleanField(required=False, label=_("Apply even though running work would be preempted"))
+    reason = forms.CharField(label=_("Reason"), required=False, max_length=2000)
 
     def __init__(self, *args, **kwargs):
         from apps.fleet.models import GpuModel
@@ -68,8 +80,8 @@ class QuotaForm(forms.Form):
 
 
 class TierForm(forms.Form):
-    value = forms.IntegerField()
-    preemptible = forms.BooleanField(required=False)
-    may_borrow = forms.BooleanField(required=False)
-    description = forms.CharField(required=False, max_length=300)
-    reason = forms.CharField(required=False, max_length=2000)
+    value = forms.IntegerField(label=_("Value"))
+    preemptible = forms.BooleanField(label=_("Preemptible"), required=False)
+    may_borrow = forms.BooleanField(label=_("May borrow"), required=False)
+    description = forms.CharField(label=_("Description"), required=False, max_length=300)
+    reason = forms.CharField(label=_("Reason"), required=False, max_length=2000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.core.validators import dns1123_label
 
@@ -193,10 +194,10 @@ class TenantBudget(models.Model):
 
 
 class AdmissionState(models.TextChoices):
-    PENDING = "pending", "Pending"
-    ADMITTED = "admitted", "Admitted"
-    REJECTED = "rejected", "Rejected"
-    RELEASED = "released", "Released"
+    PENDING = "pending", _("Pending")
+    ADMITTED = "admitted", _("Admitted")
+    REJECTED = "rejected", _("Rejected")
+    RELEASED = "released", _("Released")
 
 
 class AdmissionQuerySet(TenantScopedQuerySet):
@@ -237,10 +238,10 @@ class Admission(models.Model):
 
 
 class QuotaRequestState(models.TextChoices):
-    PENDING = "pending", "Pending"
-    APPROVED = "approved", "Approved"
-    PARTIAL = "partial", "Approved in part"
-    REJECTED = "rejected", "Rejected"
+    PENDING = "pending", _("Pending")
+    APPROVED = "approved", _("Approved")
+    PARTIAL = "partial", _("Approved in part")
+    REJECTED = "rejected", _("Rejected")
 
 
 class QuotaRequestQuerySet(TenantScopedQuerySet):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from apps.accounts.models import Membership
@@ -27,10 +28,10 @@ class TenantListView(ScopedListView):
     template_name = "tenancy/tenant_list.html"
     tenant_field = None
     columns = [
-        Column("name", _("Name"), order_by="name"),
-        Column("slug", _("Slug"), order_by="slug"),
-        Column("parent", _("Parent"), order_by="parent__name", csv="parent.slug"),
-        Column("created", _("Created"), order_by="created_at", csv="created_at"),
+        Column("name", gettext_lazy("Name"), order_by="name"),
+        Column("slug", gettext_lazy("Slug"), order_by="slug"),
+        Column("parent", gettext_lazy("Parent"), order_by="parent__name", csv="parent.slug"),
+        Column("created", gettext_lazy("Created"), order_by="created_at", csv="created_at"),
     ]
     csv_name = "tenants"
 
@@ -51,9 +52,9 @@ def tenant_create(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, f"Created tenant {tenant.name}.")
+            messages.success(request, _("Created tenant %(name)s.") % {"name": tenant.name})
             return redirect("tenancy:tenant_detail", slug=tenant.slug)
-    return render(request, "tenancy/tenant_form.html", {"form": form, "title": "New tenant"})
+    return render(request, "tenancy/tenant_form.html", {"form": form, "title": _("New tenant")})
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
@@ -74,7 +75,7 @@ def tenant_detail(request, slug: str):
             except ServiceError as exc:
                 apply_service_error(form, exc)
             else:
-                messages.success(request, "Saved.")
+                messages.success(request, _("Saved."))
                 return redirect("tenancy:tenant_detail", slug=tenant.slug)
     return render(
         request,
@@ -97,7 +98,7 @@ def _quota_context(tenant: Tenant) -> dict:
     from apps.tenancy.models import Admission, AdmissionState, Queue, TenantBudget
     from apps.tenancy.snapshot import build_snapshot
 
-    snapshot, _ = build_snapshot(with_capacity=False)
+    snapshot, _unused = build_snapshot(with_capacity=False)
     subtree_queues = {
         q.pk: q for q in Queue.objects.filter(tenant__path__startswith=tenant.path).select_related("tenant")
     }
@@ -150,13 +151,13 @@ def queue_detail(request, pk: int):
             if request.POST.get("action") == "preview":
                 impact = preview_quota(request.user, queue, data.pop("gpu_model"), **data)
             else:
-                _, applied = set_quota(request.user, queue=queue, confirm=confirm, reason=reason, **data)
-                messages.success(request, f"Quota saved. Impact: {applied['text']}.")
+                _quota, applied = set_quota(request.user, queue=queue, confirm=confirm, reason=reason, **data)
+                messages.success(request, _("Quota saved. Impact: %(impact)s.") % {"impact": applied["text"]})
                 return redirect("tenancy:queue_detail", pk=queue.pk)
         except ServiceError as exc:
             apply_service_error(form, exc)
             impact = exc.data.get("impact")
-    snapshot, _ = build_snapshot(with_capacity=False)
+    snapshot, _unused = build_snapshot(with_capacity=False)
     quotas = [
         {
             "model": snapshot.model_names.get(code, code),
@@ -204,7 +205,7 @@ def quota_requests(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, "Request filed; a platform admin will decide it.")
+            messages.success(request, _("Request filed; a platform admin will decide it."))
             return redirect("tenancy:quota_requests")
     if request.method == "POST" and request.POST.get("action") == "decide":
         decision = QuotaDecisionForm(request.POST)
@@ -216,7 +217,9 @@ def quota_requests(request):
             except ServiceError as exc:
                 messages.error(request, exc.message)
             else:
-                messages.success(request, f"Request {decided.pk}: {decided.get_state_display()}.")
+                messages.success(
+                    request, _("Request %(id)s: %(state)s.") % {"id": decided.pk, "state": decided.get_state_display()}
+                )
             return redirect("tenancy:quota_requests")
         messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in decision.errors.items()))
     rows = QuotaRequest.objects.for_user(request.user, "view").select_related(
@@ -254,7 +257,7 @@ def tiers(request):
             except ServiceError as exc:
                 messages.error(request, exc.message)
             else:
-                messages.success(request, f"Saved tier {tier.name}.")
+                messages.success(request, _("Saved tier %(name)s.") % {"name": tier.name})
         else:
             messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
         return redirect("tenancy:tiers")

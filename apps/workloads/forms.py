@@ -1,6 +1,7 @@
 import json
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from apps.workloads.models import WorkloadKind, WorkloadTemplate
 
@@ -8,14 +9,18 @@ from apps.workloads.models import WorkloadKind, WorkloadTemplate
 class SubmitForm(forms.Form):
     """Submit a spec as JSON, or instantiate a template with overrides (JSON)."""
 
-    kind = forms.ChoiceField(choices=WorkloadKind.choices)
+    kind = forms.ChoiceField(label=_("Kind"), choices=WorkloadKind.choices)
     template = forms.ModelChoiceField(
-        queryset=WorkloadTemplate.objects.none(), required=False, empty_label="(no template: write the spec)"
+        label=_("Template"),
+        queryset=WorkloadTemplate.objects.none(),
+        required=False,
+        empty_label=_("(no template: write the spec)"),
     )
     spec = forms.CharField(
+        label=_("Spec"),
         widget=forms.Textarea(attrs={"rows": 14, "class": "font-monospace"}),
         required=False,
-        help_text="JSON. With a template: only the fields to override.",
+        help_text=_("JSON. With a template: only the fields to override."),
     )
 
     def __init__(self, *args, user, **kwargs):
@@ -27,7 +32,10 @@ class SubmitForm(forms.Form):
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from exc
+            raise forms.ValidationError(
+                _("Not valid JSON: %(error)s at line %(line)s, column %(column)s.")
+                % {"error": exc.msg, "line": exc.lineno, "column": exc.colno}
+            ) from exc
         if not isinstance(value, dict):
-            raise forms.ValidationError("The spec is a JSON object.")
+            raise forms.ValidationError(_("The spec is a JSON object."))
         return value

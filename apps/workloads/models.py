@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from apps.core.validators import dns1123_label
 from apps.tenancy.models import TenantScopedQuerySet
@@ -14,20 +15,20 @@ class TenantOwnedQuerySet(TenantScopedQuerySet):
 
 
 class WorkloadKind(models.TextChoices):
-    TRAINING = "training", "Training job"
-    INFERENCE = "inference", "Inference service"
+    TRAINING = "training", _("Training job")
+    INFERENCE = "inference", _("Inference service")
 
 
 class WorkloadState(models.TextChoices):
-    PENDING = "pending", "Pending (waiting for quota)"
-    ADMITTED = "admitted", "Admitted (being placed)"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    PREEMPTED = "preempted", "Preempted"
-    CANCELLING = "cancelling", "Cancelling"
-    CANCELLED = "cancelled", "Cancelled"
-    REJECTED = "rejected", "Rejected"
+    PENDING = "pending", _("Pending (waiting for quota)")
+    ADMITTED = "admitted", _("Admitted (being placed)")
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    PREEMPTED = "preempted", _("Preempted")
+    CANCELLING = "cancelling", _("Cancelling")
+    CANCELLED = "cancelled", _("Cancelled")
+    REJECTED = "rejected", _("Rejected")
 
     @classmethod
     def terminal(cls) -> set[str]:
@@ -127,16 +128,16 @@ class WorkloadEvent(models.Model):
 
 
 class OutboxAction(models.TextChoices):
-    SUBMIT = "submit", "Submit"
-    CANCEL = "cancel", "Cancel"
-    PREEMPT = "preempt", "Preempt"
+    SUBMIT = "submit", _("Submit")
+    CANCEL = "cancel", _("Cancel")
+    PREEMPT = "preempt", _("Preempt")
 
 
 class OutboxStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    PROCESSING = "processing", "Processing"
-    DONE = "done", "Done"
-    FAILED = "failed", "Failed"
+    PENDING = "pending", _("Pending")
+    PROCESSING = "processing", _("Processing")
+    DONE = "done", _("Done")
+    FAILED = "failed", _("Failed")
 
 
 class OutboxEntry(models.Model):

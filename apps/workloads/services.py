@@ -17,6 +17,7 @@ from datetime import timedelta
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
@@ -26,6 +27,7 @@ from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
 from apps.core.inserts import insert_row
+from apps.core.wakeup import wake
 from apps.fleet.models import GpuModel
 from apps.tenancy.models import AdmissionState, Tenant
 from apps.tenancy.services.admissions import decide_claim, release_admission, submit_admission
@@ -69,11 +71,14 @@ def _parse(kind: str, data: dict, gpus_per_node: int = 8, known: dict[str, dict]
     from apps.workloads.specs import SpecError, parse_spec
 
     if kind not in WorkloadKind.values:
-        raise InvalidInput(f"Unknown workload kind {kind!r}.", {"kind": f"One of: {', '.join(WorkloadKind.values)}."})
+        raise InvalidInput(
+            _("Unknown workload kind %(kind)s.") % {"kind": repr(kind)},
+            {"kind": _("One of: %(values)s.") % {"values": ", ".join(WorkloadKind.values)}},
+        )
     try:
         return parse_spec(kind, data, known if known is not None else catalog(), gpus_per_node=gpus_per_node)
     except SpecError as exc:
-        raise InvalidInput(str(exc) or "Invalid workload spec.", exc.fields) from exc
+        raise InvalidInput(str(exc) or _("Invalid workload spec."), exc.fields) from exc
 
 
 def _request_hash(kind: str, data: dict) -> str:
@@ -100,40 +105,44 @@ def submit_workload(
     key is a 409), so a CI retry never makes a second one.
     """
     if idempotency_key is not None and (not idempotency_key or len(idempotency_key) > 200):
-        raise InvalidInput("The Idempotency-Key must be 1 to 200 characters.", {"idempotency_key": "1 to 200."})
+        raise InvalidInput(_("The Idempotency-Key must be 1 to 200 characters."), {"idempotency_key": _("1 to 200.")})
     digest = _request_hash(kind, spec)
     if not isinstance(spec, dict):
-        raise NotFound("No tenant None.", {"tenant": "Not found."})
+        raise NotFound(_("No tenant None."), {"tenant": _("Not found.")})
     context = load_context(actor.pk, idempotency_key or None, spec)  # one query: key, tenant, queue, clusters
     if context.existing_id is not None:
         return _replay(Workload.objects.get(pk=context.existing_id), digest)
     tenant = context.tenant
     if tenant is None or not has_perm(actor, Action.VIEW, tenant):
-        raise NotFound(f"No tenant {spec.get('tenant')!r}.", {"tenant": "Not found."})
-    require(actor, Action.SUBMIT, tenant, f"You may not submit work to tenant {tenant.slug}.")
+        raise NotFound(_("No tenant %(get)s.") % {"get": repr(spec.get("tenant"))}, {"tenant": _("Not found.")})
+    require(actor, Action.SUBMIT, tenant, _("You may not submit work to tenant %(slug)s.") % {"slug": tenant.slug})
     models = gpu_models()
     known = catalog(list(models.values()))
     parsed = _parse(kind, spec, known=known)
     queue = context.queue
     if queue is None:
-        raise InvalidInput(f"Tenant {tenant.slug} has no queue {parsed.queue!r}.", {"queue": "No such queue."})
+        raise InvalidInput(
+            _("Tenant %(slug)s has no queue %(queue)s.") % {"slug": tenant.slug, "queue": repr(parsed.queue)},
+            {"queue": _("No such queue.")},
+        )
     tier = next((t for t in tier_rows() if t.name == parsed.tier), None)
     if tier is None:
-        raise InvalidInput(f"Unknown tier {parsed.tier!r}.", {"tier": "No such tier."})
+        raise InvalidInput(_("Unknown tier %(tier)s.") % {"tier": repr(parsed.tier)}, {"tier": _("No such tier.")})
     if tier.preemptible:
         from apps.chargeback.budgets import check_admission  # chargeback reads workloads: import late
 
-        check_admission(tenant, tier)  # a tenant over its spend budget may be refused preemptible work
+        check_admission(tenant, tier, context.over_budget_id)  # over its spend budget: maybe refused
     model = models[parsed.gpu_model]
     if not context.bound:
         raise InvalidInput(
-            f"Queue {queue} is not bound to any cluster yet; ask a platform admin.",
-            {"queue": "Not bound to a cluster."},
+            _("Queue %(queue)s is not bound to any cluster yet; ask a platform admin.") % {"queue": queue},
+            {"queue": _("Not bound to a cluster.")},
         )
     picked = context.pick_cluster()
     if picked is None:
         raise InvalidInput(
-            f"No cluster bound to {queue} has {model.name} nodes.", {"gpu_model": "Not on the queue's clusters."}
+            _("No cluster bound to %(queue)s has %(name)s nodes.") % {"queue": queue, "name": model.name},
+            {"gpu_model": _("Not on the queue's clusters.")},
         )
     cluster, gpus_per_node = picked
     if gpus_per_node != 8:
@@ -169,14 +178,20 @@ def submit_workload(
             request_hash=digest,
             created_by=actor if actor.pk else None,
             admission=claim,
+            pk=context.next_id,
         )
         _state_from_claim(workload, claim)
-        insert_row(workload)
-        workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE workloads_workload SET backend_name = %s WHERE id = %s", [workload.backend_name, workload.pk]
-            )
+        if workload.pk is not None:  # PostgreSQL handed the id out: the name goes in with the row
+            workload.backend_name = _backend_name(workload)
+            insert_row(workload)
+        else:
+            insert_row(workload)
+            workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE workloads_workload SET backend_name = %s WHERE id = %s",
+                    [workload.backend_name, workload.pk],
+                )
         if claim.state == AdmissionState.ADMITTED:
             _enqueue(workload, OutboxAction.SUBMIT)
         _event(
@@ -210,8 +225,8 @@ def _existing_workload_id(actor, idempotency_key: str) -> int | None:
 def _replay(existing: Workload, digest: str) -> tuple[Workload, bool]:
     if existing.request_hash != digest:
         raise Conflict(
-            "This Idempotency-Key was used for a different request.",
-            {"idempotency_key": "Already used with another body."},
+            _("This Idempotency-Key was used for a different request."),
+            {"idempotency_key": _("Already used with another body.")},
             code="idempotency_conflict",
         )
     return existing, False
@@ -229,16 +244,29 @@ def _state_from_claim(workload: Workload, claim) -> None:
 
 
 def _enqueue(workload: Workload, action: str) -> OutboxEntry:
-    from apps.workloads.tasks import process_outbox_task
-
     entry = insert_row(OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now()))
-    transaction.on_commit(lambda: process_outbox_task.delay(entry.pk))
+    transaction.on_commit(wake_outbox)
     return entry
+
+
+OUTBOX_WAKE = "workloads-outbox"
+
+
+def wake_outbox() -> None:
+    """After a commit that left outbox rows: queue one drain unless one is already queued (apps/core/wakeup.py)."""
+    from apps.workloads.tasks import drain_outbox_task
+
+    wake(drain_outbox_task, OUTBOX_WAKE)
 
 
 def cancel_workload(actor, workload: Workload, *, reason: str = "") -> Workload:
     """Cancel in any state: a pending one at once, a placed one through the backend; a finished one is left."""
-    require(actor, Action.SUBMIT, workload.tenant, f"You may not cancel work in tenant {workload.tenant.slug}.")
+    require(
+        actor,
+        Action.SUBMIT,
+        workload.tenant,
+        _("You may not cancel work in tenant %(slug)s.") % {"slug": workload.tenant.slug},
+    )
     if workload.is_finished or workload.state == WorkloadState.CANCELLING:
         return workload
     with transaction.atomic():
@@ -275,9 +303,9 @@ def save_template(
     actor, *, tenant: Tenant, name: str, kind: str, spec: dict, description: str = ""
 ) -> WorkloadTemplate:
     """Save a template; an existing name gets a new version (old versions stay for what used them)."""
-    require(actor, Action.SUBMIT, tenant, f"You may not save templates for tenant {tenant.slug}.")
+    require(actor, Action.SUBMIT, tenant, _("You may not save templates for tenant %(slug)s.") % {"slug": tenant.slug})
     if not name or len(name) > 100:
-        raise InvalidInput("Name the template (1 to 100 characters).", {"name": "1 to 100 characters."})
+        raise InvalidInput(_("Name the template (1 to 100 characters)."), {"name": _("1 to 100 characters.")})
     _parse(kind, {**spec, "tenant": tenant.slug})
     with transaction.atomic():
         latest = WorkloadTemplate.objects.filter(tenant=tenant, name=name).order_by("-version").first()
@@ -482,7 +510,7 @@ def requeue_after_fault(actor, workload: Workload, *, reason: str) -> Workload |
     checkpoint (same spec, same CHECKPOINT_PATH). A fault is not the job's doing, so its `retries` are not
     spent. `actor` None is the health automation. Returns None when there is nothing to requeue."""
     if actor is not None:
-        require(actor, Action.OPERATE, None, "Requeueing after a fault needs on-call or platform-admin.")
+        require(actor, Action.OPERATE, None, _("Requeueing after a fault needs on-call or platform-admin."))
     if workload.kind != WorkloadKind.TRAINING:
         return None
     with transaction.atomic():
@@ -583,7 +611,7 @@ def carry_out_reclaims() -> int:
 
 
 def drain_outbox(limit: int = 500) -> int:
-    """Entries whose task was lost (a worker killed after commit) or whose backoff is over."""
+    """Queue a task per due entry: new ones, ones whose backoff is over, ones whose worker died holding them."""
     from apps.workloads.tasks import process_outbox_task
 
     now = timezone.now()

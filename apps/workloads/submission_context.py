@@ -1,7 +1,8 @@
 """What a submission needs to know before it is decided, read in one query.
 
 A submission needs the caller's earlier workload under the same Idempotency-Key, the tenant, the
-queue, and the clusters bound to the queue with their node sizes for the GPU model. Read one by
+queue, the clusters bound to the queue with their node sizes for the GPU model, whether a spend
+budget pauses the tenant's preemptible work, and (PostgreSQL) the new workload's id. Read one by
 one through the ORM that is six queries, most of a submission's cost under load; here it is one
 plain SQL statement (portable: PostgreSQL and the demo's SQLite). GPU models come from the
 per-process reference cache.
@@ -27,6 +28,8 @@ def gpu_models() -> dict[str, GpuModel]:
 @dataclass
 class SubmissionContext:
     existing_id: int | None = None  # the caller's workload under this Idempotency-Key
+    over_budget_id: int | None = None  # see apps.chargeback.budgets.check_admission
+    next_id: int | None = None  # the new workload's id, where the database hands ids out up front
     tenant: Tenant | None = None
     queue: Queue | None = None
     bound: bool = False  # the queue is bound to at least one cluster
@@ -44,15 +47,29 @@ class SubmissionContext:
 _SQL = (
     "SELECT t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, "
     "n.gpu_count, COUNT(n.id), "
-    "(SELECT w.id FROM workloads_workload w WHERE w.created_by_id = %s AND w.idempotency_key = %s) "
-    "FROM (SELECT 1 AS one) o "
+    "(SELECT w.id FROM workloads_workload w WHERE w.created_by_id = %s AND w.idempotency_key = %s), "
+    # A spend budget of the tenant or an ancestor that is over and pauses preemptible work (chargeback).
+    "(SELECT sb.id FROM chargeback_spendbudget sb JOIN tenancy_tenant a ON a.id = sb.tenant_id "
+    "WHERE sb.block_preemptible_when_over AND sb.over_since IS NOT NULL "
+    "AND (a.id = t.id OR (a.path <> '' AND t.path LIKE a.path || '%%')) LIMIT 1), "
+    "o.next_id "
+    "FROM ({next_id}) o "
     "LEFT JOIN tenancy_tenant t ON t.slug = %s "
     "LEFT JOIN tenancy_queue q ON q.tenant_id = t.id AND q.name = %s "
     "LEFT JOIN tenancy_queuebinding b ON b.queue_id = q.id "
     "LEFT JOIN fleet_cluster c ON c.id = b.cluster_id "
     "LEFT JOIN fleet_node n ON n.cluster_id = c.id AND n.gpu_model_id = %s AND n.state <> %s "
-    "GROUP BY t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, n.gpu_count"
+    "GROUP BY o.next_id, t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, "
+    "n.gpu_count"
 )
+
+
+# PostgreSQL hands out the new workload's id up front, so the INSERT can carry the backend name derived
+# from it (no UPDATE after it); the demo's SQLite has no sequences and updates the name after the INSERT.
+_NEXT_ID = {
+    "postgresql": "SELECT nextval(pg_get_serial_sequence('workloads_workload', 'id')) AS next_id",
+    "sqlite": "SELECT NULL AS next_id",
+}
 
 
 def _text(value) -> str | None:
@@ -71,11 +88,11 @@ def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -
         NodeState.VANISHED,
     ]
     with connection.cursor() as cursor:
-        cursor.execute(_SQL, params)
+        cursor.execute(_SQL.format(next_id=_NEXT_ID[connection.vendor]), params)
         rows = cursor.fetchall()
-    context = SubmissionContext(existing_id=rows[0][13])
+    context = SubmissionContext(existing_id=rows[0][13], over_budget_id=rows[0][14], next_id=rows[0][15])
     db = connection.alias
-    for t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind, size, count, _ in rows:
+    for t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind, size, count, *_ in rows:
         if t_id is None:
             break
         if context.tenant is None:

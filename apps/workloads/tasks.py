@@ -1,4 +1,4 @@
-"""Celery tasks for workloads: carry out one outbox entry; the periodic tick."""
+"""Celery tasks for workloads: drain the outbox, carry out one outbox entry; the periodic tick."""
 
 from celery import shared_task
 
@@ -8,6 +8,16 @@ def process_outbox_task(entry_id: int) -> str:
     from apps.workloads.services import process_outbox_entry
 
     return process_outbox_entry(entry_id)
+
+
+@shared_task
+def drain_outbox_task() -> int:
+    """Woken after submissions commit (coalesced: one queued run at a time); fans out one task per due entry."""
+    from apps.core.wakeup import woken
+    from apps.workloads.services import OUTBOX_WAKE, drain_outbox
+
+    woken(OUTBOX_WAKE)
+    return drain_outbox()
 
 
 @shared_task

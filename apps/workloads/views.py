@@ -7,7 +7,8 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
@@ -63,21 +64,21 @@ class WorkloadListView(ScopedListView):
     partial_template_name = "workloads/_workload_table.html"
     columns = [
         Column("id", "#", order_by="id", csv="pk"),
-        Column("name", _("Name"), order_by="name"),
-        Column("kind", _("Kind"), order_by="kind"),
+        Column("name", gettext_lazy("Name"), order_by="name"),
+        Column("kind", gettext_lazy("Kind"), order_by="kind"),
         Column(
             "queue",
-            _("Tenant / queue"),
+            gettext_lazy("Tenant / queue"),
             order_by=("tenant__slug", "queue__name"),
             csv=_queue_label,
         ),
-        Column("tier", _("Tier"), order_by="-tier__value", csv="tier.name"),
-        Column("gpus", _("GPUs"), order_by=("gpus", "gpu_model__code"), css="text-end"),
-        Column("gpu_model", _("GPU model"), csv="gpu_model.code", shown=False),
-        Column("cluster", _("Cluster"), order_by="cluster__name", csv="cluster.name"),
-        Column("state", _("State"), order_by="state"),
-        Column("why", _("Why"), csv="state_reason"),
-        Column("created", _("Submitted"), order_by="created_at", csv="created_at"),
+        Column("tier", gettext_lazy("Tier"), order_by="-tier__value", csv="tier.name"),
+        Column("gpus", gettext_lazy("GPUs"), order_by=("gpus", "gpu_model__code"), css="text-end"),
+        Column("gpu_model", gettext_lazy("GPU model"), csv="gpu_model.code", shown=False),
+        Column("cluster", gettext_lazy("Cluster"), order_by="cluster__name", csv="cluster.name"),
+        Column("state", gettext_lazy("State"), order_by="state"),
+        Column("why", gettext_lazy("Why"), csv="state_reason"),
+        Column("created", gettext_lazy("Submitted"), order_by="created_at", csv="created_at"),
     ]
     default_sort = "-created"
     csv_name = "workloads"
@@ -94,14 +95,14 @@ class TemplateListView(ScopedListView):
     select_related = ("tenant", "created_by")
     template_name = "workloads/template_list.html"
     columns = [
-        Column("name", _("Name"), order_by=("name", "-version")),
-        Column("version", _("Version"), order_by="version", css="text-end"),
-        Column("kind", _("Kind"), order_by="kind"),
-        Column("tenant", _("Tenant"), order_by="tenant__path", csv="tenant.slug"),
-        Column("description", _("Description")),
-        Column("created_by", _("Saved by"), order_by="created_by__username", csv="created_by.username"),
-        Column("created", _("Saved"), order_by="created_at", csv="created_at"),
-        Column("actions", _("Actions"), csv=False),
+        Column("name", gettext_lazy("Name"), order_by=("name", "-version")),
+        Column("version", gettext_lazy("Version"), order_by="version", css="text-end"),
+        Column("kind", gettext_lazy("Kind"), order_by="kind"),
+        Column("tenant", gettext_lazy("Tenant"), order_by="tenant__path", csv="tenant.slug"),
+        Column("description", gettext_lazy("Description")),
+        Column("created_by", gettext_lazy("Saved by"), order_by="created_by__username", csv="created_by.username"),
+        Column("created", gettext_lazy("Saved"), order_by="created_at", csv="created_at"),
+        Column("actions", gettext_lazy("Actions"), csv=False),
     ]
     csv_name = "workload-templates"
 
@@ -163,7 +164,7 @@ def workload_cancel(request, pk: int):
     except ServiceError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Cancelling {workload.name}.")
+        messages.success(request, _("Cancelling %(name)s.") % {"name": workload.name})
     return redirect("workloads:workload_detail", pk=pk)
 
 
@@ -181,13 +182,16 @@ def workload_submit(request):
         data = form.cleaned_data
         try:
             if data["template"] is not None:
-                workload, _ = services.submit_from_template(request.user, data["template"], overrides=data["spec"])
+                workload, _new = services.submit_from_template(request.user, data["template"], overrides=data["spec"])
             else:
-                workload, _ = services.submit_workload(request.user, kind=data["kind"], spec=data["spec"])
+                workload, _new = services.submit_workload(request.user, kind=data["kind"], spec=data["spec"])
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
-            messages.success(request, f"Submitted {workload.name}: {workload.get_state_display()}.")
+            messages.success(
+                request,
+                _("Submitted %(name)s: %(state)s.") % {"name": workload.name, "state": workload.get_state_display()},
+            )
             return redirect("workloads:workload_detail", pk=workload.pk)
     return render(
         request,

@@ -32,36 +32,38 @@
     var node = document.getElementById("service-telemetry-data");
     if (!node || typeof Plotly === "undefined") return;
     var data = JSON.parse(node.textContent);
+    var labelNode = document.getElementById("service-telemetry-labels");
+    var L = labelNode ? JSON.parse(labelNode.textContent) : {};
     var s = data.series, x = s.time, slo = data.slo;
     var config = { displayModeBar: false, responsive: true };
     var objective = "p" + Math.round(slo.objective * 1000) / 10;
     Plotly.react("chart-ttft", [
       line(x, s.ttft_p50, "p50"),
       line(x, s.ttft_p99, "p99"),
-      target(x, slo.ttft_target_s, objective + " target"),
-    ], layout("Time to first token (s)"), config);
+      target(x, slo.ttft_target_s, objective + " " + L.target),
+    ], layout(L.ttft), config);
     Plotly.react("chart-tpot", [
       line(x, s.tpot_p50, "p50"),
       line(x, s.tpot_p99, "p99"),
-      target(x, slo.tpot_target_s, objective + " target"),
-    ], layout("Time per output token (s)"), config);
+      target(x, slo.tpot_target_s, objective + " " + L.target),
+    ], layout(L.tpot), config);
     Plotly.react("chart-requests", [
-      line(x, s.running, "running"),
-      line(x, s.waiting, "waiting"),
-    ], layout("Requests"), config);
+      line(x, s.running, L.running),
+      line(x, s.waiting, L.waiting),
+    ], layout(L.requests), config);
     Plotly.react("chart-replicas", [
-      line(x, s.replicas, "replicas", { line: { shape: "hv" } }),
-      line(x, s.waiting, "waiting", { yaxis: "y2" }),
-    ], layout("Replicas against the waiting queue", {
-      yaxis: { title: { text: "replicas" }, rangemode: "tozero", dtick: 1 },
-      yaxis2: { title: { text: "waiting" }, overlaying: "y", side: "right", rangemode: "tozero" },
+      line(x, s.replicas, L.replicas, { line: { shape: "hv" } }),
+      line(x, s.waiting, L.waiting, { yaxis: "y2" }),
+    ], layout(L.replicas_title, {
+      yaxis: { title: { text: L.replicas }, rangemode: "tozero", dtick: 1 },
+      yaxis2: { title: { text: L.waiting }, overlaying: "y", side: "right", rangemode: "tozero" },
     }), config);
-    Plotly.react("chart-kv", [line(x, percent(s.kv_cache), "KV cache used")],
-      layout("KV-cache use (%)", { yaxis: { range: [0, 100] } }), config);
+    Plotly.react("chart-kv", [line(x, percent(s.kv_cache), L.kv_used)],
+      layout(L.kv, { yaxis: { range: [0, 100] } }), config);
     Plotly.react("chart-tokens", [
-      line(x, s.tokens_per_s, "generated"),
-      line(x, s.prompt_tokens_per_s, "prompt"),
-    ], layout("Tokens/s"), config);
+      line(x, s.tokens_per_s, L.generated),
+      line(x, s.prompt_tokens_per_s, L.prompt),
+    ], layout(L.tokens), config);
   }
 
   document.addEventListener("htmx:afterSwap", function (event) {

@@ -157,3 +157,32 @@ def test_issue_token_command_refuses_what_the_user_does_not_hold(personas):
         call_command("issue_token", "--user", "member-a", "--tenant", "nope")
     with pytest.raises(CommandError, match="No user"):
         call_command("issue_token", "--user", "ghost")
+
+
+def test_token_lookup_in_one_statement_equals_the_orms(personas, django_assert_num_queries):
+    from apps.accounts.authentication import find_token
+    from apps.accounts.models import Membership
+    from apps.accounts.permissions import GRANTS_ATTR, user_grants
+
+    member = fresh(personas.member_a)
+    scoped, raw = issue_token(member, user=member, name="ci", tenant=personas.a, role="member")
+    admin = fresh(personas.platform_admin)
+    unscoped, raw2 = issue_token(admin, user=admin, name="any", role="platform-admin")
+    for row, secret in [(scoped, raw), (unscoped, raw2)]:
+        member = row.user
+        with django_assert_num_queries(1):
+            found = find_token(token_digest(secret))
+            assert found.user.username == row.user.username  # no further query for the user or the tenant
+            assert found.tenant == (personas.a if row.tenant_id else None)
+        orm = ApiToken.objects.select_related("user", "tenant").get(pk=row.pk)
+        for model_obj, expected in [(found, orm), (found.user, orm.user)] + (
+            [(found.tenant, orm.tenant)] if row.tenant_id else []
+        ):
+            fields = type(expected)._meta.concrete_fields
+            assert [getattr(model_obj, f.attname) for f in fields] == [getattr(expected, f.attname) for f in fields]
+        memberships = sorted(Membership.objects.filter(user=member).values_list("tenant_id", "role"))
+        assert sorted(getattr(found.user, GRANTS_ATTR)) == memberships
+        read = sorted(user_grants(fresh(row.user)))  # the query path
+        with django_assert_num_queries(0):
+            assert sorted(user_grants(found.user)) == read
+    assert find_token(token_digest("gpuc_nope")) is None

@@ -288,3 +288,11 @@ def test_tenant_create_records_reason(personas, api):
     )
     assert response.status_code == 201
     assert AuditEvent.objects.get(action="tenant.create", target_label="C").reason == "new customer"
+
+
+def test_schema_generates_without_warnings(db, tmp_path):
+    # Ambiguous enum names (KindB8fEnum) and unresolvable fields make worse generated clients.
+    from django.core.management import call_command
+
+    call_command("spectacular", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml"))
+    assert "WorkloadStateEnum" in (tmp_path / "schema.yaml").read_text()

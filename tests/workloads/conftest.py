@@ -11,6 +11,10 @@ from tests.utils.personas import fresh
 
 @pytest.fixture
 def fleet(personas):
+    return build_fleet(personas)
+
+
+def build_fleet(personas) -> dict:
     admin = fresh(personas.platform_admin)
     cluster = create_simulated_cluster(
         None, "sim", {"nodes": 4, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.5}, "seed": 9}

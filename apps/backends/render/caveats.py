@@ -1,104 +1,171 @@
 """What each backend cannot express of the console's quota model, in words for a platform admin.
 
 These are the fixed caveats; renderers add state-specific ones (collapsed weights, skipped queues)
-after them. The cluster page shows `caveats_for(kind, queueing)` without rendering anything.
+after them. They are English in rendered output and logs; `caveats_for` gives them in the active language
+(marked with gettext_noop here). The cluster page shows `caveats_for(kind, queueing)` without rendering anything.
 Facts come from shared/reference/queues-quotas-priorities.md (sections 1, 2, 3, 5, 6 and 7).
 """
 
 from __future__ import annotations
 
+
+def gettext_noop(text: str) -> str:
+    """Marks a caveat for makemessages (which looks for this name); the renderers import no Django."""
+    return text
+
+
+def _in_active_language(texts: list[str]) -> list[str]:
+    from django.conf import settings
+
+    if not settings.configured:
+        return list(texts)
+    from django.utils.translation import gettext
+
+    return [gettext(text) for text in texts]
+
+
 KUBERNETES = [
-    "ResourceQuota rejects a pod that exceeds it with 403 at creation; it never queues. The console "
-    "renders one per bound namespace only as a backstop at the queue's maximum (guarantee + borrow "
-    "limit), on the GPU resource with the requests. prefix (the only form extended resources accept); "
-    "queueing is the job of Kueue or Volcano.",
-    "ResourceQuota is per namespace: a queue bound to several namespaces gets the queue's whole maximum "
-    "in each of them. An unlimited borrow limit has no quota: with Kueue (one requests.nvidia.com/gpu "
-    "total) the namespace then gets no ResourceQuota; with Volcano that model's entry is left out.",
-    "PriorityClass preemptionPolicy: Never (rendered for non-preemptible tiers) only stops those pods "
-    "from preempting others in kube-scheduler; it does not protect them from being preempted.",
-    "A per-user cap (per_user_limit) has no Kubernetes object; the console's admission enforces it.",
+    gettext_noop(
+        "ResourceQuota rejects a pod that exceeds it with 403 at creation; it never queues. The console "
+        "renders one per bound namespace only as a backstop at the queue's maximum (guarantee + borrow "
+        "limit), on the GPU resource with the requests. prefix (the only form extended resources accept); "
+        "queueing is the job of Kueue or Volcano."
+    ),
+    gettext_noop(
+        "ResourceQuota is per namespace: a queue bound to several namespaces gets the queue's whole maximum "
+        "in each of them. An unlimited borrow limit has no quota: with Kueue (one requests.nvidia.com/gpu "
+        "total) the namespace then gets no ResourceQuota; with Volcano that model's entry is left out."
+    ),
+    gettext_noop(
+        "PriorityClass preemptionPolicy: Never (rendered for non-preemptible tiers) only stops those pods "
+        "from preempting others in kube-scheduler; it does not protect them from being preempted."
+    ),
+    gettext_noop("A per-user cap (per_user_limit) has no Kubernetes object; the console's admission enforces it."),
 ]
 
 KUEUE = [
-    "Kueue has no per-workload non-preemptible flag, and a tier that never borrows cannot be expressed "
-    "(borrowingLimit is per ClusterQueue). The console enforces both at admission: it submits a "
-    "non-preemptible, non-borrowing tier's workload only when it fits within the ClusterQueue's "
-    "nominalQuota (its guarantee), and gives that tier the highest WorkloadPriorityClass. Kueue itself "
-    "would still let reclaimWithinCohort evict such a workload if its ClusterQueue were above nominal "
-    "after every lower-priority workload had gone.",
-    "borrowingLimit and lendingLimit must be null without a cohortName; every ClusterQueue is placed in "
-    "its tenant's Cohort, so both limits can be rendered.",
-    "Cohorts mirror the tenant tree under one root Cohort (gpu-console-root), so organizations lend "
-    "to each other as the console's admission does; quota is borrowed nearest first only in the "
-    "console's own decisions, Kueue borrows from the whole cohort tree.",
-    "preemption.borrowWithinCohort.maxPriorityThreshold is set just below the lowest non-preemptible "
-    "tier: a borrowing workload preempts only workloads of preemptible tiers. withinClusterQueue "
-    "LowerPriority would still evict a non-preemptible tier if a higher-valued tier existed.",
-    "fairSharing.weight acts only when Kueue's Configuration enables fairSharing, and only on borrowed "
-    "capacity; hierarchical cohorts with fair sharing have known over-preemption issues "
-    "(kueue#3779, kueue#10131).",
-    "Quota is aggregate per ClusterQueue: without Topology Aware Scheduling an 8-GPU pod can be admitted "
-    "on 4 + 4 free GPUs on two nodes and then never schedule (kueue#4329).",
-    "Workloads must carry kueue.x-k8s.io/queue-name and kueue.x-k8s.io/priority-class labels and select "
-    "their GPU model (nodeSelector nvidia.com/gpu.product); a missing WorkloadPriorityClass creates no "
-    "Workload at all, and an unpinned workload gets the first flavor with free quota.",
+    gettext_noop(
+        "Kueue has no per-workload non-preemptible flag, and a tier that never borrows cannot be expressed "
+        "(borrowingLimit is per ClusterQueue). The console enforces both at admission: it submits a "
+        "non-preemptible, non-borrowing tier's workload only when it fits within the ClusterQueue's "
+        "nominalQuota (its guarantee), and gives that tier the highest WorkloadPriorityClass. Kueue itself "
+        "would still let reclaimWithinCohort evict such a workload if its ClusterQueue were above nominal "
+        "after every lower-priority workload had gone."
+    ),
+    gettext_noop(
+        "borrowingLimit and lendingLimit must be null without a cohortName; every ClusterQueue is placed in "
+        "its tenant's Cohort, so both limits can be rendered."
+    ),
+    gettext_noop(
+        "Cohorts mirror the tenant tree under one root Cohort (gpu-console-root), so organizations lend "
+        "to each other as the console's admission does; quota is borrowed nearest first only in the "
+        "console's own decisions, Kueue borrows from the whole cohort tree."
+    ),
+    gettext_noop(
+        "preemption.borrowWithinCohort.maxPriorityThreshold is set just below the lowest non-preemptible "
+        "tier: a borrowing workload preempts only workloads of preemptible tiers. withinClusterQueue "
+        "LowerPriority would still evict a non-preemptible tier if a higher-valued tier existed."
+    ),
+    gettext_noop(
+        "fairSharing.weight acts only when Kueue's Configuration enables fairSharing, and only on borrowed "
+        "capacity; hierarchical cohorts with fair sharing have known over-preemption issues "
+        "(kueue#3779, kueue#10131)."
+    ),
+    gettext_noop(
+        "Quota is aggregate per ClusterQueue: without Topology Aware Scheduling an 8-GPU pod can be admitted "
+        "on 4 + 4 free GPUs on two nodes and then never schedule (kueue#4329)."
+    ),
+    gettext_noop(
+        "Workloads must carry kueue.x-k8s.io/queue-name and kueue.x-k8s.io/priority-class labels and select "
+        "their GPU model (nodeSelector nvidia.com/gpu.product); a missing WorkloadPriorityClass creates no "
+        "Workload at all, and an unpinned workload gets the first flavor with free quota."
+    ),
 ]
 
 VOLCANO = [
-    "Volcano has no GPU-model flavor object: each model is a distinct extended resource, "
-    "nvidia.com/gpu-<model code> (e.g. nvidia.com/gpu-h100). Nodes must advertise those names, e.g. by "
-    "renaming the resource in the NVIDIA device plugin's configuration per node pool, and workloads must "
-    "request them instead of nvidia.com/gpu; otherwise pods never schedule.",
-    "Queues are rendered for the capacity plugin with enableHierarchy: true (deserved = guarantee, "
-    "guarantee.resource = the part never lent, capability = guarantee + borrow limit, parent = the tenant "
-    "tree). The capacity and proportion plugins cannot be enabled together, the capacity plugin ignores "
-    "weight, and 'reclaim' must be in the scheduler's actions.",
-    "A capacity-plugin queue reclaims only if every resource a job requests appears in its deserved "
-    "(volcano#4658). The console quotas GPUs only, so add cpu and memory to deserved by site policy or "
-    "reclaim for GPU jobs will not happen.",
-    "An unlimited borrow limit is rendered as capability = the cluster's total guarantee for that model "
-    "(everything that could ever be lent), because Volcano's webhook requires capability >= deserved in "
-    "every dimension once any dimension is capped. Tenant queues get the sums of their children.",
-    "Volcano weights are integers 1..65535: the console's weight is multiplied by 100 and rounded "
-    "(a weight of 0, 'never borrow by fair share', becomes the minimum 1).",
-    "Non-preemptible tiers are expressed on the workload, not the queue: their pods carry the "
-    'annotation volcano.sh/preemptable: "false". A tier that never borrows cannot be expressed; the '
-    "console's admission enforces it.",
-    "Known Volcano limits: hierarchical queues can prevent reclaim (volcano#4817); enqueue blocks when "
-    "the cluster is full so reclaim never fires (volcano#4679); jobs can only target leaf queues.",
+    gettext_noop(
+        "Volcano has no GPU-model flavor object: each model is a distinct extended resource, "
+        "nvidia.com/gpu-<model code> (e.g. nvidia.com/gpu-h100). Nodes must advertise those names, e.g. by "
+        "renaming the resource in the NVIDIA device plugin's configuration per node pool, and workloads must "
+        "request them instead of nvidia.com/gpu; otherwise pods never schedule."
+    ),
+    gettext_noop(
+        "Queues are rendered for the capacity plugin with enableHierarchy: true (deserved = guarantee, "
+        "guarantee.resource = the part never lent, capability = guarantee + borrow limit, parent = the tenant "
+        "tree). The capacity and proportion plugins cannot be enabled together, the capacity plugin ignores "
+        "weight, and 'reclaim' must be in the scheduler's actions."
+    ),
+    gettext_noop(
+        "A capacity-plugin queue reclaims only if every resource a job requests appears in its deserved "
+        "(volcano#4658). The console quotas GPUs only, so add cpu and memory to deserved by site policy or "
+        "reclaim for GPU jobs will not happen."
+    ),
+    gettext_noop(
+        "An unlimited borrow limit is rendered as capability = the cluster's total guarantee for that model "
+        "(everything that could ever be lent), because Volcano's webhook requires capability >= deserved in "
+        "every dimension once any dimension is capped. Tenant queues get the sums of their children."
+    ),
+    gettext_noop(
+        "Volcano weights are integers 1..65535: the console's weight is multiplied by 100 and rounded "
+        "(a weight of 0, 'never borrow by fair share', becomes the minimum 1)."
+    ),
+    gettext_noop(
+        "Non-preemptible tiers are expressed on the workload, not the queue: their pods carry the "
+        'annotation volcano.sh/preemptable: "false". A tier that never borrows cannot be expressed; the '
+        "console's admission enforces it."
+    ),
+    gettext_noop(
+        "Known Volcano limits: hierarchical queues can prevent reclaim (volcano#4817); enqueue blocks when "
+        "the cluster is full so reclaim never fires (volcano#4679); jobs can only target leaf queues."
+    ),
 ]
 
 SLURM = [
-    "Slurm has no lend limit: a queue's unused GPUs are shared by fair share and preemption, never "
-    "reserved (the part of a guarantee that Kueue keeps with lendingLimit is not expressible).",
-    "Slurm has no guarantee: GrpTRES is only a cap (guarantee + borrow limit). The guarantee is "
-    "approximated by fairshare (guaranteed GPUs x weight) and by QOS preemption.",
-    "Limits are enforced only with AccountingStorageEnforce=limits (or safe) in slurm.conf; a job over "
-    "GrpTRES pends with reason AssocGrpGRES rather than being rejected.",
-    "AccountingStorageTRES must list gres/gpu and gres/gpu:<type> for every GPU type, or GPUs are "
-    "neither limited nor accounted.",
-    "QOS Priority counts only with priority/multifactor and a non-zero PriorityWeightQOS, and it is "
-    "unrelated to preemption: only the Preempt lists are (PreemptType=preempt/qos). Non-preemptible tiers "
-    "appear in no Preempt list.",
-    "PreemptMode=REQUEUE needs JobRequeue=1 or sbatch --requeue. SUSPEND is not used because a "
-    "suspended job keeps its GPUs (GRES is not released).",
-    "A tier that never borrows cannot be expressed (Slurm has no borrowing, only the GrpTRES cap); the "
-    "console's admission enforces it.",
-    "Typed GPU caps (gres/gpu:<type>) are reliable only for jobs that request a GPU type, as the "
-    "console's submissions do; the untyped total gres/gpu is capped too when every model of the queue is.",
-    "When backfill preempts it may preempt more jobs than needed.",
+    gettext_noop(
+        "Slurm has no lend limit: a queue's unused GPUs are shared by fair share and preemption, never "
+        "reserved (the part of a guarantee that Kueue keeps with lendingLimit is not expressible)."
+    ),
+    gettext_noop(
+        "Slurm has no guarantee: GrpTRES is only a cap (guarantee + borrow limit). The guarantee is "
+        "approximated by fairshare (guaranteed GPUs x weight) and by QOS preemption."
+    ),
+    gettext_noop(
+        "Limits are enforced only with AccountingStorageEnforce=limits (or safe) in slurm.conf; a job over "
+        "GrpTRES pends with reason AssocGrpGRES rather than being rejected."
+    ),
+    gettext_noop(
+        "AccountingStorageTRES must list gres/gpu and gres/gpu:<type> for every GPU type, or GPUs are "
+        "neither limited nor accounted."
+    ),
+    gettext_noop(
+        "QOS Priority counts only with priority/multifactor and a non-zero PriorityWeightQOS, and it is "
+        "unrelated to preemption: only the Preempt lists are (PreemptType=preempt/qos). Non-preemptible tiers "
+        "appear in no Preempt list."
+    ),
+    gettext_noop(
+        "PreemptMode=REQUEUE needs JobRequeue=1 or sbatch --requeue. SUSPEND is not used because a "
+        "suspended job keeps its GPUs (GRES is not released)."
+    ),
+    gettext_noop(
+        "A tier that never borrows cannot be expressed (Slurm has no borrowing, only the GrpTRES cap); the "
+        "console's admission enforces it."
+    ),
+    gettext_noop(
+        "Typed GPU caps (gres/gpu:<type>) are reliable only for jobs that request a GPU type, as the "
+        "console's submissions do; the untyped total gres/gpu is capped too when every model of the queue is."
+    ),
+    gettext_noop("When backfill preempts it may preempt more jobs than needed."),
 ]
 
 
 def caveats_for(kind: str, queueing: str = "kueue") -> list[str]:
     """The fixed caveats for a backend kind ("kubernetes" or "slurm") and, for Kubernetes, its queueing."""
     if kind == "slurm":
-        return list(SLURM)
+        return _in_active_language(SLURM)
     if kind == "kubernetes":
         if queueing == "kueue":
-            return KUBERNETES + KUEUE
+            return _in_active_language(KUBERNETES + KUEUE)
         if queueing == "volcano":
-            return KUBERNETES + VOLCANO
+            return _in_active_language(KUBERNETES + VOLCANO)
         raise ValueError(f"queueing: {queueing!r} is not one of 'kueue', 'volcano'")
     raise ValueError(f"kind: {kind!r} is not one of 'kubernetes', 'slurm'")

@@ -13,6 +13,7 @@ from datetime import timedelta
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -37,12 +38,15 @@ def _authorize(actor, action: str, message: str) -> None:
 def _simulation(cluster: Cluster) -> SimCluster:
     if cluster.kind != ClusterKind.SIMULATED:
         raise InvalidInput(
-            f"Cluster {cluster.name} is a {cluster.kind} cluster, not a simulated one.",
-            {"cluster": "Not a simulated cluster."},
+            _("Cluster %(name)s is a %(kind)s cluster, not a simulated one.")
+            % {"name": cluster.name, "kind": cluster.kind},
+            {"cluster": _("Not a simulated cluster.")},
         )
     sim = SimCluster.objects.filter(cluster=cluster).first()
     if sim is None:
-        raise NotFound(f"Cluster {cluster.name} has no simulation.", {"cluster": "No simulation."})
+        raise NotFound(
+            _("Cluster %(name)s has no simulation.") % {"name": cluster.name}, {"cluster": _("No simulation.")}
+        )
     return sim
 
 
@@ -51,9 +55,11 @@ def _shape(shape: FleetShape | dict) -> FleetShape:
         value = shape if isinstance(shape, FleetShape) else FleetShape.from_dict(dict(shape))
         return value.validate()
     except ShapeError as exc:
-        raise InvalidInput(f"Invalid fleet shape: {exc.message}", {exc.field: exc.message}) from exc
+        raise InvalidInput(
+            _("Invalid fleet shape: %(message)s") % {"message": exc.message}, {exc.field: exc.message}
+        ) from exc
     except TypeError as exc:  # from_dict with a missing required field
-        raise InvalidInput(f"Invalid fleet shape: {exc}", {"nodes": "Required."}) from exc
+        raise InvalidInput(_("Invalid fleet shape: %(exc)s") % {"exc": exc}, {"nodes": _("Required.")}) from exc
 
 
 def create_simulated_cluster(actor, name: str, shape: FleetShape | dict, description: str = "") -> Cluster:
@@ -64,7 +70,7 @@ def create_simulated_cluster(actor, name: str, shape: FleetShape | dict, descrip
     try:
         cluster.full_clean(validate_unique=False, validate_constraints=False)
     except ValidationError as exc:
-        raise InvalidInput("Invalid cluster.", exc.message_dict) from exc
+        raise InvalidInput(_("Invalid cluster."), exc.message_dict) from exc
     # Real GPUs have been up a while: boot the fleet 1-30 simulated days ago, so counters start non-zero.
     booted_at = timezone.now() - timedelta(days=rng(shape.seed, "boot").uniform(1, 30))
     with transaction.atomic():
@@ -72,7 +78,9 @@ def create_simulated_cluster(actor, name: str, shape: FleetShape | dict, descrip
             with transaction.atomic():
                 cluster.save()
         except IntegrityError as exc:
-            raise Conflict(f"A cluster named {name!r} already exists.", {"name": "Already taken."}) from exc
+            raise Conflict(
+                _("A cluster named %(name)s already exists.") % {"name": repr(name)}, {"name": _("Already taken.")}
+            ) from exc
         SimCluster.objects.create(cluster=cluster, seed=shape.seed, shape=shape.to_dict(), booted_at=booted_at)
         record_event(
             actor, "cluster.create", cluster, reason=f"simulated fleet: {shape.describe()}", after=snapshot(cluster)
@@ -84,12 +92,16 @@ def _check_target(sim: SimCluster, cluster: Cluster, node: str, kind: str, gpu: 
     spec = nodes_by_name(sim.fleet_shape()).get(node)
     if spec is None:
         raise NotFound(
-            f"No node {node!r} in simulated cluster {cluster.name}.", {"node": f"No node {node!r} in {cluster.name}."}
+            _("No node %(node)s in simulated cluster %(name)s.") % {"node": repr(node), "name": cluster.name},
+            {"node": _("No node %(node)s in %(name)s.") % {"node": repr(node), "name": cluster.name}},
         )
     if gpu is None:
         return
     if kind not in GPU_KINDS:
-        raise InvalidInput(f"A {kind} fault hits the whole node; do not name a GPU.", {"gpu": "Not for this kind."})
+        raise InvalidInput(
+            _("A %(kind)s fault hits the whole node; do not name a GPU.") % {"kind": kind},
+            {"gpu": _("Not for this kind.")},
+        )
     if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu < len(spec.gpus):
         message = f"No GPU {gpu} on node {node} (it has {len(spec.gpus)}: 0 to {len(spec.gpus) - 1})."
         raise NotFound(message, {"gpu": message})
@@ -108,7 +120,10 @@ def inject_fault(actor, cluster: Cluster, node: str, kind: str, gpu: int | None 
         with Engine.open(cluster) as engine:
             fault, created = engine.inject(node, kind, gpu, reason)
         if not created:
-            raise Conflict(f"{fault} is already active (fault {fault.pk}).", {"kind": "Already active."})
+            raise Conflict(
+                _("%(fault)s is already active (fault %(pk)s).") % {"fault": fault, "pk": fault.pk},
+                {"kind": _("Already active.")},
+            )
         record_event(
             actor,
             "simulator.fault.inject",
@@ -130,7 +145,7 @@ def clear_fault(actor, fault: SimFault, reason: str = "") -> SimFault:
     """Clear an active fault: its GPUs (or node) return to service; counters keep what it added."""
     _authorize(actor, Action.OPERATE, "Only on-call engineers and platform admins clear faults.")
     if not fault.active:
-        raise Conflict(f"{fault} was already cleared.", {"fault": "Already cleared."})
+        raise Conflict(_("%(fault)s was already cleared.") % {"fault": fault}, {"fault": _("Already cleared.")})
     cluster = fault.sim.cluster
     with transaction.atomic():
         with Engine.open(cluster) as engine:
@@ -152,7 +167,7 @@ def advance_time(actor, cluster: Cluster, minutes: float, reason: str = "") -> S
     """Move a simulated cluster's clock forward: runs end, queued work starts, counters grow."""
     _authorize(actor, Action.OPERATE, "Only on-call engineers and platform admins move simulated time.")
     if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not math.isfinite(minutes):
-        raise InvalidInput("Minutes must be a number.", {"minutes": "A number."})
+        raise InvalidInput(_("Minutes must be a number."), {"minutes": _("A number.")})
     if not 0 < minutes <= MAX_ADVANCE_MINUTES:
         message = f"Advance by more than 0 and at most {MAX_ADVANCE_MINUTES} minutes (30 days), not {minutes:g}."
         raise InvalidInput(message, {"minutes": message})

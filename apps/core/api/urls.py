@@ -41,6 +41,8 @@ from apps.tenancy.api.views import TenantViewSet
 from apps.workloads.api.views import TemplateViewSet, WorkloadViewSet
 
 router = DefaultRouter()
+# Workloads first: CI submits and polls them, and URL resolution tries patterns in order.
+router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("tenants", TenantViewSet, basename="tenant")
 router.register("users", UserViewSet, basename="user")
 router.register("memberships", MembershipViewSet, basename="membership")
@@ -59,7 +61,6 @@ router.register("budgets", BudgetViewSet, basename="budget")
 router.register("tiers", TierViewSet, basename="tier")
 router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("admissions", AdmissionViewSet, basename="admission")
-router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("templates", TemplateViewSet, basename="template")
 router.register("statements", StatementViewSet, basename="statement")
 router.register("periods", PeriodViewSet, basename="period")

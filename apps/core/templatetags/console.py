@@ -76,3 +76,14 @@ def param(name: str, value) -> str:
     from urllib.parse import urlencode
 
     return urlencode({name: value})
+
+
+@register.filter
+def label(code, context: str) -> str:
+    """A stored code shown as a word in the reader's language: {{ node.state|label:"node state" }}.
+
+    English shows the code itself; the contexts and codes are in apps/core/value_labels.py.
+    """
+    from apps.core.value_labels import value_label
+
+    return value_label(code, context)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -16,7 +17,9 @@ from apps.health.models import ChannelKind, IsolationPolicy, NotificationChannel
 def _http_url(value: str, field: str) -> None:
     parts = urlsplit(value.replace("{node}", "node").replace("{cluster}", "cluster"))
     if parts.scheme not in {"http", "https"} or not parts.netloc:
-        raise InvalidInput(f"{field} must be an http(s) URL.", {field: "An http:// or https:// URL."})
+        raise InvalidInput(
+            _("%(field)s must be an http(s) URL.") % {"field": field}, {field: _("An http:// or https:// URL.")}
+        )
 
 
 def configure_source(
@@ -31,19 +34,22 @@ def configure_source(
     reason: str = "",
 ) -> TelemetrySource:
     """Set how a cluster's DCGM telemetry is read (platform admins)."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins configure telemetry sources.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins configure telemetry sources."))
     if kind not in SourceKind.values:
-        raise InvalidInput(f"Unknown source kind {kind!r}.", {"kind": f"One of: {', '.join(SourceKind.values)}."})
+        raise InvalidInput(
+            _("Unknown source kind %(kind)s.") % {"kind": repr(kind)},
+            {"kind": _("One of: %(values)s.") % {"values": ", ".join(SourceKind.values)}},
+        )
     if kind == SourceKind.EXPORTER:
         if "{node}" not in url_pattern:
-            raise InvalidInput("The URL pattern must contain {node}.", {"url_pattern": "Must contain {node}."})
+            raise InvalidInput(_("The URL pattern must contain {node}."), {"url_pattern": _("Must contain {node}.")})
         _http_url(url_pattern, "url_pattern")
     if kind == SourceKind.PROMETHEUS:
         _http_url(prometheus_url, "prometheus_url")
     if kind == SourceKind.SIMULATOR and cluster.kind != "simulated":
-        raise InvalidInput("Only simulated clusters have a simulator.", {"kind": "Not for this cluster."})
+        raise InvalidInput(_("Only simulated clusters have a simulator."), {"kind": _("Not for this cluster.")})
     if not 0.1 <= float(timeout_s) <= 60:
-        raise InvalidInput("The timeout is 0.1 to 60 seconds.", {"timeout_s": "0.1 to 60."})
+        raise InvalidInput(_("The timeout is 0.1 to 60 seconds."), {"timeout_s": _("0.1 to 60.")})
     with transaction.atomic():
         source = TelemetrySource.objects.select_for_update().filter(cluster=cluster).first()
         before = snapshot(source, ["kind", "url_pattern", "prometheus_url", "timeout_s", "enabled"]) if source else None
@@ -59,15 +65,18 @@ def configure_source(
 def add_channel(actor, *, kind: str, target: str, tenant=None, reason: str = "") -> NotificationChannel:
     """Add a notification destination: on-call's (no tenant; platform admins) or a tenant's (its managers)."""
     if tenant is None:
-        require(actor, Action.ADMINISTER, None, "Only platform admins set on-call's channels.")
+        require(actor, Action.ADMINISTER, None, _("Only platform admins set on-call's channels."))
     else:
-        require(actor, Action.MANAGE, tenant, f"You may not manage tenant {tenant.slug}.")
+        require(actor, Action.MANAGE, tenant, _("You may not manage tenant %(slug)s.") % {"slug": tenant.slug})
     if kind not in ChannelKind.values:
-        raise InvalidInput(f"Unknown channel kind {kind!r}.", {"kind": f"One of: {', '.join(ChannelKind.values)}."})
+        raise InvalidInput(
+            _("Unknown channel kind %(kind)s.") % {"kind": repr(kind)},
+            {"kind": _("One of: %(values)s.") % {"values": ", ".join(ChannelKind.values)}},
+        )
     if kind == ChannelKind.WEBHOOK:
         _http_url(target, "target")
     elif "@" not in target or len(target) > 254:
-        raise InvalidInput("Give an e-mail address.", {"target": "An e-mail address."})
+        raise InvalidInput(_("Give an e-mail address."), {"target": _("An e-mail address.")})
     with transaction.atomic():
         channel = NotificationChannel.objects.create(tenant=tenant, kind=kind, target=target)
         record_event(actor, "health.channel.add", channel, tenant=tenant, reason=reason, after=snapshot(channel))
@@ -76,9 +85,14 @@ def add_channel(actor, *, kind: str, target: str, tenant=None, reason: str = "")
 
 def remove_channel(actor, channel: NotificationChannel, *, reason: str = "") -> None:
     if channel.tenant_id is None:
-        require(actor, Action.ADMINISTER, None, "Only platform admins change on-call's channels.")
+        require(actor, Action.ADMINISTER, None, _("Only platform admins change on-call's channels."))
     else:
-        require(actor, Action.MANAGE, channel.tenant, f"You may not manage tenant {channel.tenant.slug}.")
+        require(
+            actor,
+            Action.MANAGE,
+            channel.tenant,
+            _("You may not manage tenant %(slug)s.") % {"slug": channel.tenant.slug},
+        )
     with transaction.atomic():
         record_event(
             actor, "health.channel.remove", channel, tenant=channel.tenant, reason=reason, before=snapshot(channel)
@@ -98,18 +112,21 @@ def set_isolation_policy(
     reason: str = "",
 ) -> IsolationPolicy:
     """Set a pool's automatic isolation (or the default for pools without their own, `pool` None)."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins set isolation policies.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins set isolation policies."))
     for field, values in (("cordon_severities", cordon_severities), ("drain_severities", drain_severities)):
         bad = [v for v in values if v not in Severity.values]
         if bad or len(set(values)) != len(values):
             raise InvalidInput(
-                f"{field}: unknown or repeated severities {bad or values}.",
-                {field: f"From: {', '.join(Severity.values)}."},
+                _("%(field)s: unknown or repeated severities %(bad_or_values)s.")
+                % {"field": field, "bad_or_values": bad or values},
+                {field: _("From: %(values)s.") % {"values": ", ".join(Severity.values)}},
             )
     if isinstance(max_nodes_per_hour, bool) or not isinstance(max_nodes_per_hour, int) or max_nodes_per_hour < 0:
-        raise InvalidInput("max_nodes_per_hour is a whole number, 0 or more.", {"max_nodes_per_hour": "0 or more."})
+        raise InvalidInput(
+            _("max_nodes_per_hour is a whole number, 0 or more."), {"max_nodes_per_hour": _("0 or more.")}
+        )
     if not 0 <= float(max_percent_per_hour) <= 100:
-        raise InvalidInput("max_percent_per_hour is 0 to 100.", {"max_percent_per_hour": "0 to 100."})
+        raise InvalidInput(_("max_percent_per_hour is 0 to 100."), {"max_percent_per_hour": _("0 to 100.")})
     values = {
         "cordon_severities": sorted(cordon_severities, key=Severity.values.index),
         "drain_severities": sorted(drain_severities, key=Severity.values.index),

@@ -11,11 +11,13 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import actor_label, record_event
 from apps.core.errors import Conflict, InvalidInput
+from apps.core.value_labels import value_label
 from apps.fleet.models import Node
 from apps.health.models import (
     SEVERITY_RANK,
@@ -154,20 +156,31 @@ def _update(incident: Incident, worst: Finding, group: list[Finding], evidence: 
 def transition_incident(actor, incident: Incident, to_state: str, reason: str) -> Incident:
     """Move an incident to `to_state` if the state machine allows it. `actor` None is the health automation."""
     if actor is not None:
-        require(actor, Action.OPERATE, None, "Only on-call engineers and platform admins move incidents.")
+        require(actor, Action.OPERATE, None, _("Only on-call engineers and platform admins move incidents."))
     reason = (reason or "").strip()
     if not reason:
-        raise InvalidInput("Say why (a reason is required).", {"reason": "Required."})
+        raise InvalidInput(_("Say why (a reason is required)."), {"reason": _("Required.")})
     if to_state not in IncidentState.values:
-        raise InvalidInput(f"Unknown state {to_state!r}.", {"to": f"One of: {', '.join(IncidentState.values)}."})
+        raise InvalidInput(
+            _("Unknown state %(to_state)s.") % {"to_state": repr(to_state)},
+            {"to": _("One of: %(values)s.") % {"values": ", ".join(IncidentState.values)}},
+        )
     with transaction.atomic():
         locked = Incident.objects.select_for_update().get(pk=incident.pk)
         allowed = locked.allowed_transitions()
         if to_state not in allowed:
             raise Conflict(
-                f"Incident #{locked.pk} is {locked.state}; it can go to {', '.join(allowed) or 'nothing (closed)'}, "
-                f"not {to_state}.",
-                {"to": f"Allowed now: {', '.join(allowed) or 'none'}."},
+                _("Incident #%(id)s is %(state)s; it can go to %(allowed)s, not %(to)s.")
+                % {
+                    "id": locked.pk,
+                    "state": value_label(locked.state, "incident state"),
+                    "allowed": ", ".join(value_label(s, "incident state") for s in allowed) or _("nothing (closed)"),
+                    "to": value_label(to_state, "incident state"),
+                },
+                {
+                    "to": _("Allowed now: %(values)s.")
+                    % {"values": ", ".join(value_label(s, "incident state") for s in allowed) or _("none")}
+                },
             )
         before = locked.state
         locked.state = to_state

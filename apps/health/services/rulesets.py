@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -74,23 +75,30 @@ TUNABLE = ("severity", "action", "enabled", "params")
 
 def tune_rule(actor, key: str, *, note: str = "", reason: str = "", **changes) -> RuleSet:
     """Change one rule (severity, action, enabled, params): writes the next rule set version. Platform admins."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins tune health rules.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins tune health rules."))
     unknown = set(changes) - set(TUNABLE)
     if unknown:
-        raise InvalidInput("These fields cannot be changed.", dict.fromkeys(unknown, "Cannot be changed."))
+        raise InvalidInput(_("These fields cannot be changed."), dict.fromkeys(unknown, _("Cannot be changed.")))
     current = active_ruleset()
     rules = list(current.rules.all())
     target = next((r for r in rules if r.key == key), None)
     if target is None:
-        raise NotFound(f"No rule {key!r} in rules v{current.version}.", {"key": "No such rule."})
+        raise NotFound(
+            _("No rule %(key)s in rules v%(version)s.") % {"key": repr(key), "version": current.version},
+            {"key": _("No such rule.")},
+        )
     before = {field: getattr(target, field) for field in TUNABLE}
     after = {**before, **{k: v for k, v in changes.items() if v is not None}}
     if after == before:
-        raise InvalidInput("Nothing changes.", {"params": "Change a value first."})
+        raise InvalidInput(_("Nothing changes."), {"params": _("Change a value first.")})
     try:
         validate(target.kind, after["params"], after["severity"], after["action"])
     except RuleError as exc:
-        raise InvalidInput(f"Invalid rule {key}: {exc.field} must be {exc.message}.", {exc.field: exc.message}) from exc
+        raise InvalidInput(
+            _("Invalid rule %(key)s: %(field)s must be %(message)s.")
+            % {"key": key, "field": exc.field, "message": exc.message},
+            {exc.field: exc.message},
+        ) from exc
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -100,7 +108,7 @@ def tune_rule(actor, key: str, *, note: str = "", reason: str = "", **changes) -
                     created_by=actor if getattr(actor, "pk", None) else None,
                 )
         except IntegrityError as exc:
-            raise Conflict("Someone else changed the rules just now; reload and try again.") from exc
+            raise Conflict(_("Someone else changed the rules just now; reload and try again.")) from exc
         copies = []
         for rule in rules:
             rule.pk, rule.ruleset = None, ruleset

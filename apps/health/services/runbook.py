@@ -14,10 +14,12 @@ from dataclasses import asdict, dataclass, field
 from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.core.errors import Conflict, InvalidInput
+from apps.core.value_labels import value_label
 from apps.fleet.capacity import capacity_by_model
 from apps.fleet.models import Node
 from apps.health.models import Incident, IncidentState, IsolationOwner, NodeHealth
@@ -57,7 +59,7 @@ def impact(node: Node, action: str) -> Impact:
     from apps.workloads.models import Workload, WorkloadState
     from apps.workloads.services import placed_on_node
 
-    _, removes, evicts = _action(action)
+    _kind, removes, evicts = _action(action)
     result = Impact(action=action, node=node.name, cluster=node.cluster.name)
     evicted = placed_on_node(node.cluster_id, node.name) if evicts else []
     result.evicted = [
@@ -80,12 +82,12 @@ def impact(node: Node, action: str) -> Impact:
         running = {
             (row["queue_id"], row["gpu_model_id"]): row["total"] or 0
             for row in Workload.objects.filter(
-                queue_id__in={q for q, _ in lost}, state__in=[WorkloadState.RUNNING, WorkloadState.ADMITTED]
+                queue_id__in={q for q, _gpus in lost}, state__in=[WorkloadState.RUNNING, WorkloadState.ADMITTED]
             )
             .values("queue_id", "gpu_model_id")
             .annotate(total=Sum("gpus"))
         }
-        for quota in Quota.objects.filter(queue_id__in={q for q, _ in lost}).select_related(
+        for quota in Quota.objects.filter(queue_id__in={q for q, _gpus in lost}).select_related(
             "queue__tenant", "gpu_model"
         ):
             key = (quota.queue_id, quota.gpu_model_id)
@@ -138,7 +140,10 @@ def _action(action: str) -> tuple[str, bool, bool]:
     try:
         return ACTIONS[action]
     except KeyError:
-        raise InvalidInput(f"Unknown action {action!r}.", {"action": f"One of: {', '.join(ACTIONS)}."}) from None
+        raise InvalidInput(
+            _("Unknown action %(action)s.") % {"action": repr(action)},
+            {"action": _("One of: %(values)s.") % {"values": ", ".join(ACTIONS)}},
+        ) from None
 
 
 def _blocking_incidents(node: Node) -> list[Incident]:
@@ -174,29 +179,40 @@ def node_action(actor, node: Node, action: str, *, reason: str, incident: Incide
     """Start a runbook action on `node` as a persisted operation (actor None: the command line, as the system)."""
     from apps.operations.services import start_operation
 
-    kind, removes, _ = _action(action)
+    kind, removes, _evicts = _action(action)
     if actor is not None:
-        require(actor, Action.OPERATE, None, "Runbook actions need the on-call or platform-admin role.")
+        require(actor, Action.OPERATE, None, _("Runbook actions need the on-call or platform-admin role."))
     reason = (reason or "").strip()
     if not reason:
-        raise InvalidInput("Say why (a reason is required).", {"reason": "Required."})
+        raise InvalidInput(_("Say why (a reason is required)."), {"reason": _("Required.")})
     if action == "resume":
         blocking = _blocking_incidents(node)
         if blocking:
             listed = ", ".join(f"#{i.pk} {i.title} ({i.state})" for i in blocking)
             raise Conflict(
-                f"Node {node.name} has open incidents that have not been validated: {listed}. Move them to "
-                "validating (or mark them false positive) first.",
-                {"node": "Open incidents first."},
+                _(
+                    "Node %(node)s has open incidents that have not been validated: %(incidents)s. Move them to "
+                    "validating (or mark them false positive) first."
+                )
+                % {"node": node.name, "incidents": listed},
+                {"node": _("Open incidents first.")},
             )
     with transaction.atomic():
         Node.objects.select_for_update().get(pk=node.pk)  # one decision per node at a time
         running = running_operation(node)
         if running is not None:
             raise Conflict(
-                f"Operation #{running.pk} ({running.kind}) on {node.name} is {running.status}; wait for it "
-                "or follow it instead of starting another.",
-                {"node": "An operation is running."},
+                _(
+                    "Operation #%(id)s (%(kind)s) on %(node)s is %(status)s; wait for it or follow it instead of "
+                    "starting another."
+                )
+                % {
+                    "id": running.pk,
+                    "kind": running.kind,
+                    "node": node.name,
+                    "status": value_label(running.status, "operation status"),
+                },
+                {"node": _("An operation is running.")},
                 code="operation_running",
                 data={"operation": _operation_data(running)},
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -27,9 +28,9 @@ def _request(queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, g
     from apps.tenancy.admission import Tier
 
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-        raise InvalidInput("Ask for at least one GPU.", {"gpus": "1 or more."})
+        raise InvalidInput(_("Ask for at least one GPU."), {"gpus": _("1 or more.")})
     if not isinstance(gang, int) or isinstance(gang, bool) or gang < 1:
-        raise InvalidInput("A gang is at least one worker.", {"gang": "1 or more."})
+        raise InvalidInput(_("A gang is at least one worker."), {"gang": _("1 or more.")})
     return Request(
         queue.pk, gpu_model.code, gpus, Tier(tier.name, tier.value, tier.preemptible, tier.may_borrow), gang, user
     )
@@ -41,7 +42,7 @@ def preview_admission(
     """What would happen to this request now (read-only)."""
     from apps.tenancy.snapshot import build_decision_snapshot
 
-    require(actor, Action.VIEW, queue.tenant, f"You may not view tenant {queue.tenant.slug}.")
+    require(actor, Action.VIEW, queue.tenant, _("You may not view tenant %(slug)s.") % {"slug": queue.tenant.slug})
     # The same snapshot a submission decides on, so the preview is what submitting would do.
     request = _request(queue, gpu_model, gpus, tier, gang, user or actor.get_username())
     return decide(build_decision_snapshot(gpu_model.code, queue.pk), request)
@@ -124,7 +125,7 @@ def run_admission_pass() -> dict:
         rows = {
             a.pk: a
             for a in Admission.objects.filter(
-                pk__in=[r.id for r, _ in results]
+                pk__in=[r.id for r, _result in results]
                 + [pk for pk, h in snapshot.held.items() if before.get(pk) != h.borrowed_from and pk in before]
             ).only("id", "state", "decision", "reason", "borrowed_from", "reclaim_plan", "admitted_at")
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -18,7 +19,7 @@ def request_quota(
     actor, *, queue: Queue, gpu_model: GpuModel, guaranteed: int, borrow_limit: int | None = None, justification: str
 ) -> QuotaRequest:
     """Ask for a new guarantee (the total wanted) for one model of a queue you manage."""
-    require(actor, Action.MANAGE, queue.tenant, f"You may not manage tenant {queue.tenant.slug}.")
+    require(actor, Action.MANAGE, queue.tenant, _("You may not manage tenant %(slug)s.") % {"slug": queue.tenant.slug})
     errors = {}
     if not isinstance(guaranteed, int) or isinstance(guaranteed, bool) or guaranteed < 0:
         errors["guaranteed"] = "A whole number of GPUs, 0 or more."
@@ -27,7 +28,7 @@ def request_quota(
     if not justification or not justification.strip():
         errors["justification"] = "Say why the team needs it."
     if errors:
-        raise InvalidInput("Invalid quota request.", errors)
+        raise InvalidInput(_("Invalid quota request."), errors)
     with transaction.atomic():
         request = QuotaRequest.objects.create(
             queue=queue,
@@ -45,19 +46,21 @@ def decide_quota_request(
     actor, request: QuotaRequest, *, approve: bool, granted: int | None = None, reason: str = "", confirm: bool = False
 ) -> QuotaRequest:
     """Approve (in full, or in part with `granted`) or reject with a reason (platform admins)."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins decide quota requests.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins decide quota requests."))
     if request.state != QuotaRequestState.PENDING:
-        raise Conflict(f"This request was already {request.state}.", {"state": "Already decided."})
+        raise Conflict(
+            _("This request was already %(state)s.") % {"state": request.state}, {"state": _("Already decided.")}
+        )
     if not approve and not reason.strip():
-        raise InvalidInput("Say why the request is rejected.", {"reason": "Required when rejecting."})
+        raise InvalidInput(_("Say why the request is rejected."), {"reason": _("Required when rejecting.")})
     before = snapshot(request)
     with transaction.atomic():
         if approve:
             amount = request.guaranteed if granted is None else granted
             if not isinstance(amount, int) or isinstance(amount, bool) or not 0 <= amount <= request.guaranteed:
                 raise InvalidInput(
-                    f"Grant between 0 and the {request.guaranteed} asked for.",
-                    {"granted": f"0 to {request.guaranteed}."},
+                    _("Grant between 0 and the %(guaranteed)s asked for.") % {"guaranteed": request.guaranteed},
+                    {"granted": _("0 to %(guaranteed)s.") % {"guaranteed": request.guaranteed}},
                 )
             current = Quota.objects.filter(queue=request.queue, gpu_model=request.gpu_model).first()
             values = {"guaranteed": amount}

@@ -7,6 +7,8 @@ from collections import defaultdict
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
@@ -41,24 +43,27 @@ def _enqueue_admission_pass() -> None:
 
 def create_queue(actor, *, tenant: Tenant, name: str, description: str = "", reason: str = "") -> Queue:
     """A new queue in `tenant` (its managers)."""
-    require(actor, Action.MANAGE, tenant, f"You may not manage tenant {tenant.slug}.")
+    require(actor, Action.MANAGE, tenant, _("You may not manage tenant %(slug)s.") % {"slug": tenant.slug})
     queue = Queue(tenant=tenant, name=name, description=description)
-    _clean(queue, "Invalid queue.")
+    _clean(queue, _("Invalid queue."))
     with transaction.atomic():
         try:
             with transaction.atomic():
                 queue.save()
         except IntegrityError as exc:
-            raise Conflict(f"{tenant.slug} already has a queue named {name!r}.", {"name": "Already taken."}) from exc
+            raise Conflict(
+                _("%(slug)s already has a queue named %(name)s.") % {"slug": tenant.slug, "name": repr(name)},
+                {"name": _("Already taken.")},
+            ) from exc
         record_event(actor, "queue.create", queue, tenant=tenant, reason=reason, after=snapshot(queue))
     return queue
 
 
 def update_queue(actor, queue: Queue, *, description: str, reason: str = "") -> Queue:
-    require(actor, Action.MANAGE, queue.tenant, f"You may not manage tenant {queue.tenant.slug}.")
+    require(actor, Action.MANAGE, queue.tenant, _("You may not manage tenant %(slug)s.") % {"slug": queue.tenant.slug})
     before = snapshot(queue)
     queue.description = description
-    _clean(queue, "Invalid queue.")
+    _clean(queue, _("Invalid queue."))
     with transaction.atomic():
         queue.save(update_fields=["description"])
         record_event(
@@ -69,9 +74,9 @@ def update_queue(actor, queue: Queue, *, description: str, reason: str = "") -> 
 
 def delete_queue(actor, queue: Queue, *, reason: str = "") -> None:
     """Delete a queue that holds no admitted or pending work."""
-    require(actor, Action.MANAGE, queue.tenant, f"You may not manage tenant {queue.tenant.slug}.")
+    require(actor, Action.MANAGE, queue.tenant, _("You may not manage tenant %(slug)s.") % {"slug": queue.tenant.slug})
     if queue.admissions.filter(state__in=["pending", "admitted"]).exists():
-        raise Conflict("The queue still has pending or running work.", {"queue": "Not empty."})
+        raise Conflict(_("The queue still has pending or running work."), {"queue": _("Not empty.")})
     with transaction.atomic():
         record_event(actor, "queue.delete", queue, tenant=queue.tenant, reason=reason, before=snapshot(queue))
         queue.quotas.all().delete()
@@ -88,26 +93,28 @@ def bind_queue(
     reason: str = "",
 ) -> QueueBinding:
     """Bind a queue on one cluster to Kubernetes namespaces and/or a Slurm account (platform admins)."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins bind queues to clusters.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins bind queues to clusters."))
     namespaces = list(namespaces or [])
     bad = [ns for ns in namespaces if not isinstance(ns, str) or not _DNS_LABEL.match(ns)]
     if bad:
         raise InvalidInput(
-            "Namespaces must be DNS-1123 labels.", {"namespaces": f"Not valid: {', '.join(map(str, bad))}"}
+            _("Namespaces must be DNS-1123 labels."),
+            {"namespaces": _("Not valid: %(values)s") % {"values": ", ".join(map(str, bad))}},
         )
     if slurm_account and not _SLURM_ACCOUNT.match(slurm_account):
         raise InvalidInput(
-            "Invalid Slurm account name.",
-            {"slurm_account": "Lower-case letters, digits, '-' and '_', at most 63 characters."},
+            _("Invalid Slurm account name."),
+            {"slurm_account": _("Lower-case letters, digits, '-' and '_', at most 63 characters.")},
         )
     if not namespaces and not slurm_account:
-        raise InvalidInput("Bind at least one namespace or a Slurm account.", {"namespaces": "Required."})
+        raise InvalidInput(_("Bind at least one namespace or a Slurm account."), {"namespaces": _("Required.")})
     taken = QueueBinding.objects.filter(cluster=cluster).exclude(queue=queue)
     clash = [ns for ns in namespaces if any(ns in (b.namespaces or []) for b in taken)]
     if clash:
         raise Conflict(
-            f"Namespace {clash[0]} is already bound to another queue on {cluster.name}.",
-            {"namespaces": "Already bound."},
+            _("Namespace %(clash)s is already bound to another queue on %(name)s.")
+            % {"clash": clash[0], "name": cluster.name},
+            {"namespaces": _("Already bound.")},
         )
     with transaction.atomic():
         binding, created = QueueBinding.objects.get_or_create(queue=queue, cluster=cluster)
@@ -144,7 +151,7 @@ def _subtree_totals(model: GpuModel, overrides: dict[tuple[str, int], int]) -> t
         elif kind == "budget":
             budgets[key] = value
     totals: dict[int, int] = {}
-    for tenant_id, _, _ in sorted(tenants, key=lambda t: -t[2].count("/")):  # deepest first
+    for tenant_id, _parent, _path in sorted(tenants, key=lambda t: -t[2].count("/")):  # deepest first
         children = [t for t in tenants if t[1] == tenant_id]
         totals[tenant_id] = own[tenant_id] + sum(budgets.get(c[0], totals.get(c[0], 0)) for c in children)
     return totals, budgets
@@ -156,9 +163,15 @@ def _check_budgets(model: GpuModel, overrides: dict[tuple[str, int], int], field
     for tenant_id, budget in budgets.items():
         if totals.get(tenant_id, 0) > budget:
             raise InvalidInput(
-                f"{names[tenant_id]}'s {model.code} guarantees would total {totals[tenant_id]}, above its budget of "
-                f"{budget}; a child's guarantees must fit inside its parent's.",
-                {field: f"Exceeds {names[tenant_id]}'s budget of {budget} {model.code}."},
+                _(
+                    "%(tenant)s's %(model)s guarantees would total %(total)s, above its budget of %(budget)s; "
+                    "a child's guarantees must fit inside its parent's."
+                )
+                % {"tenant": names[tenant_id], "model": model.code, "total": totals[tenant_id], "budget": budget},
+                {
+                    field: _("Exceeds %(names)s's budget of %(budget)s %(code)s.")
+                    % {"names": names[tenant_id], "budget": budget, "code": model.code}
+                },
             )
 
 
@@ -169,11 +182,11 @@ def _bounded_by_budget(tenant: Tenant, model: GpuModel) -> bool:
 def set_budget(actor, *, tenant: Tenant, gpu_model: GpuModel, guaranteed: int, reason: str = "") -> TenantBudget:
     """Set a tenant's budget for one model: platform admins for organizations, the parent's managers for teams."""
     if tenant.parent_id is None:
-        require(actor, Action.ADMINISTER, None, "Only platform admins set an organization's budget.")
+        require(actor, Action.ADMINISTER, None, _("Only platform admins set an organization's budget."))
     else:
-        require(actor, Action.MANAGE, tenant.parent, f"You may not manage {tenant.parent.slug}.")
+        require(actor, Action.MANAGE, tenant.parent, _("You may not manage %(slug)s.") % {"slug": tenant.parent.slug})
     if not isinstance(guaranteed, int) or isinstance(guaranteed, bool) or guaranteed < 0:
-        raise InvalidInput("A budget is a whole number of GPUs, 0 or more.", {"guaranteed": "0 or more."})
+        raise InvalidInput(_("A budget is a whole number of GPUs, 0 or more."), {"guaranteed": _("0 or more.")})
     _check_budgets(gpu_model, {("budget", tenant.pk): guaranteed}, "guaranteed")
     with transaction.atomic():
         budget, created = TenantBudget.objects.get_or_create(
@@ -200,13 +213,13 @@ def _validate_quota(values: dict) -> None:
     if not errors and values.get("lend_limit") is not None and values["lend_limit"] > values["guaranteed"]:
         errors["lend_limit"] = f"Cannot lend more than the guarantee ({values['guaranteed']})."
     if errors:
-        raise InvalidInput("Invalid quota.", errors)
+        raise InvalidInput(_("Invalid quota."), errors)
 
 
 def _impact(queue: Queue, model: GpuModel, values: dict) -> Impact:
     from apps.tenancy.snapshot import build_snapshot
 
-    snap, _ = build_snapshot(with_capacity=False)
+    snap, _unused = build_snapshot(with_capacity=False)
     borrow = values.get("borrow_limit")
     return preview_quota_change(
         snap,
@@ -221,7 +234,7 @@ def _impact(queue: Queue, model: GpuModel, values: dict) -> Impact:
 def impact_summary(impact: Impact) -> dict:
     from apps.tenancy.models import Admission
 
-    names = dict(Admission.objects.filter(pk__in=[h for h, _ in impact.preempt]).values_list("pk", "name"))
+    names = dict(Admission.objects.filter(pk__in=[h for h, _gpus in impact.preempt]).values_list("pk", "name"))
     queues = {q.pk: str(q) for q in Queue.objects.filter(pk__in=impact.lose_borrowed).select_related("tenant")}
     return {
         "preempt": [{"admission": h, "name": names.get(h, str(h)), "gpus": g} for h, g in impact.preempt],
@@ -234,16 +247,30 @@ def impact_summary(impact: Impact) -> dict:
 def describe_impact(impact: Impact, names: dict, queues: dict) -> str:
     parts = []
     if impact.preempt:
-        jobs = ", ".join(names.get(h, str(h)) for h, _ in impact.preempt)
-        parts.append(f"{len(impact.preempt)} running workloads would be preempted ({jobs})")
+        jobs = ", ".join(names.get(h, str(h)) for h, _gpus in impact.preempt)
+        parts.append(
+            ngettext(
+                "%(count)s running workload would be preempted (%(jobs)s)",
+                "%(count)s running workloads would be preempted (%(jobs)s)",
+                len(impact.preempt),
+            )
+            % {"count": len(impact.preempt), "jobs": jobs}
+        )
     for queue, n in impact.lose_borrowed.items():
-        parts.append(f"{queues.get(queue, queue)} would lose {n} borrowed GPUs")
-    return "; ".join(parts) or "nothing running is affected"
+        parts.append(
+            ngettext(
+                "%(queue)s would lose %(count)s borrowed GPU",
+                "%(queue)s would lose %(count)s borrowed GPUs",
+                n,
+            )
+            % {"queue": queues.get(queue, queue), "count": n}
+        )
+    return "; ".join(parts) or _("nothing running is affected")
 
 
 def preview_quota(actor, queue: Queue, gpu_model: GpuModel, **values) -> dict:
     """What a quota change would do, without doing it (anyone who may view the tenant)."""
-    require(actor, Action.VIEW, queue.tenant, f"You may not view tenant {queue.tenant.slug}.")
+    require(actor, Action.VIEW, queue.tenant, _("You may not view tenant %(slug)s.") % {"slug": queue.tenant.slug})
     values = {"guaranteed": values.get("guaranteed", 0), **values}
     _validate_quota(values)
     return impact_summary(_impact(queue, gpu_model, values))
@@ -260,9 +287,12 @@ def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: boo
     others = Quota.objects.filter(gpu_model=gpu_model, guaranteed__gt=0).exclude(queue=queue).exists()
     if values["borrow_limit"] and not others:
         raise InvalidInput(
-            f"Nothing to borrow from: no other queue has a {gpu_model.code} guarantee (a borrow limit needs a "
-            "cohort of lenders).",
-            {"borrow_limit": "No lenders for this GPU model."},
+            _(
+                "Nothing to borrow from: no other queue has a %(model)s guarantee (a borrow limit needs a "
+                "cohort of lenders)."
+            )
+            % {"model": gpu_model.code},
+            {"borrow_limit": _("No lenders for this GPU model.")},
         )
     existing = Quota.objects.filter(queue=queue, gpu_model=gpu_model).first()
     _check_budgets(gpu_model, {("quota", queue.pk): values["guaranteed"]}, "guaranteed")
@@ -270,14 +300,15 @@ def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: boo
     summary = impact_summary(impact)
     if impact.disruptive and not confirm:
         raise Conflict(
-            f"This change would preempt running work: {summary['text']}. Confirm to apply it.",
-            {"confirm": "Required: the change preempts running work."},
+            _("This change would preempt running work: %(summary)s. Confirm to apply it.")
+            % {"summary": summary["text"]},
+            {"confirm": _("Required: the change preempts running work.")},
             code="needs_confirmation",
             data={"impact": summary},
         )
     before = snapshot(existing) if existing else None
     with transaction.atomic():
-        quota, _ = Quota.objects.update_or_create(queue=queue, gpu_model=gpu_model, defaults=values)
+        quota, _created = Quota.objects.update_or_create(queue=queue, gpu_model=gpu_model, defaults=values)
     return quota, summary, before
 
 
@@ -296,11 +327,11 @@ def set_quota(
 ) -> tuple[Quota, dict]:
     """Set a queue's quota for one GPU model. Managers of the tenant, within a budget an ancestor holds;
     platform admins anywhere. A change that would preempt running work needs `confirm=True`."""
-    require(actor, Action.MANAGE, queue.tenant, f"You may not manage tenant {queue.tenant.slug}.")
+    require(actor, Action.MANAGE, queue.tenant, _("You may not manage tenant %(slug)s.") % {"slug": queue.tenant.slug})
     if not has_perm(actor, Action.ADMINISTER) and not _bounded_by_budget(queue.tenant, gpu_model):
         raise Forbidden(
-            f"No {gpu_model.code} budget covers {queue.tenant.slug}: ask a platform admin for one "
-            "(or file a quota request)."
+            _("No %(model)s budget covers %(tenant)s: ask a platform admin for one (or file a quota request).")
+            % {"model": gpu_model.code, "tenant": queue.tenant.slug}
         )
     values = {
         "guaranteed": guaranteed,
@@ -334,20 +365,20 @@ def set_quota(
 
 def update_tier(actor, tier: PriorityTier, *, reason: str = "", **changes) -> PriorityTier:
     """Change a tier's value, preemptibility or borrowing (platform admins)."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins edit priority tiers.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins edit priority tiers."))
     allowed = {"value", "preemptible", "may_borrow", "description"}
     unknown = set(changes) - allowed
     if unknown:
-        raise InvalidInput("These fields cannot be changed.", {k: "Cannot be changed." for k in unknown})
+        raise InvalidInput(_("These fields cannot be changed."), {k: _("Cannot be changed.") for k in unknown})
     before = snapshot(tier)
     for key, value in changes.items():
         setattr(tier, key, value)
     if not tier.preemptible and tier.may_borrow:
         raise InvalidInput(
-            "A non-preemptible tier cannot borrow: borrowed GPUs must be reclaimable.",
-            {"may_borrow": "Must be off for a non-preemptible tier."},
+            _("A non-preemptible tier cannot borrow: borrowed GPUs must be reclaimable."),
+            {"may_borrow": _("Must be off for a non-preemptible tier.")},
         )
-    _clean(tier, "Invalid tier.")
+    _clean(tier, _("Invalid tier."))
     with transaction.atomic():
         tier.save()
         record_event(actor, "tier.update", tier, reason=reason, before=before, after=snapshot(tier))

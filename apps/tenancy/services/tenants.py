@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
@@ -17,9 +18,9 @@ _EDITABLE = ("name", "slug", "parent", "description")
 def _check_parent(actor, parent: Tenant | None) -> None:
     if parent is None:
         # Organizations (roots) are platform business.
-        require(actor, Action.ADMINISTER, None, "Only platform admins create or move top-level organizations.")
+        require(actor, Action.ADMINISTER, None, _("Only platform admins create or move top-level organizations."))
     else:
-        require(actor, Action.MANAGE, parent, f"You may not manage tenant {parent.slug}.")
+        require(actor, Action.MANAGE, parent, _("You may not manage tenant %(slug)s.") % {"slug": parent.slug})
 
 
 def _validated(tenant: Tenant) -> None:
@@ -27,7 +28,7 @@ def _validated(tenant: Tenant) -> None:
     try:
         tenant.full_clean(exclude=["path"], validate_unique=True, validate_constraints=False)
     except ValidationError as exc:
-        raise InvalidInput("Invalid tenant.", exc.message_dict) from exc
+        raise InvalidInput(_("Invalid tenant."), exc.message_dict) from exc
 
 
 def create_tenant(
@@ -41,7 +42,9 @@ def create_tenant(
         try:
             tenant.save()
         except IntegrityError as exc:
-            raise Conflict(f"A tenant with slug {slug!r} already exists.", {"slug": "Already taken."}) from exc
+            raise Conflict(
+                _("A tenant with slug %(slug)s already exists.") % {"slug": repr(slug)}, {"slug": _("Already taken.")}
+            ) from exc
         tenant.path = f"{parent.path if parent else '/'}{tenant.pk}/"
         tenant.save(update_fields=["path"])
         record_event(actor, "tenant.create", tenant, tenant=tenant, reason=reason, after=snapshot(tenant))
@@ -52,15 +55,15 @@ def update_tenant(actor, tenant: Tenant, *, reason: str = "", **changes) -> Tena
     """Rename, re-describe or move a tenant. Moving re-roots its whole subtree's paths."""
     unknown = set(changes) - set(_EDITABLE)
     if unknown:
-        raise InvalidInput("Unknown fields.", {key: "Unknown field." for key in unknown})
-    require(actor, Action.MANAGE, tenant, f"You may not manage tenant {tenant.slug}.")
+        raise InvalidInput(_("Unknown fields."), {key: _("Unknown field.") for key in unknown})
+    require(actor, Action.MANAGE, tenant, _("You may not manage tenant %(slug)s.") % {"slug": tenant.slug})
     before = snapshot(tenant)
     old_path = tenant.path
     if "parent" in changes and changes["parent"] != tenant.parent:
         new_parent = changes["parent"]
         if new_parent is not None and new_parent.is_descendant_of(tenant):
             raise InvalidInput(
-                "A tenant cannot move under itself or its own descendant.", {"parent": "Would make a cycle."}
+                _("A tenant cannot move under itself or its own descendant."), {"parent": _("Would make a cycle.")}
             )
         _check_parent(actor, new_parent)
     for key, value in changes.items():
@@ -71,7 +74,7 @@ def update_tenant(actor, tenant: Tenant, *, reason: str = "", **changes) -> Tena
         try:
             tenant.save()
         except IntegrityError as exc:
-            raise Conflict("A tenant with that slug already exists.", {"slug": "Already taken."}) from exc
+            raise Conflict(_("A tenant with that slug already exists."), {"slug": _("Already taken.")}) from exc
         if tenant.path != old_path:
             descendants = list(Tenant.objects.filter(path__startswith=old_path).exclude(pk=tenant.pk))
             for child in descendants:
@@ -85,11 +88,11 @@ def update_tenant(actor, tenant: Tenant, *, reason: str = "", **changes) -> Tena
 
 def delete_tenant(actor, tenant: Tenant, *, reason: str = "") -> None:
     """Delete an empty tenant (no child tenants, no service accounts). Platform admins only."""
-    require(actor, Action.ADMINISTER, None, "Only platform admins delete tenants.")
+    require(actor, Action.ADMINISTER, None, _("Only platform admins delete tenants."))
     if tenant.children.exists():
-        raise Conflict("Delete or move the tenant's child tenants first.", {"tenant": "Has child tenants."})
+        raise Conflict(_("Delete or move the tenant's child tenants first."), {"tenant": _("Has child tenants.")})
     if tenant.service_accounts.exists():
-        raise Conflict("Delete the tenant's service accounts first.", {"tenant": "Has service accounts."})
+        raise Conflict(_("Delete the tenant's service accounts first."), {"tenant": _("Has service accounts.")})
     with transaction.atomic():
         before = snapshot(tenant)
         record_event(actor, "tenant.delete", tenant, tenant=tenant, reason=reason, before=before)

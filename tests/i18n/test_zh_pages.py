@@ -1,0 +1,261 @@
+"""Every main page, read in Simplified Chinese by a platform admin, has no English left but data and technical terms.
+
+The demo's data is seeded (tenants, a simulated fleet with work, quotas, a quota request, a closed chargeback
+month, wait history) plus a GPU fault that opens an incident, so the pages show their tables, badges and
+notes, not only empty states. What a page shows of that data (names, descriptions, stored reasons) is
+removed before looking for English words, as are code/pre/kbd elements, scripts and the technical terms in
+ALLOWED, which stay as they are in Chinese text too. Identifiers (camelCase, dotted or slashed names, words
+with digits, 'quoted' words) and acronyms in capitals (GPU, XID, DCGM, MIG, API, CSV) count as technical.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.apps import apps
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import translation
+
+from apps.backends.simulator.faults import KINDS
+from tests.i18n.visible import Data, english_words, visible_text
+
+PASSWORD = "i18n-crawl-pass"
+
+# Technical terms and identifiers that Chinese operators read in Latin letters. Keep this list short:
+# a word belongs here only when a Chinese page should really show it untranslated.
+ALLOWED = {
+    # product and project names
+    "Kubernetes",
+    "Slurm",
+    "Kueue",
+    "Volcano",
+    "Prometheus",
+    "NVIDIA",
+    "Grafana",
+    "NVLink",
+    "SGLang",
+    "HAMi",
+    # Kubernetes and scheduling terms Chinese operators use as they are (Kueue's Cohort, gang scheduling,
+    # dcgm-exporter's "exporter", Tensor Cores, kubeconfig files)
+    "Cohort",
+    "Cohorts",
+    "Pod",
+    "gang",
+    "exporter",
+    "Tensor",
+    "kubeconfig",
+    # units
+    "ms",
+    # the language switcher names English in English
+    "English",
+}
+
+
+def _string_leaves(value, out: set[str]) -> None:
+    if isinstance(value, str):
+        if len(value) < 300:
+            out.add(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _string_leaves(key, out)
+            _string_leaves(item, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _string_leaves(item, out)
+
+
+def seeded_values() -> set[str]:
+    """Every stored string a page may show as data: free-text fields and JSON string leaves (not choice values,
+    which a page must show translated)."""
+    values: set[str] = set()
+    for model in apps.get_models():
+        if not model._meta.app_label.startswith(
+            (
+                "accounts",
+                "tenancy",
+                "fleet",
+                "workloads",
+                "health",
+                "chargeback",
+                "inference",
+                "operations",
+                "audit",
+                "backends",
+                "observability",
+            )
+        ):
+            continue
+        for field in model._meta.concrete_fields:
+            if isinstance(field, models.CharField | models.TextField) and not field.choices:
+                values.update(v for v in model.objects.values_list(field.name, flat=True).distinct()[:5000] if v)
+            elif isinstance(field, models.JSONField):
+                for value in model.objects.values_list(field.name, flat=True)[:2000]:
+                    _string_leaves(value, values)
+    values.update(KINDS)  # the simulator's fault kinds, the names `manage.py simulate fault --kind` takes
+    return values
+
+
+@pytest.fixture
+def demo(db):
+    from apps.accounts.models import User
+    from apps.accounts.services import issue_token
+    from apps.backends.simulator.services import inject_fault
+    from apps.dashboard.demo import DEMO_CLUSTER, seed_demo
+    from apps.fleet.models import Cluster
+    from apps.fleet.services import create_cluster
+    from apps.health.ingest import run_cycle
+    from apps.health.models import Incident
+    from apps.health.operations import WORKLOADS_EVICTED
+    from apps.operations.models import Operation, OperationStatus
+    from apps.tenancy.models import Tenant
+
+    seed_demo("admin", PASSWORD)
+    cluster = Cluster.objects.get(name=DEMO_CLUSTER)
+    run_cycle(cluster.pk)
+    inject_fault(None, cluster, "gpu-0002", "xid79", 4, reason="game day")
+    run_cycle(cluster.pk)
+    incident = Incident.objects.order_by("pk").first()
+    # An active token: the token list shows its revoke confirmation dialog.
+    admin = User.objects.get(username="admin")
+    issue_token(admin, user=admin, name="ci", tenant=Tenant.objects.get(slug="acme"), role="member")
+    # A Kubernetes cluster (never contacted): its page offers the quota push behind a confirmation dialog.
+    create_cluster(admin, name="k8s-lab", kind="kubernetes", connection={"queueing": "kueue"})
+    # A drain under way with counted steps ("1 of 3 workloads evicted"), as the runner leaves it mid-drain: the
+    # operation pages and the node's health page show the progress. Test data only, so no service call.
+    Operation.objects.create(
+        kind="health.drain",
+        status=OperationStatus.RUNNING,
+        target_type="fleet.node",
+        target_id=str(incident.node.pk),
+        target_label=f"{cluster.name}/{incident.node.name}",
+        actor=admin,
+        reason="game day",
+        progress=33.0,
+        steps_done=1,
+        steps_total=3,
+        steps_label=WORKLOADS_EVICTED,
+    )
+    return incident
+
+
+def main_pages(incident) -> list[str]:
+    from apps.accounts.models import Membership
+    from apps.audit.models import AuditEvent
+    from apps.chargeback.models import Statement
+    from apps.chargeback.periods import current_period
+    from apps.operations.models import Operation
+    from apps.tenancy.models import Queue
+    from apps.workloads.models import Workload
+
+    training = Workload.objects.filter(kind="training").order_by("pk").first()
+    service = Workload.objects.filter(kind="inference").order_by("pk").first()
+    node = incident.node
+    statement = Statement.objects.order_by("pk").first()
+    open_period = current_period()
+    assert Membership.objects.exists() and statement is not None
+    return [
+        reverse("dashboard:home"),
+        reverse("fleet:cluster_list"),
+        reverse("fleet:cluster_detail", args=[node.cluster.name]),
+        reverse("fleet:cluster_desired_state", args=[node.cluster.name]),
+        reverse("fleet:cluster_detail", args=["k8s-lab"]),
+        reverse("fleet:node_list"),
+        reverse("fleet:node_detail", args=[node.cluster.name, node.name]),
+        reverse("fleet:node_telemetry", args=[node.cluster.name, node.name]),
+        reverse("fleet:capacity"),
+        reverse("fleet:gpu_models"),
+        reverse("health:fleet_health"),
+        reverse("health:node_health", args=[node.pk]),
+        reverse("health:node_health", args=[node.pk]) + "?preview=drain&reason=x",
+        reverse("health:incident_list"),
+        reverse("health:incident_detail", args=[incident.pk]),
+        reverse("health:rules"),
+        reverse("workloads:workload_list"),
+        reverse("workloads:workload_list") + "?q=no-such-workload",  # the empty state of a filtered list
+        reverse("workloads:workload_list") + "?sort=name",  # a sorted header (its screen-reader text)
+        reverse("workloads:template_list"),
+        reverse("workloads:workload_detail", args=[training.pk]),
+        reverse("workloads:workload_logs", args=[training.pk]),
+        reverse("workloads:workload_detail", args=[service.pk]),
+        reverse("inference:service_telemetry", args=[service.pk]),
+        reverse("workloads:workload_submit"),
+        reverse("workloads:workload_submit") + "?kind=inference",
+        reverse("tenancy:tenant_list"),
+        reverse("tenancy:tenant_create"),
+        reverse("tenancy:tenant_detail", args=["acme-llm"]),
+        reverse("chargeback:tenant_spend", args=["acme"]),
+        reverse("tenancy:queue_detail", args=[Queue.objects.order_by("pk").first().pk]),
+        reverse("tenancy:quota_requests"),
+        reverse("tenancy:tiers"),
+        reverse("chargeback:overview"),
+        reverse("chargeback:statement_list"),
+        reverse("chargeback:statement_detail", args=[statement.pk]),
+        reverse("chargeback:statement_draft", args=["acme"]) + f"?period={open_period.label}",
+        reverse("chargeback:period_list"),
+        reverse("chargeback:rate_cards"),
+        reverse("audit:event_list"),
+        reverse("audit:event_detail", args=[AuditEvent.objects.order_by("pk").first().pk]),
+        reverse("operations:operation_list"),
+        reverse("operations:operation_detail", args=[Operation.objects.order_by("pk").first().pk]),
+        reverse("operations:operation_detail", args=[Operation.objects.filter(steps_total__gt=0).get().pk]),
+        reverse("accounts:profile"),
+        reverse("accounts:memberships"),
+        reverse("accounts:tokens"),
+        reverse("observability:waits"),
+        "/no-such-page/",
+    ]
+
+
+def live_partials(incident) -> list[str]:
+    """What the pages' htmx polls fetch (HX-Request): the list regions and the live parts of detail pages."""
+    from apps.operations.models import Operation
+    from apps.workloads.models import Workload
+
+    return [
+        reverse("workloads:workload_list"),
+        reverse("workloads:workload_detail", args=[Workload.objects.order_by("pk").first().pk]),
+        reverse("fleet:node_list"),
+        reverse("health:incident_list"),
+        reverse("health:incident_detail", args=[incident.pk]),
+        reverse("health:node_health", args=[incident.node.pk]),
+        reverse("operations:operation_list"),
+        reverse("operations:operation_detail", args=[Operation.objects.filter(steps_total__gt=0).get().pk]),
+    ]
+
+
+def test_every_main_page_is_chinese(demo, client):
+    client.post(reverse("login"), {"username": "admin", "password": PASSWORD})
+    # The language switcher stores the choice (a cookie) and every page after it is in Chinese.
+    response = client.post(reverse("set_language"), {"language": "zh-hans", "next": reverse("dashboard:home")})
+    assert response.status_code == 302 and client.cookies[settings.LANGUAGE_COOKIE_NAME].value == "zh-hans"
+    data = Data(seeded_values())
+    problems: dict[str, list[str]] = {}
+    for url in main_pages(demo):
+        response = client.get(url)
+        assert response.status_code == (404 if url == "/no-such-page/" else 200), url
+        html = response.content.decode()
+        if "<html" in html:
+            assert '<html lang="zh-hans"' in html, url
+        left = english_words(visible_text(html), data, ALLOWED)
+        if left:
+            problems[url] = sorted({piece[:160] for _word, piece in left})
+    for url in live_partials(demo):
+        response = client.get(url, HTTP_HX_REQUEST="true")
+        assert response.status_code == 200 and "<html" not in response.content.decode(), url
+        left = english_words(visible_text(response.content.decode()), data, ALLOWED)
+        if left:
+            problems[f"{url} (htmx)"] = sorted({piece[:160] for _word, piece in left})
+    assert not problems, "English left on zh-Hans pages:\n" + json.dumps(problems, indent=1, ensure_ascii=False)
+
+
+def test_the_login_page_follows_accept_language(db, client):
+    response = client.get(reverse("login"), HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9,en;q=0.5")
+    html = response.content.decode()
+    assert '<html lang="zh-hans"' in html
+    assert not english_words(visible_text(html), None, ALLOWED)
+    with translation.override("en"):
+        english = client.get(reverse("login"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert '<html lang="en"' in english and "Log in" in english

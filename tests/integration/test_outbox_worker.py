@@ -1,0 +1,41 @@
+"""Submissions through a real Celery worker on Redis: coalesced wake-ups still carry every outbox row out once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps.backends.models import SimWorkload
+from apps.workloads.models import OutboxEntry, OutboxStatus, Workload
+from tests.utils.personas import build_personas, fresh
+from tests.workloads.conftest import build_fleet, training_spec
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _wait(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_burst_of_submissions_lands_each_once(live_celery):
+    personas = build_personas()
+    build_fleet(personas)  # the workload tests' simulated cluster and quota, committed for the worker
+    client = APIClient()
+    client.force_authenticate(fresh(personas.member_a))
+    ids = []
+    for i in range(6):  # six commits in quick succession: wake-ups mostly find a drain already queued
+        body = {"kind": "training", "spec": training_spec(name=f"burst-{i}", gpus_per_worker=1)}
+        response = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY=f"burst-{i}")
+        assert response.status_code == 201, response.json()
+        ids.append(response.json()["id"])
+    done = _wait(lambda: OutboxEntry.objects.filter(workload_id__in=ids, status=OutboxStatus.DONE).count() == 6)
+    assert done, list(OutboxEntry.objects.filter(workload_id__in=ids).values_list("status", "last_error"))
+    names = list(Workload.objects.filter(pk__in=ids).values_list("backend_name", flat=True))
+    assert sorted(SimWorkload.objects.filter(name__in=names).values_list("name", flat=True)) == sorted(names)
