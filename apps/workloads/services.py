@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -147,6 +147,33 @@ def submit_workload(
     cluster, gpus_per_node = picked
     if gpus_per_node != 8:
         parsed = _parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
+    try:
+        return _decide_and_store(
+            actor,
+            kind=kind,
+            parsed=parsed,
+            digest=digest,
+            idempotency_key=idempotency_key,
+            template=template,
+            tenant=tenant,
+            queue=queue,
+            cluster=cluster,
+            model=model,
+            tier=tier,
+            workload_id=context.next_id,
+        )
+    except IntegrityError:
+        # A retry under the same key committed first (we waited for it on the admission lock): the key's
+        # unique constraint refused our row, the transaction rolled back (claim included). Answer with its workload.
+        existing_id = _existing_workload_id(actor, idempotency_key) if idempotency_key else None
+        if existing_id is None:
+            raise
+        return _replay(Workload.objects.get(pk=existing_id), digest)
+
+
+def _decide_and_store(
+    actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, workload_id
+) -> tuple[Workload, bool]:
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
     # outbox row, its event and its audit event commit with it, or nothing does.
     with transaction.atomic():
@@ -158,10 +185,6 @@ def submit_workload(
             tier=tier,
             user=actor.get_username(),
         )
-        if idempotency_key:  # a retry with the same key may have committed since we looked; under the lock it shows
-            existing_id = _existing_workload_id(actor, idempotency_key)
-            if existing_id is not None:
-                return _replay(Workload.objects.get(pk=existing_id), digest)
         insert_row(claim)
         workload = Workload(
             kind=kind,
@@ -178,7 +201,7 @@ def submit_workload(
             request_hash=digest,
             created_by=actor if actor.pk else None,
             admission=claim,
-            pk=context.next_id,
+            pk=workload_id,
         )
         _state_from_claim(workload, claim)
         if workload.pk is not None:  # PostgreSQL handed the id out: the name goes in with the row
