@@ -1,19 +1,22 @@
 """Forms for the chargeback pages; the services validate again and their errors land on these fields."""
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from apps.fleet.models import GpuModel
 from apps.tenancy.models import PriorityTier
 
 
 class RateCardForm(forms.Form):
-    gpu_model = forms.ModelChoiceField(queryset=GpuModel.objects.all(), to_field_name="code")
+    gpu_model = forms.ModelChoiceField(queryset=GpuModel.objects.all(), to_field_name="code", label=_("GPU model"))
     tier = forms.ModelChoiceField(
         queryset=PriorityTier.objects.all(), to_field_name="name", required=False, empty_label="every tier"
     )
     rate = forms.DecimalField(max_digits=12, decimal_places=6, min_value=0, help_text="per GPU-hour")
     effective_from = forms.DateTimeField(
-        help_text="UTC, e.g. 2026-12-01 00:00", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        help_text="UTC, e.g. 2026-12-01 00:00",
+        # The format a datetime-local input shows: a value in Django's default format would render empty.
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
     note = forms.CharField(max_length=300, required=False)
 

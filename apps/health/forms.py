@@ -12,6 +12,7 @@ class TransitionForm(forms.Form):
 class NodeActionForm(forms.Form):
     action = forms.ChoiceField(choices=[(a, a) for a in ACTIONS])
     reason = forms.CharField(max_length=2000, required=False)
+    incident = forms.IntegerField(required=False, min_value=1)  # started from this incident's page
 
 
 class RuleTuneForm(forms.Form):
