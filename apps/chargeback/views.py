@@ -242,6 +242,7 @@ def tenant_spend(request, slug: str):
         {
             "tenant": tenant,
             "spend": spend,
+            "currency": settings.CHARGEBACK_CURRENCY,
             "form": form,
             "alerts": BudgetAlert.objects.filter(budget__tenant=tenant, period=spend.period).order_by("threshold"),
         },

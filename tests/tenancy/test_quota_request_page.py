@@ -18,6 +18,10 @@ def test_request_more_from_the_queue_row(personas, client):
     page = client.get(reverse("tenancy:tenant_detail", args=["a"])).content.decode()
     link = f"{reverse('tenancy:quota_requests')}?queue={queue.pk}&amp;gpu_model=h100"
     assert link in page and 'data-testid="request-quota"' in page
+    queue_row = page[page.index('data-testid="queue-quotas"') :]
+    assert '<td class="text-end">∞</td>' in queue_row  # no borrow limit: unlimited, not "inf"
+    spend = client.get(reverse("chargeback:tenant_spend", args=["a"])).content.decode()
+    assert "</strong> USD to date" in spend
 
     form = client.get(reverse("tenancy:quota_requests"), {"queue": queue.pk, "gpu_model": "h100"}).context["form"]
     assert (str(form["queue"].value()), form["gpu_model"].value()) == (str(queue.pk), "h100")
