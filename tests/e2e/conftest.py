@@ -29,6 +29,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# The size of the README's screenshots (tests/e2e/browser.py: screenshot).
+VIEWPORT = {"width": 1440, "height": 900}
 # Generous for a loaded 2-core CI machine; a healthy page answers in well under a second.
 TIMEOUT_MS = 10_000
 
@@ -65,7 +67,7 @@ def personas_live(transactional_db) -> Personas:
 
 @pytest.fixture
 def context(chromium: Browser, live_server) -> Iterator[BrowserContext]:
-    ctx = chromium.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900}, locale="en-US")
+    ctx = chromium.new_context(base_url=live_server.url, viewport=VIEWPORT, locale="en-US")
     ctx.set_default_timeout(TIMEOUT_MS)
     ctx.set_default_navigation_timeout(TIMEOUT_MS)
     yield ctx
