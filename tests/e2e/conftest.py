@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
 from tests.e2e.browser import PageProblems
 from tests.utils.personas import Personas, build_personas
@@ -40,6 +40,9 @@ def playwright() -> Iterator[Playwright]:
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     pw = sync_playwright().start()
+    # Assertions wait as long as actions: a status block polling every 3 s may take a few seconds more to show
+    # a change on a loaded machine (Playwright's default for expect is 5 s).
+    expect.set_options(timeout=TIMEOUT_MS)
     try:
         yield pw
     finally:
