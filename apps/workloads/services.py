@@ -27,6 +27,7 @@ from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
 from apps.core.inserts import insert_row
+from apps.core.joined import fetch_joined
 from apps.core.wakeup import wake
 from apps.fleet.models import GpuModel
 from apps.tenancy.models import AdmissionState, Tenant
@@ -111,7 +112,7 @@ def submit_workload(
         raise NotFound(_("No tenant None."), {"tenant": _("Not found.")})
     context = load_context(actor.pk, idempotency_key or None, spec)  # one query: key, tenant, queue, clusters
     if context.existing_id is not None:
-        return _replay(Workload.objects.get(pk=context.existing_id), digest)
+        return _replay(context.existing_id, digest)
     tenant = context.tenant
     if tenant is None or not has_perm(actor, Action.VIEW, tenant):
         raise NotFound(_("No tenant %(get)s.") % {"get": repr(spec.get("tenant"))}, {"tenant": _("Not found.")})
@@ -168,7 +169,7 @@ def submit_workload(
         existing_id = _existing_workload_id(actor, idempotency_key) if idempotency_key else None
         if existing_id is None:
             raise
-        return _replay(Workload.objects.get(pk=existing_id), digest)
+        return _replay(existing_id, digest)
 
 
 def _decide_and_store(
@@ -245,7 +246,12 @@ def _existing_workload_id(actor, idempotency_key: str) -> int | None:
     return row[0] if row else None
 
 
-def _replay(existing: Workload, digest: str) -> tuple[Workload, bool]:
+REPLAY_RELATED = ("tenant", "queue", "tier", "cluster", "gpu_model", "created_by", "admission")
+
+
+def _replay(workload_id: int, digest: str) -> tuple[Workload, bool]:
+    # With what the response shows (the serializer's short form) in the same query.
+    existing = fetch_joined(Workload, REPLAY_RELATED, "id", workload_id)
     if existing.request_hash != digest:
         raise Conflict(
             _("This Idempotency-Key was used for a different request."),
