@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from functools import cache
 
 from django.conf import settings
 from django.db import connection
@@ -13,36 +12,9 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from apps.accounts.models import ApiToken, User, token_digest
+from apps.accounts.models import ApiToken, token_digest
 from apps.accounts.permissions import GRANTS_ATTR
-from apps.tenancy.models import Tenant
-
-
-@cache
-def _token_statement(vendor: str) -> str:
-    def columns(model, alias):
-        return [f"{alias}.{connection.ops.quote_name(f.column)}" for f in model._meta.concrete_fields]
-
-    select = ", ".join(columns(ApiToken, "t") + columns(User, "u") + columns(Tenant, "n"))
-    grants = (
-        "COALESCE(json_agg(json_build_array(m.tenant_id, m.role)), '[]')"
-        if vendor == "postgresql"
-        else "json_group_array(json_array(m.tenant_id, m.role))"
-    )
-    return (
-        f"SELECT {select}, (SELECT {grants} FROM accounts_membership m WHERE m.user_id = u.id) "  # noqa: S608
-        "FROM accounts_apitoken t JOIN accounts_user u ON u.id = t.user_id "
-        "LEFT JOIN tenancy_tenant n ON n.id = t.tenant_id WHERE t.digest = %s"
-    )
-
-
-def _instance(model, row, start: int):
-    fields = model._meta.concrete_fields
-    values = list(row[start : start + len(fields)])
-    for i, field in enumerate(fields):
-        if hasattr(field, "from_db_value"):
-            values[i] = field.from_db_value(values[i], None, connection)
-    return model.from_db(connection.alias, [f.attname for f in fields], values), start + len(fields)
+from apps.core.joined import fetch_joined
 
 
 def find_token(digest: str) -> ApiToken | None:
@@ -50,22 +22,23 @@ def find_token(digest: str) -> ApiToken | None:
 
     What `ApiToken.objects.select_related("user", "tenant").filter(digest=...).first()` returns, plus the
     memberships `permissions.user_grants` would read next, without compiling the query on every request.
-    SQLite (the demo) keeps the ORM's way: its column types need the ORM's converters.
     """
-    if connection.vendor != "postgresql":
-        return ApiToken.objects.select_related("user", "tenant").filter(digest=digest).first()
-    with connection.cursor() as cursor:
-        cursor.execute(_token_statement(connection.vendor), [digest])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    token, at = _instance(ApiToken, row, 0)
-    user, at = _instance(User, row, at)
-    tenant, at = _instance(Tenant, row, at)
-    ApiToken.user.field.set_cached_value(token, user)
-    ApiToken.tenant.field.set_cached_value(token, tenant if token.tenant_id is not None else None)
-    grants = row[at] if not isinstance(row[at], str) else json.loads(row[at])
-    setattr(user, GRANTS_ATTR, [(tenant_id, role) for tenant_id, role in grants])
+    grants = (
+        "COALESCE(json_agg(json_build_array(m.tenant_id, m.role)), '[]')"
+        if connection.vendor == "postgresql"
+        else "json_group_array(json_array(m.tenant_id, m.role))"
+    )
+    token = fetch_joined(
+        ApiToken,
+        ("user", "tenant"),
+        "digest",
+        digest,
+        extra=(f"(SELECT {grants} FROM accounts_membership m WHERE m.user_id = t1.id)",),  # noqa: S608
+    )
+    if token is not None:
+        (found,) = token.joined_extra
+        found = json.loads(found) if isinstance(found, str) else found
+        setattr(token.user, GRANTS_ATTR, [(tenant_id, role) for tenant_id, role in found])
     return token
 
 

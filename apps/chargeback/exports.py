@@ -132,8 +132,12 @@ def to_json(statement: Statement) -> dict:
     }
 
 
+def export_name(statement: Statement, extension: str) -> str:
+    """The file name a downloaded statement gets, e.g. statement-acme-2026-10.csv."""
+    return f"statement-{statement.tenant.slug}-{statement.period}.{extension}"
+
+
 def csv_response(statement: Statement) -> HttpResponse:
     response = HttpResponse(to_csv(statement), content_type="text/csv; charset=utf-8")
-    name = f"statement-{statement.tenant.slug}-{statement.period}.csv"
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["Content-Disposition"] = f'attachment; filename="{export_name(statement, "csv")}"'
     return response

@@ -22,7 +22,8 @@ class RateCardForm(forms.Form):
     effective_from = forms.DateTimeField(
         label=_("Effective from"),
         help_text=_("UTC, e.g. 2026-12-01 00:00"),
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        # The format a datetime-local input shows: a value in Django's default format would render empty.
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
     )
     note = forms.CharField(label=_("Note"), max_length=300, required=False)
 

@@ -1,17 +1,20 @@
-"""What the chargeback pages chart: spend per day by tenant and GPU model, allocation against use, idle waste.
+"""What the chargeback pages chart: spend per day by tenant and GPU model, allocation against use, idle waste;
+and what one workload has cost so far (its page).
 
-Every figure is one grouped query over the period's per-day usage rollup (the top idle workloads:
-over its usage records) of the tenants the viewer may see.
+Every figure is one grouped query over the period's per-day usage rollup (the top idle workloads and one
+workload's cost: over its usage records) of the tenants the viewer may see.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import DecimalField, F, Sum
+from django.db.models import DecimalField, F, Max, Sum
 
-from apps.chargeback.models import SECONDS_PER_HOUR, Period, UsageDay, UsageRecord
+from apps.chargeback.models import SECONDS_PER_HOUR, Credit, CreditState, Period, UsageDay, UsageRecord
 from apps.chargeback.statements import money
 
 _COST = Sum(F("gpu_seconds") * F("rate_card__rate"), output_field=DecimalField(max_digits=30, decimal_places=12))
@@ -120,3 +123,40 @@ def top_idle_workloads(period: Period, tenant_ids: set[int] | None, limit: int =
         }
         for r in rows
     ]
+
+
+@dataclass(frozen=True)
+class WorkloadCost:
+    """What one workload has cost so far: its metered GPU time priced by each record's rate, minus fault credits."""
+
+    gpu_hours: Decimal
+    amount: Decimal
+    credited_gpu_hours: Decimal
+    credited_amount: Decimal
+    metered_until: datetime | None
+
+    @property
+    def total(self) -> Decimal:
+        return self.amount - self.credited_amount
+
+
+def _decimal_hours(gpu_seconds) -> Decimal:
+    return (Decimal(gpu_seconds or 0) / SECONDS_PER_HOUR).quantize(Decimal("0.01"))
+
+
+def workload_cost(workload_id: int) -> WorkloadCost | None:
+    """The workload's cost across every period (None before anything is metered): two aggregate queries."""
+    usage = UsageRecord.objects.filter(workload_id=workload_id).aggregate(
+        gpu=Sum("gpu_seconds"), cost=_COST, until=Max("end")
+    )
+    settled = Credit.objects.filter(workload_id=workload_id, state=CreditState.SETTLED)
+    credited = settled.aggregate(gpu=Sum("gpu_seconds"), cost=_COST)
+    if usage["gpu"] is None and credited["gpu"] is None:
+        return None
+    return WorkloadCost(
+        gpu_hours=_decimal_hours(usage["gpu"]),
+        amount=money(Decimal(usage["cost"] or 0) / SECONDS_PER_HOUR),
+        credited_gpu_hours=_decimal_hours(credited["gpu"]),
+        credited_amount=money(Decimal(credited["cost"] or 0) / SECONDS_PER_HOUR),
+        metered_until=usage["until"],
+    )

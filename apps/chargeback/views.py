@@ -18,7 +18,7 @@ from apps.accounts.permissions import allowed_tenant_ids, has_perm
 from apps.accounts.roles import Action
 from apps.chargeback import reports, services
 from apps.chargeback.budgets import spend_of
-from apps.chargeback.exports import csv_response, line_rows, to_json
+from apps.chargeback.exports import csv_response, export_name, line_rows, to_json
 from apps.chargeback.filtersets import StatementFilterSet
 from apps.chargeback.forms import PeriodActionForm, RateCardForm, SpendBudgetForm
 from apps.chargeback.models import BudgetAlert, Period, RateCard, Statement
@@ -123,7 +123,9 @@ def _render_statement(request, statement: Statement, *, draft: bool):
     if fmt == "csv":
         return csv_response(statement)
     if fmt == "json":
-        return JsonResponse(to_json(statement))
+        response = JsonResponse(to_json(statement))
+        response["Content-Disposition"] = f'attachment; filename="{export_name(statement, "json")}"'
+        return response
     rows = line_rows(statement)
     return render(
         request,
@@ -191,7 +193,11 @@ def period_list(request):
 @login_required
 def rate_cards(request):
     can_edit = has_perm(request.user, Action.ADMINISTER)
-    form = RateCardForm(request.POST or None) if can_edit else None
+    # "Change" on a row opens the form filled with that rate, from now on: a new rate is a new row.
+    initial = {key: request.GET[key] for key in ("gpu_model", "tier", "rate", "note") if request.GET.get(key)}
+    if initial:
+        initial["effective_from"] = timezone.now().replace(second=0, microsecond=0)
+    form = RateCardForm(request.POST or None, initial=initial) if can_edit else None
     if form is not None and request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -208,11 +214,16 @@ def rate_cards(request):
         else:
             messages.success(request, _("Rate saved; earlier rates stay in the history."))
             return redirect("chargeback:rate_cards")
+    cards = list(RateCard.objects.select_related("gpu_model", "tier", "created_by"))
+    seen = set()
+    for card in cards:  # ordered newest first per model and tier: the newest is the one to change
+        card.newest = (card.gpu_model_id, card.tier_id) not in seen
+        seen.add((card.gpu_model_id, card.tier_id))
     return render(
         request,
         "chargeback/rate_cards.html",
         {
-            "cards": RateCard.objects.select_related("gpu_model", "tier", "created_by"),
+            "cards": cards,
             "form": form,
             "can_edit": can_edit,
         },
@@ -249,6 +260,7 @@ def tenant_spend(request, slug: str):
         {
             "tenant": tenant,
             "spend": spend,
+            "currency": settings.CHARGEBACK_CURRENCY,
             "form": form,
             "alerts": BudgetAlert.objects.filter(budget__tenant=tenant, period=spend.period).order_by("threshold"),
         },

@@ -13,6 +13,7 @@ class TransitionForm(forms.Form):
 class NodeActionForm(forms.Form):
     action = forms.ChoiceField(label=_("Action"), choices=[(a, a) for a in ACTIONS])
     reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)
+    incident = forms.IntegerField(required=False, min_value=1)  # started from this incident's page
 
 
 class RuleTuneForm(forms.Form):

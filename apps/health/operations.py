@@ -51,7 +51,8 @@ class NodeAction(OperationHandler):
         self._advance(self.after_states)
         for incident in self.incidents:
             add_event(incident, self.actor, "action", f"{self.kind} done (operation #{self.operation.pk})")
-        return {"node": self.node.name, **result}
+        # The incidents it moved along: the operation's page links to them.
+        return {"node": self.node.name, "incidents": [i.pk for i in self.incidents], **result}
 
     def act(self) -> dict:
         raise NotImplementedError

@@ -161,15 +161,22 @@ def node_action(request, pk: int):
     if not form.is_valid():
         messages.error(request, _("Choose an action."))
         return redirect("health:node_health", pk=pk)
+    incident = None
+    if form.cleaned_data["incident"]:
+        incident = (
+            Incident.objects.for_user(request.user, "view").filter(pk=form.cleaned_data["incident"], node=node).first()
+        )
     try:
         operation = runbook.node_action(
-            request.user, node, form.cleaned_data["action"], reason=form.cleaned_data["reason"]
+            request.user, node, form.cleaned_data["action"], reason=form.cleaned_data["reason"], incident=incident
         )
     except ServiceError as exc:
         messages.error(request, exc.message)
         running = exc.data.get("operation") if exc.data else None
         if running:
             return redirect("operations:operation_detail", pk=running["id"])
+        if incident is not None:  # back where the action was started
+            return redirect("health:incident_detail", pk=incident.pk)
         return redirect("health:node_health", pk=pk)
     return redirect("operations:operation_detail", pk=operation.pk)
 

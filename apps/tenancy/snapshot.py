@@ -107,7 +107,6 @@ def build_decision_snapshot(model: str, queue: int | None = None) -> Snapshot:
     else:
         _load_quota_use(snapshot, model, None)
         reclaims = 1
-    admitted = Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model)
     snapshot.free_capacity.update(free_capacity_cached(model))
     if reclaims:
         snapshot.reclaiming.update(
@@ -117,7 +116,8 @@ def build_decision_snapshot(model: str, queue: int | None = None) -> Snapshot:
             ).values_list("queue_id", flat=True)
         )
 
-    def load_held(snap: Snapshot) -> None:
+    def load_held(snap: Snapshot) -> None:  # only a reclaim plan needs these: build the query only then
+        admitted = Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model)
         snap.held.update((held.id, held) for held in _held(admitted, tier_map))
 
     snapshot.load_held = load_held

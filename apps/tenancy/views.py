@@ -116,6 +116,7 @@ def _quota_context(tenant: Tenant) -> dict:
             {
                 "queue": subtree_queues[queue_id],
                 "model": snapshot.model_names.get(code, code),
+                "code": code,
                 "state": q,
                 "borrow": "∞" if q.borrow_limit == UNLIMITED else int(q.borrow_limit),
             }
@@ -198,7 +199,11 @@ def quota_requests(request):
     from apps.tenancy.models import QuotaRequest
     from apps.tenancy.services import decide_quota_request, request_quota
 
-    form = QuotaRequestForm(request.POST if request.POST.get("action") == "request" else None, user=request.user)
+    # A link from a tenant's queue row ("request more") preselects the queue and the GPU model.
+    initial = {key: request.GET[key] for key in ("queue", "gpu_model") if request.GET.get(key)}
+    form = QuotaRequestForm(
+        request.POST if request.POST.get("action") == "request" else None, user=request.user, initial=initial
+    )
     if request.method == "POST" and request.POST.get("action") == "request" and form.is_valid():
         try:
             request_quota(request.user, **form.cleaned_data)

@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -27,6 +27,7 @@ from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
 from apps.core.inserts import insert_row
+from apps.core.joined import fetch_joined
 from apps.core.wakeup import wake
 from apps.fleet.models import GpuModel
 from apps.tenancy.models import AdmissionState, Tenant
@@ -111,7 +112,7 @@ def submit_workload(
         raise NotFound(_("No tenant None."), {"tenant": _("Not found.")})
     context = load_context(actor.pk, idempotency_key or None, spec)  # one query: key, tenant, queue, clusters
     if context.existing_id is not None:
-        return _replay(Workload.objects.get(pk=context.existing_id), digest)
+        return _replay(context.existing_id, digest)
     tenant = context.tenant
     if tenant is None or not has_perm(actor, Action.VIEW, tenant):
         raise NotFound(_("No tenant %(get)s.") % {"get": repr(spec.get("tenant"))}, {"tenant": _("Not found.")})
@@ -147,6 +148,33 @@ def submit_workload(
     cluster, gpus_per_node = picked
     if gpus_per_node != 8:
         parsed = _parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
+    try:
+        return _decide_and_store(
+            actor,
+            kind=kind,
+            parsed=parsed,
+            digest=digest,
+            idempotency_key=idempotency_key,
+            template=template,
+            tenant=tenant,
+            queue=queue,
+            cluster=cluster,
+            model=model,
+            tier=tier,
+            workload_id=context.next_id,
+        )
+    except IntegrityError:
+        # A retry under the same key committed first (we waited for it on the admission lock): the key's
+        # unique constraint refused our row, the transaction rolled back (claim included). Answer with its workload.
+        existing_id = _existing_workload_id(actor, idempotency_key) if idempotency_key else None
+        if existing_id is None:
+            raise
+        return _replay(existing_id, digest)
+
+
+def _decide_and_store(
+    actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, workload_id
+) -> tuple[Workload, bool]:
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
     # outbox row, its event and its audit event commit with it, or nothing does.
     with transaction.atomic():
@@ -158,10 +186,6 @@ def submit_workload(
             tier=tier,
             user=actor.get_username(),
         )
-        if idempotency_key:  # a retry with the same key may have committed since we looked; under the lock it shows
-            existing_id = _existing_workload_id(actor, idempotency_key)
-            if existing_id is not None:
-                return _replay(Workload.objects.get(pk=existing_id), digest)
         insert_row(claim)
         workload = Workload(
             kind=kind,
@@ -178,7 +202,7 @@ def submit_workload(
             request_hash=digest,
             created_by=actor if actor.pk else None,
             admission=claim,
-            pk=context.next_id,
+            pk=workload_id,
         )
         _state_from_claim(workload, claim)
         if workload.pk is not None:  # PostgreSQL handed the id out: the name goes in with the row
@@ -222,7 +246,12 @@ def _existing_workload_id(actor, idempotency_key: str) -> int | None:
     return row[0] if row else None
 
 
-def _replay(existing: Workload, digest: str) -> tuple[Workload, bool]:
+REPLAY_RELATED = ("tenant", "queue", "tier", "cluster", "gpu_model", "created_by", "admission")
+
+
+def _replay(workload_id: int, digest: str) -> tuple[Workload, bool]:
+    # With what the response shows (the serializer's short form) in the same query.
+    existing = fetch_joined(Workload, REPLAY_RELATED, "id", workload_id)
     if existing.request_hash != digest:
         raise Conflict(
             _("This Idempotency-Key was used for a different request."),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from apps.accounts.permissions import has_perm
 from apps.accounts.roles import Action
+from apps.chargeback.reports import workload_cost
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
@@ -118,10 +120,14 @@ def workload_detail(request, pk: int):
         ),
         pk=pk,
     )
-    if is_htmx(request):
-        return vary_on_htmx(
-            render(request, "workloads/_workload_status.html", {"workload": workload, "events": workload.events.all()})
-        )
+    status = {
+        "workload": workload,
+        "events": workload.events.all(),
+        "cost": workload_cost(workload.pk),
+        "currency": settings.CHARGEBACK_CURRENCY,
+    }
+    if is_htmx(request):  # the status block polls itself while the workload runs
+        return vary_on_htmx(render(request, "workloads/_workload_status.html", {**status, "polled": True}))
     text, error = render_workload(workload)
     inference = workload.kind == "inference"
     return vary_on_htmx(
@@ -129,8 +135,7 @@ def workload_detail(request, pk: int):
             request,
             "workloads/workload_detail.html",
             {
-                "workload": workload,
-                "events": workload.events.all(),
+                **status,
                 "rendered": text,
                 "render_error": error,
                 "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
@@ -173,11 +178,20 @@ def workload_cancel(request, pk: int):
 def workload_submit(request):
     kind = request.GET.get("kind", "training")
     initial = {"kind": kind, "spec": json.dumps(EXAMPLES.get(kind, EXAMPLES["training"]), indent=2)}
-    if request.GET.get("template", "").isdigit():
-        template = WorkloadTemplate.objects.for_user(request.user, "view").filter(pk=request.GET["template"]).first()
-        if template is not None:
-            initial = {"kind": template.kind, "template": template.pk, "spec": "{}"}
+    templates = WorkloadTemplate.objects.for_user(request.user, "view").select_related("tenant")
+    chosen = None
+    picked = request.POST.get("template", "") if request.method == "POST" else request.GET.get("template", "")
+    if picked.isdigit():
+        chosen = templates.filter(pk=picked).first()
+        if chosen is not None and request.method != "POST":
+            initial = {"kind": chosen.kind, "template": chosen.pk, "spec": "{}"}
     form = SubmitForm(request.POST or None, user=request.user, initial=initial)
+    if chosen is not None:  # the spec box holds only what changes: the template's own spec is shown beside it
+        form.fields["spec"].label = _("Overrides (JSON)")
+        form.fields["spec"].help_text = _(
+            'Only the fields to change, e.g. {"name": "pretrain-2"}; they are merged into the template\'s spec '
+            "(null removes a key)."
+        )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -188,6 +202,7 @@ def workload_submit(request):
         except ServiceError as exc:
             apply_service_error(form, exc)
         else:
+            workload.refresh_from_db()  # the submission may have reached the backend as the transaction committed
             messages.success(
                 request,
                 _("Submitted %(name)s: %(state)s.") % {"name": workload.name, "state": workload.get_state_display()},
@@ -198,6 +213,8 @@ def workload_submit(request):
         "workloads/workload_submit.html",
         {
             "form": form,
-            "templates": WorkloadTemplate.objects.for_user(request.user, "view").select_related("tenant")[:100],
+            "templates": templates[:100],
+            "chosen": chosen,
+            "chosen_spec": json.dumps(chosen.spec, indent=2, sort_keys=True) if chosen else "",
         },
     )

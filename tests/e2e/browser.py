@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,9 @@ from playwright.sync_api import ConsoleMessage, Page, Request, Response, expect
 
 from tests.utils.personas import PASSWORD
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "e2e"
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "e2e"
+DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 
 @dataclass
@@ -75,8 +78,27 @@ def log_in(page: Page, username: str) -> None:
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Welcome, {username}")
 
 
-def screenshot(page: Page, name: str) -> Path:
+def screenshot(page: Page, name: str, *, docs: bool = False) -> Path:
+    """Save a screenshot of the page: a full page under test-artifacts/e2e/ by default.
+
+    `docs=True` marks one of the README's screenshots: with SCREENSHOTS=1 in the environment it is written
+    to docs/screenshots/ instead, as the 1440 × 900 viewport (no animations, no caret), so that a normal test
+    run never changes the committed images and a deliberate re-shoot gives the same set of files.
+    """
+    if docs and os.environ.get("SCREENSHOTS") == "1":
+        DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = DOC_SCREENSHOTS / f"{name}.png"
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(path), full_page=False, animations="disabled", caret="hide")
+        return path
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def main_nav(page: Page, name: str) -> None:
+    """Follow a link of the main navigation bar, as a user moves between sections; wait until the section's page
+    has loaded its scripts, so that moving on at once never aborts one (a failed request for PageProblems)."""
+    page.get_by_role("navigation", name="Main navigation").get_by_role("link", name=name, exact=True).click()
+    page.wait_for_load_state("load")

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
 from tests.e2e.browser import PageProblems
 from tests.utils.personas import Personas, build_personas
@@ -29,6 +29,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# The size of the README's screenshots (tests/e2e/browser.py: screenshot).
+VIEWPORT = {"width": 1440, "height": 900}
 # Generous for a loaded 2-core CI machine; a healthy page answers in well under a second.
 TIMEOUT_MS = 10_000
 
@@ -38,6 +40,9 @@ def playwright() -> Iterator[Playwright]:
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     pw = sync_playwright().start()
+    # Assertions wait as long as actions: a status block polling every 3 s may take a few seconds more to show
+    # a change on a loaded machine (Playwright's default for expect is 5 s).
+    expect.set_options(timeout=TIMEOUT_MS)
     try:
         yield pw
     finally:
@@ -65,7 +70,7 @@ def personas_live(transactional_db) -> Personas:
 
 @pytest.fixture
 def context(chromium: Browser, live_server) -> Iterator[BrowserContext]:
-    ctx = chromium.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900}, locale="en-US")
+    ctx = chromium.new_context(base_url=live_server.url, viewport=VIEWPORT, locale="en-US")
     ctx.set_default_timeout(TIMEOUT_MS)
     ctx.set_default_navigation_timeout(TIMEOUT_MS)
     yield ctx
