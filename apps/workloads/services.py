@@ -21,12 +21,12 @@ from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
-from apps.audit.services import record_event, snapshot
+from apps.audit.services import audit_row, record_event, snapshot
 from apps.backends.base import BackendError, NotFoundError
 from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
-from apps.core.inserts import insert_row
+from apps.core.inserts import insert_row, insert_rows
 from apps.core.joined import fetch_joined
 from apps.core.wakeup import wake
 from apps.fleet.models import GpuModel
@@ -87,7 +87,11 @@ def _request_hash(kind: str, data: dict) -> str:
 
 
 def _event(workload: Workload, kind: str, message: str) -> None:
-    insert_row(WorkloadEvent(workload=workload, kind=kind, message=message[:1000]))
+    insert_row(_event_row(workload, kind, message))
+
+
+def _event_row(workload: Workload, kind: str, message: str) -> WorkloadEvent:
+    return WorkloadEvent(workload=workload, kind=kind, message=message[:1000])
 
 
 def _backend_name(workload: Workload, attempt: int = 0) -> str:
@@ -161,7 +165,7 @@ def submit_workload(
             cluster=cluster,
             model=model,
             tier=tier,
-            workload_id=context.next_id,
+            ids=(context.claim_id, context.next_id),
         )
     except IntegrityError:
         # A retry under the same key committed first (we waited for it on the admission lock): the key's
@@ -173,7 +177,7 @@ def submit_workload(
 
 
 def _decide_and_store(
-    actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, workload_id
+    actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, ids
 ) -> tuple[Workload, bool]:
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
     # outbox row, its event and its audit event commit with it, or nothing does.
@@ -186,7 +190,9 @@ def _decide_and_store(
             tier=tier,
             user=actor.get_username(),
         )
-        insert_row(claim)
+        claim.pk, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
+        if claim.pk is None:
+            insert_row(claim)
         workload = Workload(
             kind=kind,
             name=parsed.name,
@@ -205,9 +211,9 @@ def _decide_and_store(
             pk=workload_id,
         )
         _state_from_claim(workload, claim)
-        if workload.pk is not None:  # PostgreSQL handed the id out: the name goes in with the row
+        rows = [claim, workload]
+        if workload.pk is not None:  # the name goes in with the row, and all rows in one statement
             workload.backend_name = _backend_name(workload)
-            insert_row(workload)
         else:
             insert_row(workload)
             workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
@@ -216,23 +222,29 @@ def _decide_and_store(
                     "UPDATE workloads_workload SET backend_name = %s WHERE id = %s",
                     [workload.backend_name, workload.pk],
                 )
+            rows = []
         if claim.state == AdmissionState.ADMITTED:
-            _enqueue(workload, OutboxAction.SUBMIT)
-        _event(
-            workload,
-            "submitted",
-            f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
+            rows.append(_outbox_row(workload, OutboxAction.SUBMIT))
+        rows.append(
+            _event_row(
+                workload,
+                "submitted",
+                f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
+            )
         )
-        record_event(
-            actor,
-            "workload.submit",
-            workload,
-            tenant=tenant,
-            after={
-                **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
-                "idempotency_key": idempotency_key,
-            },
+        rows.append(
+            audit_row(
+                actor,
+                "workload.submit",
+                workload,
+                tenant=tenant,
+                after={
+                    **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
+                    "idempotency_key": idempotency_key,
+                },
+            )
         )
+        insert_rows(*rows)
     return workload, True
 
 
@@ -273,9 +285,13 @@ def _state_from_claim(workload: Workload, claim) -> None:
 
 
 def _enqueue(workload: Workload, action: str) -> OutboxEntry:
-    entry = insert_row(OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now()))
+    return insert_row(_outbox_row(workload, action))
+
+
+def _outbox_row(workload: Workload, action: str) -> OutboxEntry:
+    """An outbox row (unsaved) for the caller's transaction; its commit wakes the drain."""
     transaction.on_commit(wake_outbox)
-    return entry
+    return OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now())
 
 
 OUTBOX_WAKE = "workloads-outbox"
