@@ -54,6 +54,7 @@ def capacity_by_model(nodes=None, cluster=None) -> list[ModelCapacity]:
     if cluster is not None:
         qs = qs.filter(cluster=cluster)
     rows = qs.exclude(state=NodeState.VANISHED).values_list(
+        "cluster_id",
         "gpu_model_id",
         "gpu_model__name",
         "leaf_switch",
@@ -65,8 +66,9 @@ def capacity_by_model(nodes=None, cluster=None) -> list[ModelCapacity]:
         "gpu_unhealthy",
     )
     by_model: dict[int | None, ModelCapacity] = {}
+    # Whole free nodes per (cluster, leaf switch): two clusters' switches may share a name, never a gang.
     leaf_whole: dict[int | None, Counter] = defaultdict(Counter)
-    for model_id, model_name, leaf, state, unschedulable, count, allocatable, allocated, unhealthy in rows:
+    for cluster_id, model_id, model_name, leaf, state, unschedulable, count, allocatable, allocated, unhealthy in rows:
         if count == 0:
             continue
         cap = by_model.get(model_id)
@@ -86,12 +88,12 @@ def capacity_by_model(nodes=None, cluster=None) -> list[ModelCapacity]:
         cap.largest_free_on_one_node = max(cap.largest_free_on_one_node, free)
         if free == count:  # a whole node: every GPU healthy and free
             cap.whole_free_nodes += 1
-            leaf_whole[model_id][leaf or "(none)"] += 1
+            leaf_whole[model_id][(cluster_id, leaf or "(none)")] += 1
         else:
             cap.stranded += free
     for model_id, cap in by_model.items():
         cap.gpus_per_node = cap._sizes.most_common(1)[0][0]
         if leaf_whole[model_id]:
-            leaf, count = max(leaf_whole[model_id].items(), key=lambda item: (item[1], item[0]))
+            (_cluster, leaf), count = max(leaf_whole[model_id].items(), key=lambda item: (item[1], item[0]))
             cap.largest_gang_leaf, cap.largest_gang_leaf_switch = count, leaf
     return sorted(by_model.values(), key=lambda c: c.gpu_model)
