@@ -4,7 +4,9 @@ Every panel is a fixed number of grouped queries, whatever the fleet's size: cap
 fragmentation read one row per node (apps/fleet/capacity.py), the utilization heatmap is grouped in
 SQL to at most about `HEATMAP_COLUMNS` columns, demand is one GROUP BY over admission claims, spend
 one over the month's per-day usage rollup, incidents and the isolation budget come from the health
-app's read model. Nothing loads a row per GPU, and nothing queries per node, tenant or pool.
+app's read model. Nothing loads a row per GPU, and nothing queries per node, tenant or pool. The two
+figures that cost most and are the same for every viewer, the heatmap and every tenant's spend, are
+kept per process for `OVERVIEW_CACHE_S` seconds (telemetry and metering refresh them every 15 and 60 s).
 
 Fleet data (GPUs, telemetry, incidents, isolation) is visible to every role, as on the Fleet and
 Health pages. Tenant data (allocation, pending demand, spend) is shown per tenant only for tenants
@@ -26,6 +28,7 @@ from django.utils import timezone
 
 from apps.accounts.permissions import allowed_tenant_ids
 from apps.accounts.roles import Action
+from apps.core.refcache import cached
 from apps.fleet.capacity import ModelCapacity, capacity_by_model
 from apps.fleet.models import Cluster, Node, NodeState
 
@@ -127,6 +130,7 @@ def utilization_heatmap(nodes, node_count: int) -> dict | None:
     join, gpu, util = _GPU_CELLS[connection.vendor]
     sql = f"""
         SELECT MAX(r.cluster_name), (r.pos - 1) / %s AS col, MIN(r.node_name), MAX(r.node_name), MAX(r.in_cluster),
+               MIN(r.node_id),
                {gpu} AS gpu, AVG({util}), MIN({util}), MAX({util}), COUNT({util})
         FROM ({inner}) r
         LEFT JOIN health_nodehealth h ON h.node_id = r.node_id AND h.exporter_up
@@ -139,9 +143,10 @@ def utilization_heatmap(nodes, node_count: int) -> dict | None:
     columns: dict[tuple[str, int], dict] = {}
     indexes: set[int] = set()
     total, readings = 0.0, 0
-    for cluster, col, first, last, in_cluster, index, mean, low, high, count in rows:
+    for cluster, col, first, last, in_cluster, node_id, index, mean, low, high, count in rows:
         column = columns.setdefault(
-            (cluster, col), {"first": first, "last": last, "nodes": min(group, in_cluster - col * group), "cells": {}}
+            (cluster, col),
+            {"first": first, "last": last, "nodes": min(group, in_cluster - col * group), "node": node_id, "cells": {}},
         )
         column["first"], column["last"] = min(column["first"], first), max(column["last"], last)
         if index is not None and count:
@@ -153,6 +158,7 @@ def utilization_heatmap(nodes, node_count: int) -> dict | None:
     y = sorted(indexes) or [0]
     row_of = {index: i for i, index in enumerate(y)}
     x: list[str] = []
+    ids: list[int | None] = []  # the node of each column, when a column is one node (a click opens its health page)
     nodes_per_column: list[int] = []
     clusters: list[dict] = []
     z = [[None] * len(ordered) for _ in y]
@@ -161,6 +167,7 @@ def utilization_heatmap(nodes, node_count: int) -> dict | None:
         label = column["first"] if column["nodes"] == 1 else f"{column['first']} … {column['last']}"
         x.append(f"{cluster} · {label}")
         nodes_per_column.append(column["nodes"])
+        ids.append(column["node"] if group == 1 else None)
         if clusters and clusters[-1]["name"] == cluster:
             clusters[-1]["end"] = c
         else:
@@ -174,6 +181,7 @@ def utilization_heatmap(nodes, node_count: int) -> dict | None:
         "z": z,
         "spread": spread,
         "nodes": nodes_per_column,
+        "ids": ids,
         "clusters": clusters,
         "group": group,
         "columns": len(x),
@@ -278,7 +286,12 @@ def spend_this_month(visible: set[int] | None, tenants: dict[int, dict], now: da
     roots = [t for t in ids if tenants[t]["parent_id"] not in ids]
     paths = {t: info["path"] for t, info in tenants.items()}
     since = max(period.start, now - RUN_RATE_WINDOW)
-    total, recent = subtree_spend(period, since, tenant_ids=None if visible is None else set(roots), paths=paths)
+    # Every tenant's totals, shared by all viewers for OVERVIEW_CACHE_S; each viewer gets only their roots' rows.
+    total, recent = cached(
+        f"overview:spend:{period.pk}:{since.date()}",
+        lambda: subtree_spend(period, since, paths=paths),
+        ttl=settings.OVERVIEW_CACHE_S,
+    )
     ranked = sorted(roots, key=lambda t: (-total.get(t, Decimal(0)), tenants[t]["name"]))
     shown = ranked[:TOP_TENANTS]
     budgets = {b.tenant_id: b for b in SpendBudget.objects.filter(tenant_id__in=shown)} if shown else {}
@@ -346,7 +359,12 @@ def fleet_overview(user, current_tenant=None, now: datetime | None = None) -> di
         visible = subtree if visible is None else visible & subtree
     incidents = open_incidents_by_severity(nodes) if node_count else [(s, 0) for s in SEVERITIES]
     budgets = isolation_budgets(nodes) if node_count else []
-    heatmap = utilization_heatmap(nodes, node_count)
+    # Every viewer sees the whole fleet (or none of it): one heatmap, shared for OVERVIEW_CACHE_S.
+    heatmap = (
+        cached("overview:heatmap", lambda: utilization_heatmap(nodes, node_count), ttl=settings.OVERVIEW_CACHE_S)
+        if node_count
+        else None
+    )
     return {
         "has_clusters": node_count > 0 or Cluster.objects.for_user(user, Action.VIEW).exists(),
         "node_count": node_count,
@@ -360,6 +378,69 @@ def fleet_overview(user, current_tenant=None, now: datetime | None = None) -> di
         "scoped": visible is not None,
         "incidents": incidents,
         "incidents_open": sum(n for _, n in incidents),
+        "worst_incidents": [(s, n) for s, n in incidents if n][:2],
         "isolation": isolation_summary(budgets),
         "spend": spend_this_month(visible, tenants, now),
+    }
+
+
+def as_json(data: dict) -> dict:
+    """The overview as plain JSON types (what /api/v1/overview/ answers): the same numbers the page shows."""
+
+    def states(s: GpuStates) -> dict:
+        return {k: getattr(s, k) for k in ("total", "allocated", "free", "cordoned", "unhealthy")}
+
+    def demand(row: DemandRow, models: list[str]) -> dict:
+        cells = dict(zip(models, row.row(models), strict=True))
+        return {m: {"allocated": a, "pending": p} for m, (a, p) in cells.items() if a or p}
+
+    d = data["demand"]
+    spend = data["spend"]
+    total = data["states_total"]
+    return {
+        "gpus": {
+            **(states(total) if total else dict.fromkeys(("total", "allocated", "free", "cordoned", "unhealthy"), 0)),
+            "nodes": data["node_count"],
+            "clusters": data["cluster_count"],
+            "by_model": [{"model": s.model, **states(s)} for s in data["states"]],
+        },
+        "fragmentation": [
+            {
+                "model": c.gpu_model,
+                "gpus_per_node": c.gpus_per_node,
+                "whole_free_nodes": c.whole_free_nodes,
+                "largest_gang_nodes": c.largest_gang_leaf,
+                "largest_gang_leaf_switch": c.largest_gang_leaf_switch,
+                "largest_free_on_one_node": c.largest_free_on_one_node,
+                "stranded": c.stranded,
+            }
+            for c in data["fragmentation"]
+        ],
+        "utilization": data["heatmap"],
+        "demand": {
+            "tenants": [{"tenant": r.slug, "name": r.label, "by_model": demand(r, d["models"])} for r, _ in d["rows"]],
+            "other_tenants": (
+                {"count": d["other"][0].tenants, "by_model": demand(d["other"][0], d["models"])} if d["other"] else None
+            ),
+            "total": demand(d["total"][0], d["models"]),
+        },
+        "incidents": {"open": data["incidents_open"], "by_severity": dict(data["incidents"])},
+        "isolation": {k: data["isolation"][k] for k in ("used", "limit", "pools", "at_limit")},
+        "spend": {
+            "period": spend["period"].label,
+            "currency": spend["currency"],
+            "total": str(spend["total"]),
+            "tenants": [
+                {
+                    "tenant": r["tenant"]["slug"],
+                    "name": r["tenant"]["name"],
+                    "cost_to_date": str(r["cost"]),
+                    "forecast": str(r["forecast"]),
+                    "monthly_budget": None if r["budget"] is None else str(r["budget"]),
+                }
+                for r in spend["rows"]
+            ],
+            "more_tenants": spend["more"],
+            "more_tenants_cost": str(spend["more_cost"]),
+        },
     }

@@ -31,7 +31,8 @@
       customdata: customdata,
       zmin: 0,
       zmax: 100,
-      colorscale: "Viridis",
+      // Idle GPUs light, busy ones dark; gaps (no telemetry) show the gray plot background.
+      colorscale: [[0, "#f4f8f2"], [0.25, "#c7e9b4"], [0.5, "#41b6c4"], [0.75, "#225ea8"], [1, "#081d58"]],
       hoverongaps: false,
       xgap: h.columns > 200 ? 0 : 1,
       ygap: 1,
@@ -55,14 +56,25 @@
     var layout = {
       margin: { l: 44, r: 10, t: 22, b: 8 },
       font: { size: 11 },
-      plot_bgcolor: "#ced4da",
+      plot_bgcolor: "#adb5bd",
       paper_bgcolor: "rgba(0,0,0,0)",
       xaxis: { showticklabels: false, ticks: "", showgrid: false, zeroline: false, fixedrange: true },
       yaxis: { title: { text: words.gpu }, autorange: "reversed", type: "category", fixedrange: true },
       shapes: shapes,
       annotations: annotations,
     };
-    Plotly.newPlot(el, [trace], layout, { displayModeBar: false, responsive: true });
+    Plotly.newPlot(el, [trace], layout, { displayModeBar: false, responsive: true }).then(function () {
+      if (h.group !== 1 || !words.nodeUrl) {
+        return;
+      }
+      el.style.cursor = "pointer";
+      el.on("plotly_click", function (event) {
+        var id = event.points.length ? h.ids[event.points[0].pointIndex[1]] : null;
+        if (id) {
+          window.location.href = words.nodeUrl.replace("/0/", "/" + id + "/");
+        }
+      });
+    });
   }
 
   if (document.readyState === "loading") {

@@ -265,3 +265,59 @@ def test_isolation_budget_counts_only_the_last_hour(seeded, personas, client):
     html = page(client, personas.platform_admin)
     assert 'data-testid="overview-isolation" data-used="0"' in html
     assert "Nothing isolated automatically in the last hour (4 pools)." in html
+
+
+def test_the_overview_api_answers_the_same_numbers(seeded, personas, api):
+    body = api(personas.platform_admin).get("/api/v1/overview/").json()
+    h100 = expected_states(seeded, "h100")
+    assert {k: v for k, v in body["gpus"]["by_model"][1].items() if k != "model"} == h100
+    assert body["gpus"]["total"] == GPUS * len(seeded.nodes) and body["gpus"]["clusters"] == 2
+    assert body["incidents"] == {"open": 4, "by_severity": {"fatal": 2, "critical": 2, "warning": 0, "info": 0}}
+    assert body["isolation"]["used"] == seeded.auto_isolated
+    team = next(t for t in body["demand"]["tenants"] if t["tenant"] == "a-team")
+    assert team["by_model"] == {
+        MODEL_NAMES["a100"]: {"allocated": 4, "pending": 0},
+        MODEL_NAMES["h100"]: {"allocated": 16, "pending": 8},
+    }
+    spend = {t["tenant"]: t for t in body["spend"]["tenants"]}
+    assert spend["a"]["cost_to_date"] == str(cost_of(seeded, {"a", "a-team"}).quantize(Decimal("0.01")))
+    assert spend["a"]["monthly_budget"] == "1000.00" and spend["b"]["monthly_budget"] is None
+    assert len(body["utilization"]["x"]) == len(seeded.nodes)
+
+
+def test_the_overview_api_keeps_other_tenants_rows_out(seeded, personas, api):
+    body = api(fresh(personas.member_b)).get("/api/v1/overview/").json()
+    assert [t["tenant"] for t in body["demand"]["tenants"]] == ["b"]
+    assert body["demand"]["other_tenants"]["count"] == 2
+    assert [t["tenant"] for t in body["spend"]["tenants"]] == ["b"]
+    assert "Org A" not in str(body) and "Team A1" not in str(body)
+    token = api(token=personas.token_a_raw).get("/api/v1/overview/").json()
+    # A member token on A sees A's rows (a member role does not cover the subtree, as everywhere).
+    assert [t["tenant"] for t in token["demand"]["tenants"]] == ["a"]
+    assert token["demand"]["other_tenants"]["count"] == 2
+    assert api().get("/api/v1/overview/").status_code in (401, 403)
+
+
+def test_shared_figures_are_cached_but_rows_stay_scoped(seeded, personas, client, settings):
+    from apps.core import refcache
+
+    settings.OVERVIEW_CACHE_S = 60
+    for key in [k for k in refcache._entries if k.startswith("overview:")]:
+        refcache.forget(key)
+    page(client, personas.platform_admin)  # fills the cache: the heatmap and every tenant's spend
+    client.force_login(fresh(personas.member_b))
+    with CaptureQueriesContext(connection) as warm:
+        html = client.get(HOME).content.decode()
+    warm_sql = " ".join(q["sql"] for q in warm.captured_queries)
+    assert "jsonb_each" not in warm_sql and "chargeback_usageday" not in warm_sql
+    spend = html[html.index('data-testid="overview-spend"') :]
+    assert re.findall(r'<tr data-tenant="([^"]*)" data-cost="([\d.]+)"', spend) == [
+        ("b", str(cost_of(seeded, {"b"}).quantize(Decimal("0.01"))))
+    ]  # the admin's cached totals, filtered down to the member's own tenant
+    assert "Org A" not in html and "Team A1" not in html
+    settings.OVERVIEW_CACHE_S = 0
+    with CaptureQueriesContext(connection) as cold:
+        client.get(HOME)
+    cold_sql = " ".join(q["sql"] for q in cold.captured_queries)
+    assert "jsonb_each" in cold_sql and "chargeback_usageday" in cold_sql
+    assert len(cold) == len(warm) + 3  # heatmap, usage sums, rate cards
