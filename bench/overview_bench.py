@@ -1,6 +1,7 @@
 """Overview page benchmark: the home page ("/") at 1,024 and 10,240 GPUs.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_ov_bench .venv/bin/python bench/overview_bench.py
+    make bench   (or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_ov_bench \
+                      .venv/bin/python bench/overview_bench.py)
 
 For each fleet size (`BENCH_SIZES`, in nodes of 8 GPUs: 128 and 1,280) the fleet is rebuilt from scratch:
 four simulated clusters (h100 50 %, a100 30 %, l40s 20 %) filled to about 70 % with gangs of whole
@@ -14,10 +15,11 @@ with a monthly budget per organization.
 
 Timed: `GET /` through Django's test client (the server's time: middleware, views, templates; no
 network), as a platform admin and as a tenant member, `BENCH_REPEAT` runs each (30) after one warm-up,
-with the SQL statement count: with `OVERVIEW_CACHE_S=0` (every view computes every panel) and with the
-default 15 s (the heatmap and every tenant's spend shared between views). Baselines in the same run: a
-page with the console's shell only (`/accounts/profile/`) and the fleet health page (`/health/`), which
-reads the same fleet.
+interleaved with the other pages (each round requests every page once, so load from other work on the
+machine hits them alike), with the SQL statement count: with `OVERVIEW_CACHE_S=0` (every view computes
+every panel) and with the default 15 s (the heatmap and every tenant's spend shared between views).
+Baselines in the same run: a page with the console's shell only (`/accounts/profile/`) and the fleet
+health page (`/health/`), which reads the same fleet.
 """
 
 from __future__ import annotations
@@ -284,26 +286,33 @@ def p95_ms(samples: list[float]) -> float:
     return round(sorted(samples)[max(0, int(len(samples) * 0.95) - 1)] * 1000, 1)
 
 
-def time_page(user, url: str, cache_s: int = 0) -> tuple[float, float, int, int]:
+def time_pages(variants: list[tuple[str, object, str, int]]) -> list[tuple[str, float, float, int, int]]:
+    """Time each (label, user, url, OVERVIEW_CACHE_S) `REPEAT` times, interleaved: each round requests every
+    variant once, so a busy neighbour on the shared machine slows them alike. Returns (label, median ms,
+    p95 ms, SQL statements, bytes) per variant."""
     from django.test import Client, override_settings
 
-    with override_settings(OVERVIEW_CACHE_S=cache_s):
-        return _time_page(Client(), user, url)
-
-
-def _time_page(client, user, url: str) -> tuple[float, float, int, int]:
-    client.force_login(user)
-    response = client.get(url)  # warm-up (caches, template loading)
-    assert response.status_code == 200, (url, response.status_code)
-    samples = []
+    clients = []
+    for _label, user, url, cache_s in variants:
+        client = Client()
+        client.force_login(user)
+        with override_settings(OVERVIEW_CACHE_S=cache_s):
+            assert client.get(url).status_code == 200, url  # warm-up: template loading, the cache when on
+        clients.append(client)
+    samples: list[list[float]] = [[] for _ in variants]
     for _ in range(REPEAT):
-        started = time.perf_counter()
-        response = client.get(url)
-        samples.append(time.perf_counter() - started)
-        assert response.status_code == 200
-    with CaptureQueriesContext(connection) as queries:
-        client.get(url)
-    return median_ms(samples), p95_ms(samples), len(queries), len(response.content)
+        for i, (client, (_label, _user, url, cache_s)) in enumerate(zip(clients, variants, strict=True)):
+            with override_settings(OVERVIEW_CACHE_S=cache_s):
+                started = time.perf_counter()
+                response = client.get(url)
+                samples[i].append(time.perf_counter() - started)
+            assert response.status_code == 200
+    out = []
+    for i, (client, (label, _user, url, cache_s)) in enumerate(zip(clients, variants, strict=True)):
+        with override_settings(OVERVIEW_CACHE_S=cache_s), CaptureQueriesContext(connection) as queries:
+            response = client.get(url)
+        out.append((label, median_ms(samples[i]), p95_ms(samples[i]), len(queries), len(response.content)))
+    return out
 
 
 def main() -> None:
@@ -327,14 +336,14 @@ def main() -> None:
         )
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")  # as autovacuum would have by now: the planner sees the seeded tables
-        for label, user, url, cache_s in (
+        variants = [
             ("GET / (overview), platform admin, every view computed", admin, "/", 0),
             ("GET / (overview), tenant member, every view computed", member, "/", 0),
             ("GET / (overview), platform admin, shared figures cached 15 s", admin, "/", 15),
             ("baseline: GET /accounts/profile/ (the shell only)", admin, "/accounts/profile/", 0),
             ("comparison: GET /health/ (fleet health)", admin, "/health/", 0),
-        ):
-            median, p95, queries, size = time_page(user, url, cache_s)
+        ]
+        for label, median, p95, queries, size in time_pages(variants):
             results.append((gpus, label, median, p95, queries, size))
             print(f"  {gpus:>6} GPUs  {label:<62} median {median:>7} ms  p95 {p95:>7} ms  {queries:>3} queries")
     print()

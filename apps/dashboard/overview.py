@@ -286,12 +286,16 @@ def spend_this_month(visible: set[int] | None, tenants: dict[int, dict], now: da
     roots = [t for t in ids if tenants[t]["parent_id"] not in ids]
     paths = {t: info["path"] for t, info in tenants.items()}
     since = max(period.start, now - RUN_RATE_WINDOW)
-    # Every tenant's totals, shared by all viewers for OVERVIEW_CACHE_S; each viewer gets only their roots' rows.
-    total, recent = cached(
-        f"overview:spend:{period.pk}:{since.date()}",
-        lambda: subtree_spend(period, since, paths=paths),
-        ttl=settings.OVERVIEW_CACHE_S,
-    )
+    if settings.OVERVIEW_CACHE_S:
+        # Every tenant's totals, shared by all viewers for a while; each viewer gets only their roots' rows.
+        total, recent = cached(
+            f"overview:spend:{period.pk}:{since.date()}",
+            lambda: subtree_spend(period, since, paths=paths),
+            ttl=settings.OVERVIEW_CACHE_S,
+        )
+    else:  # read only the viewer's subtrees
+        scope = None if visible is None else set(roots)
+        total, recent = subtree_spend(period, since, tenant_ids=scope, paths=paths)
     ranked = sorted(roots, key=lambda t: (-total.get(t, Decimal(0)), tenants[t]["name"]))
     shown = ranked[:TOP_TENANTS]
     budgets = {b.tenant_id: b for b in SpendBudget.objects.filter(tenant_id__in=shown)} if shown else {}
