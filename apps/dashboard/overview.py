@@ -70,11 +70,9 @@ class GpuStates:
         ]
 
 
-def gpu_states(capacity: list[ModelCapacity]) -> tuple[list[GpuStates], GpuStates | None]:
-    """Per-model states and the fleet total (None for an empty fleet)."""
+def gpu_states(capacity: list[ModelCapacity]) -> tuple[list[GpuStates], GpuStates]:
+    """Per-model states and the fleet total (all zero for a fleet without GPU nodes)."""
     rows = [GpuStates.of(cap) for cap in capacity]
-    if not rows:
-        return [], None
     total = GpuStates(
         "", *(sum(getattr(r, f) for r in rows) for f in ("total", "allocated", "free", "cordoned", "unhealthy"))
     )
@@ -373,7 +371,7 @@ def fleet_overview(user, current_tenant=None, now: datetime | None = None) -> di
         "has_clusters": node_count > 0 or Cluster.objects.for_user(user, Action.VIEW).exists(),
         "node_count": node_count,
         "cluster_count": len(heatmap["clusters"]) if heatmap else 0,
-        "allocated_pct": round(states_total.share(states_total.allocated)) if states_total else 0,
+        "allocated_pct": round(states_total.share(states_total.allocated)),
         "states": states,
         "states_total": states_total,
         "fragmentation": [c for c in capacity if c.total],
@@ -403,7 +401,7 @@ def as_json(data: dict) -> dict:
     total = data["states_total"]
     return {
         "gpus": {
-            **(states(total) if total else dict.fromkeys(("total", "allocated", "free", "cordoned", "unhealthy"), 0)),
+            **states(total),
             "nodes": data["node_count"],
             "clusters": data["cluster_count"],
             "by_model": [{"model": s.model, **states(s)} for s in data["states"]],

@@ -321,3 +321,14 @@ def test_shared_figures_are_cached_but_rows_stay_scoped(seeded, personas, client
     cold_sql = " ".join(q["sql"] for q in cold.captured_queries)
     assert "jsonb_each" in cold_sql and "chargeback_usageday" in cold_sql
     assert len(cold) == len(warm) + 3  # heatmap, usage sums, rate cards
+
+
+def test_a_cluster_not_synced_yet_says_so(personas, client, api):
+    from apps.fleet.models import Cluster
+
+    Cluster.objects.create(name="new", kind="simulated")  # no nodes until its first sync
+    html = page(client, personas.platform_admin)
+    assert "No GPU nodes synced yet" in html and "No GPU telemetry yet" in html
+    assert 'data-testid="overview-kpis"' in html
+    body = api(personas.platform_admin).get("/api/v1/overview/").json()
+    assert body["gpus"]["total"] == 0 and body["gpus"]["by_model"] == [] and body["utilization"] is None
