@@ -36,6 +36,7 @@ ALLOWED = {
     "NVIDIA",
     "Grafana",
     "NVLink",
+    "PCIe",
     "SGLang",
     "HAMi",
     # Kubernetes and scheduling terms Chinese operators use as they are (Kueue's Cohort, gang scheduling,
