@@ -12,7 +12,7 @@ from apps.backends.registry import get_backend
 from apps.backends.types import Taint, WorkloadState
 from apps.fleet.models import Node
 from apps.health.models import Incident, IncidentState, IsolationOwner, NodeHealth
-from apps.health.rules import INCIDENT_REASON
+from apps.health.rules import INCIDENT_REASON, OPERATION_DONE
 from apps.health.services.incidents import FAULT_LOOKBACK, add_event, advance_incident
 from apps.operations.runner import OperationFailed, OperationHandler, register
 
@@ -46,7 +46,9 @@ class NodeAction(OperationHandler):
         self.set_progress(80)
         self._advance(self.after_states)
         for incident in self.incidents:
-            add_event(incident, self.actor, "action", f"{self.kind} done (operation #{self.operation.pk})")
+            add_event(
+                incident, self.actor, "action", OPERATION_DONE % {"kind": self.kind, "operation": self.operation.pk}
+            )
         return {"node": self.node.name, **result}
 
     def act(self) -> dict:

@@ -217,10 +217,19 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
 INCIDENT_TITLE = gettext_noop("%(rule)s on %(node)s")
 INCIDENT_REASON = gettext_noop("%(title)s (incident #%(incident)s)")
 AUTOMATIC_REASON = gettext_noop("automatic: %(title)s (incident #%(incident)s)")
-STORED_TEMPLATES = (INCIDENT_TITLE, INCIDENT_REASON, AUTOMATIC_REASON, *(rule.title for rule in DEFAULT_RULES))
+AUTOMATION_STARTED = gettext_noop("automation started %(kind)s as operation #%(operation)s")
+OPERATION_DONE = gettext_noop("%(kind)s done (operation #%(operation)s)")
+STORED_TEMPLATES = (
+    INCIDENT_TITLE,
+    INCIDENT_REASON,
+    AUTOMATIC_REASON,
+    AUTOMATION_STARTED,
+    OPERATION_DONE,
+    *(rule.title for rule in DEFAULT_RULES),
+)
 # "%(rule)s on %(node)s" would match many an English sentence: it counts only when `rule` is a default rule's title.
 STORED_KNOWN = {"rule"}
-STORED_PARAMS = {"node": r"\S+", "incident": r"\d+"}
+STORED_PARAMS = {"node": r"\S+", "incident": r"\d+", "operation": r"\d+", "kind": r"[\w.-]+"}
 
 
 class RuleError(ValueError):

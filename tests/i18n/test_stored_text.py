@@ -56,6 +56,7 @@ def sample_param(name: str) -> str:
         "cluster": "gpu-07",
         "backend_id": "wl12-x",
         "fault": "game day",
+        "kind": "health.cordon",
     }
     return shapes.get(name, "3")
 

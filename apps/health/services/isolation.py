@@ -27,7 +27,7 @@ from apps.health.models import (
     Severity,
     StormAlert,
 )
-from apps.health.rules import AUTOMATIC_REASON
+from apps.health.rules import AUTOMATIC_REASON, AUTOMATION_STARTED
 from apps.health.services.incidents import add_event, advance_incident, set_waiting, transition_incident
 
 BUDGET_WINDOW = timedelta(hours=1)
@@ -193,5 +193,5 @@ def consider_isolation(incident_id: int) -> str:
             params={"node_id": node.pk, "incident_id": incident.pk, "automatic": True},
             reason=reason,
         )
-        add_event(incident, None, "action", f"automation started {kind} as operation #{operation.pk}")
+        add_event(incident, None, "action", AUTOMATION_STARTED % {"kind": kind, "operation": operation.pk})
     return "isolating"
