@@ -33,6 +33,7 @@ from apps.fleet.models import GpuModel
 from apps.tenancy.models import AdmissionState, Tenant
 from apps.tenancy.services.admissions import decide_claim, release_admission, submit_admission
 from apps.tenancy.snapshot import tier_rows
+from apps.workloads import reasons
 from apps.workloads.models import (
     OutboxAction,
     OutboxEntry,
@@ -79,7 +80,8 @@ def _parse(kind: str, data: dict, gpus_per_node: int = 8, known: dict[str, dict]
     try:
         return parse_spec(kind, data, known if known is not None else catalog(), gpus_per_node=gpus_per_node)
     except SpecError as exc:
-        raise InvalidInput(str(exc) or _("Invalid workload spec."), exc.fields) from exc
+        message, fields = exc.translated()
+        raise InvalidInput(message, fields) from exc
 
 
 def _request_hash(kind: str, data: dict) -> str:
@@ -229,7 +231,7 @@ def _decide_and_store(
             _event_row(
                 workload,
                 "submitted",
-                f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
+                reasons.SUBMITTED % {"user": actor.get_username(), "decision": claim.decision, "reason": claim.reason},
             )
         )
         rows.append(
@@ -324,7 +326,7 @@ def cancel_workload(actor, workload: Workload, *, reason: str = "") -> Workload:
         else:
             locked.state = WorkloadState.CANCELLING
             _enqueue(locked, OutboxAction.CANCEL)
-        locked.state_reason = reason or f"cancelled by {actor.get_username()}"
+        locked.state_reason = reason or reasons.CANCELLED_BY % {"user": actor.get_username()}
         locked.save(update_fields=["state", "state_reason", "finished_at", "updated_at"])
         _event(locked, "cancel", locked.state_reason)
         record_event(
@@ -416,12 +418,10 @@ def process_outbox_entry(entry_id: int) -> str:
                 backend_spec.manifest = _kubernetes_manifest(workload, parsed)
             result = backend.submit(backend_spec)
             with transaction.atomic():
-                _event(
-                    workload,
-                    "backend",
-                    f"submitted to {workload.cluster.name} as {result.backend_id}: "
-                    f"{result.state.value} {result.reason}".strip(),
-                )
+                where = {"cluster": workload.cluster.name, "backend_id": result.backend_id}
+                where.update(backend_state=result.state.value, reason=result.reason)
+                line = reasons.SUBMITTED_TO_WHY if (result.reason or "").strip() else reasons.SUBMITTED_TO
+                _event(workload, "backend", (line % where).strip())
                 _set_state(workload, _map_state(result.state, workload.state), result.reason)
                 _finish_entry(entry, "done")
             return "submitted"
@@ -466,14 +466,15 @@ def _backend_failed(entry: OutboxEntry, workload: Workload, exc: BackendError) -
             next_attempt_at=timezone.now() + timedelta(seconds=delay),
             claimed_at=None,
         )
-        _event(workload, "backend-retry", f"{exc} (retry {entry.attempts + 1} in {delay} s)")
+        retry = {"error": exc, "attempt": entry.attempts + 1, "delay": delay}
+        _event(workload, "backend-retry", reasons.BACKEND_RETRY % retry)
         return "retry"
     with transaction.atomic():
         OutboxEntry.objects.filter(pk=entry.pk).update(
             status=OutboxStatus.FAILED, last_error=str(exc)[:2000], done_at=timezone.now()
         )
         if entry.action == OutboxAction.SUBMIT:
-            _set_state(workload, WorkloadState.FAILED, f"backend refused it: {exc}")
+            _set_state(workload, WorkloadState.FAILED, reasons.BACKEND_REFUSED % {"error": exc})
     return "failed"
 
 
@@ -501,7 +502,8 @@ def _set_state(workload: Workload, state: str, reason: str = "", placements=None
     if Workload.objects.filter(pk=workload.pk, state=workload.state).update(**fields) != 1:
         return
     if workload.state != state:
-        _event(workload, "state", f"{workload.state} → {state}{': ' + reason if reason else ''}")
+        change = {"from_state": workload.state, "to_state": state, "reason": reason}
+        _event(workload, "state", (reasons.STATE_CHANGED_WHY if reason else reasons.STATE_CHANGED) % change)
     for key, value in fields.items():
         setattr(workload, key, value)
     if state in WorkloadState.terminal() and workload.admission_id:
@@ -527,9 +529,9 @@ def _maybe_requeue(workload: Workload) -> None:
         backend_name=_backend_name(workload, workload.requeues + 1),
         state=WorkloadState.PENDING,
         finished_at=None,
-        state_reason=f"requeued after preemption: {claim.reason}"[:500],
+        state_reason=(reasons.REQUEUED_AFTER_PREEMPTION % {"reason": claim.reason})[:500],
     )
-    _event(workload, "requeue", f"requeued ({workload.requeues + 1} of {retries})")
+    _event(workload, "requeue", reasons.REQUEUED % {"run": workload.requeues + 1, "retries": retries})
 
 
 def placed_on_node(cluster_id: int, node: str, *, gpus: set[int] | None = None, ended_since=None) -> list[Workload]:
@@ -578,7 +580,7 @@ def requeue_after_fault(actor, workload: Workload, *, reason: str) -> Workload |
         locked.backend_name = _backend_name(locked, locked.requeues)
         locked.state, locked.started_at, locked.finished_at = WorkloadState.PENDING, None, None
         locked.placements = []
-        locked.state_reason = f"requeued after a GPU fault ({reason}); admission: {claim.reason}"[:500]
+        locked.state_reason = (reasons.REQUEUED_AFTER_FAULT % {"fault": reason, "reason": claim.reason})[:500]
         locked.save(
             update_fields=[
                 "requeues",
@@ -592,7 +594,7 @@ def requeue_after_fault(actor, workload: Workload, *, reason: str) -> Workload |
                 "updated_at",
             ]
         )
-        _event(locked, "requeue", f"requeued after a GPU fault (run {locked.requeues + 1}): {reason}")
+        _event(locked, "requeue", reasons.REQUEUED_FAULT_EVENT % {"run": locked.requeues + 1, "reason": reason})
         record_event(
             actor,
             "workload.requeue",
@@ -645,11 +647,11 @@ def carry_out_reclaims() -> int:
         with transaction.atomic():
             if (
                 Workload.objects.filter(pk=workload.pk, state=workload.state).update(
-                    state=WorkloadState.CANCELLING, state_reason="preempted to give a lender its guarantee back"
+                    state=WorkloadState.CANCELLING, state_reason=reasons.PREEMPTED_FOR_LENDER
                 )
                 == 1
             ):
-                _event(workload, "preempt", "reclaimed by the queue it borrowed from")
+                _event(workload, "preempt", reasons.RECLAIMED)
                 _enqueue(workload, OutboxAction.PREEMPT)
                 count += 1
     return count
@@ -700,7 +702,7 @@ def reconcile_workloads() -> int:
             if status is None:
                 continue
             if status.state == BackendState.UNKNOWN:
-                new_state, reason = WorkloadState.FAILED, "the backend no longer knows this workload"
+                new_state, reason = WorkloadState.FAILED, reasons.BACKEND_FORGOT
             else:
                 new_state, reason = _map_state(status.state, workload.state), status.reason
             placements = [{"node": p.node, "gpus": p.gpu_indexes} for p in status.placements]
