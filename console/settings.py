@@ -240,6 +240,10 @@ API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 6
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
 # GPU models and priority tiers are re-read at most this often per process (0: on every use).
 REFERENCE_CACHE_S = env_int("REFERENCE_CACHE_S", 5, minimum=0)
+# The overview's fleet-wide figures every viewer shares (the utilization heatmap, every tenant's spend this
+# month) are recomputed at most this often per process (0: on every page view). Telemetry and metering
+# change them every 15 and 60 s; tenant rows are filtered per viewer after the cache.
+OVERVIEW_CACHE_S = env_int("OVERVIEW_CACHE_S", 15, minimum=0)
 # Chargeback: the currency rate cards and statements are in, and what counts as an idle GPU minute.
 CHARGEBACK_CURRENCY = env_str("CHARGEBACK_CURRENCY", "USD")
 CHARGEBACK_IDLE_UTILIZATION_PCT = env_int("CHARGEBACK_IDLE_UTILIZATION_PCT", 5, minimum=0, maximum=100)

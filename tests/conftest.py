@@ -22,6 +22,7 @@ def pytest_configure(config):
     # Each test builds its own fleet: capacity must be read fresh, not from another test's cache.
     settings.ADMISSION_CAPACITY_CACHE_S = 0
     settings.REFERENCE_CACHE_S = 0
+    settings.OVERVIEW_CACHE_S = 0
 
 
 def set_celery_eager(value: bool) -> None:

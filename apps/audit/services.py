@@ -62,27 +62,56 @@ def record_event(
     target_label: str | None = None,
 ) -> AuditEvent:
     """Append one audit event. Must run inside the caller's transaction so the change and its record commit together."""
+    return insert_row(
+        audit_row(
+            actor,
+            action,
+            target,
+            tenant=tenant,
+            reason=reason,
+            before=before,
+            after=after,
+            target_type=target_type,
+            target_id=target_id,
+            target_label=target_label,
+        )
+    )
+
+
+def audit_row(
+    actor,
+    action: str,
+    target: models.Model | None = None,
+    *,
+    tenant=None,
+    reason: str = "",
+    before: dict | None = None,
+    after: dict | None = None,
+    target_type: str | None = None,
+    target_id: str | None = None,
+    target_label: str | None = None,
+) -> AuditEvent:
+    """The event `record_event` would append, unsaved: for a service that writes its rows in one statement
+    (`apps.core.inserts.insert_rows`) inside its transaction."""
     if not connection.in_atomic_block:
-        raise RuntimeError("record_event must be called inside the service's transaction.atomic() block")
+        raise RuntimeError("audit events must be written inside the service's transaction.atomic() block")
     if target is not None:
         target_type = target_type or target._meta.label_lower
         target_id = target_id or str(target.pk)
         target_label = target_label or str(target)[:300]
-    return insert_row(
-        AuditEvent(
-            time=timezone.now(),
-            actor=actor if getattr(actor, "pk", None) else None,
-            actor_label=actor_label(actor),
-            token=getattr(actor, "api_token", None),
-            action=action,
-            target_type=target_type or "",
-            target_id=target_id or "",
-            target_label=target_label or "",
-            tenant=tenant,
-            tenant_label=tenant.slug if tenant is not None else "",
-            reason=reason,
-            before=_jsonable(before) if before is not None else None,
-            after=_jsonable(after) if after is not None else None,
-            request_id=get_request_id(),
-        )
+    return AuditEvent(
+        time=timezone.now(),
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_label=actor_label(actor),
+        token=getattr(actor, "api_token", None),
+        action=action,
+        target_type=target_type or "",
+        target_id=target_id or "",
+        target_label=target_label or "",
+        tenant=tenant,
+        tenant_label=tenant.slug if tenant is not None else "",
+        reason=reason,
+        before=_jsonable(before) if before is not None else None,
+        after=_jsonable(after) if after is not None else None,
+        request_id=get_request_id(),
     )

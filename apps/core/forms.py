@@ -12,7 +12,12 @@ def apply_service_error(form: forms.Form, exc: ServiceError) -> None:
     for field, messages in exc.fields.items():
         target = field if field in form.fields else None
         for message in messages:
-            form.add_error(target, message if target else f"{field}: {message}")
+            if target:
+                form.add_error(target, message)
+            else:
+                # The input's own name for the field leads ("image", "sharing.mig_profile"): a code, quoted in Chinese.
+                shown = pgettext("a field the form does not show, and its message", "%(field)s: %(message)s")
+                form.add_error(None, shown % {"field": field, "message": message})
             placed = True
     # The message says what happened ("bob already has a role there"); field notes say where. A generic headline
     # ("Invalid quota.") adds nothing to them; in every language it starts with the word translated here.

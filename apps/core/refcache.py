@@ -17,10 +17,11 @@ T = TypeVar("T")
 _entries: dict[str, tuple[float, object]] = {}
 
 
-def cached(key: str, load: Callable[[], T]) -> T:
+def cached(key: str, load: Callable[[], T], ttl: float | None = None) -> T:
+    """`load()`'s result, reused for `ttl` seconds (default `REFERENCE_CACHE_S`; 0: always loaded afresh)."""
     now = time.monotonic()
     hit = _entries.get(key)
-    if hit is None or now - hit[0] >= settings.REFERENCE_CACHE_S:
+    if hit is None or now - hit[0] >= (settings.REFERENCE_CACHE_S if ttl is None else ttl):
         hit = (now, load())
         _entries[key] = hit
     return hit[1]  # type: ignore[return-value]

@@ -1,4 +1,4 @@
-"""Capacity and fragmentation per GPU model, from node-level counts (one row per node, never per GPU).
+"""Capacity and fragmentation per GPU model, from node-level counts grouped in SQL (never a row per GPU).
 
 Free GPUs are only useful if a workload's shape fits them: 16 free H100s spread one or two per
 node cannot run a 2 × 8 gang. So next to the totals we report whole free nodes and the largest
@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from django.db.models import Count, F, Max, Q, Sum, Value
+from django.db.models.functions import Greatest
 from django.utils.translation import gettext
 
 from apps.fleet.models import Node, NodeState
@@ -54,49 +56,63 @@ class ModelCapacity:
 
 
 def capacity_by_model(nodes=None, cluster=None) -> list[ModelCapacity]:
-    """Aggregate node counts into per-model capacity. `nodes` is a Node queryset (defaults to all)."""
+    """Per-model capacity of `nodes` (a Node queryset, default all), from one grouped query.
+
+    Nodes are grouped in SQL by cluster, model, leaf switch and size (a few hundred groups for 1,280
+    nodes), with the free, whole-free and stranded counts summed per group; the groups are folded into
+    models here. The most common node size wins ties towards the larger size.
+    """
     qs = nodes if nodes is not None else Node.objects.all()
     if cluster is not None:
         qs = qs.filter(cluster=cluster)
-    rows = qs.exclude(state=NodeState.VANISHED).values_list(
-        "gpu_model_id",
-        "gpu_model__name",
-        "leaf_switch",
-        "state",
-        "unschedulable",
-        "gpu_count",
-        "gpu_allocatable",
-        "gpu_allocated",
-        "gpu_unhealthy",
+    out_of_service = Q(unschedulable=True) | ~Q(state=NodeState.READY)
+    in_service = ~out_of_service
+    # What new work could use on a node: allocatable (unhealthy GPUs are left out) minus allocated.
+    free = Greatest(F("gpu_allocatable") - F("gpu_allocated"), Value(0))
+    whole = in_service & Q(gpu_allocatable=F("gpu_count") + F("gpu_allocated"))  # free == count
+    rows = (
+        qs.exclude(state=NodeState.VANISHED)
+        .filter(gpu_count__gt=0)
+        .order_by()
+        .values("cluster_id", "gpu_model_id", "gpu_model__name", "leaf_switch", "gpu_count")
+        .annotate(
+            n=Count("id"),
+            total=Sum("gpu_count"),
+            allocatable=Sum("gpu_allocatable"),
+            allocated=Sum("gpu_allocated"),
+            unhealthy=Sum("gpu_unhealthy"),
+            cordoned=Sum("gpu_count", filter=out_of_service, default=0),
+            free=Sum(free, filter=in_service, default=0),
+            max_free=Max(free, filter=in_service, default=0),
+            whole=Count("id", filter=whole),
+            stranded=Sum(free, filter=in_service & ~whole, default=0),
+        )
     )
     by_model: dict[int | None, ModelCapacity] = {}
+    # Whole free nodes per (cluster, leaf switch): two clusters' switches may share a name, never a gang.
     leaf_whole: dict[int | None, Counter] = defaultdict(Counter)
-    for model_id, model_name, leaf, state, unschedulable, count, allocatable, allocated, unhealthy in rows:
-        if count == 0:
-            continue
+    for row in rows:
+        model_id = row["gpu_model_id"]
         cap = by_model.get(model_id)
         if cap is None:
-            cap = by_model[model_id] = ModelCapacity(gpu_model=model_name or "unknown", gpu_model_id=model_id)
-        cap.nodes += 1
-        cap.total += count
-        cap.allocatable += allocatable
-        cap.allocated += allocated
-        cap.unhealthy += unhealthy
-        cap._sizes[count] += 1
-        if unschedulable or state != NodeState.READY:
-            cap.cordoned += count
-            continue
-        free = max(allocatable - allocated, 0)  # allocatable already leaves unhealthy GPUs out
-        cap.free += free
-        cap.largest_free_on_one_node = max(cap.largest_free_on_one_node, free)
-        if free == count:  # a whole node: every GPU healthy and free
-            cap.whole_free_nodes += 1
-            leaf_whole[model_id][leaf or "(none)"] += 1
-        else:
-            cap.stranded += free
+            name = row["gpu_model__name"] or "unknown"
+            cap = by_model[model_id] = ModelCapacity(gpu_model=name, gpu_model_id=model_id)
+        cap.nodes += row["n"]
+        cap.total += row["total"]
+        cap.allocatable += row["allocatable"]
+        cap.allocated += row["allocated"]
+        cap.unhealthy += row["unhealthy"]
+        cap.cordoned += row["cordoned"]
+        cap.free += row["free"]
+        cap.stranded += row["stranded"]
+        cap.whole_free_nodes += row["whole"]
+        cap.largest_free_on_one_node = max(cap.largest_free_on_one_node, row["max_free"])
+        cap._sizes[row["gpu_count"]] += row["n"]
+        if row["whole"]:
+            leaf_whole[model_id][(row["cluster_id"], row["leaf_switch"] or "(none)")] += row["whole"]
     for model_id, cap in by_model.items():
-        cap.gpus_per_node = cap._sizes.most_common(1)[0][0]
+        cap.gpus_per_node = max(cap._sizes.items(), key=lambda item: (item[1], item[0]))[0]
         if leaf_whole[model_id]:
-            leaf, count = max(leaf_whole[model_id].items(), key=lambda item: (item[1], item[0]))
+            (_cluster, leaf), count = max(leaf_whole[model_id].items(), key=lambda item: (item[1], item[0]))
             cap.largest_gang_leaf, cap.largest_gang_leaf_switch = count, leaf
     return sorted(by_model.values(), key=lambda c: c.gpu_model)

@@ -15,6 +15,7 @@ from apps.backends.registry import get_backend
 from apps.backends.types import Taint, WorkloadState
 from apps.fleet.models import Node
 from apps.health.models import Incident, IncidentState, IsolationOwner, NodeHealth
+from apps.health.rules import INCIDENT_REASON, OPERATION_DONE
 from apps.health.services.incidents import FAULT_LOOKBACK, add_event, advance_incident
 from apps.operations.runner import OperationFailed, OperationHandler, register
 
@@ -50,7 +51,9 @@ class NodeAction(OperationHandler):
         self.set_progress(80)
         self._advance(self.after_states)
         for incident in self.incidents:
-            add_event(incident, self.actor, "action", f"{self.kind} done (operation #{self.operation.pk})")
+            add_event(
+                incident, self.actor, "action", OPERATION_DONE % {"kind": self.kind, "operation": self.operation.pk}
+            )
         # The incidents it moved along: the operation's page links to them.
         return {"node": self.node.name, "incidents": [i.pk for i in self.incidents], **result}
 
@@ -95,7 +98,7 @@ class NodeAction(OperationHandler):
             status = statuses.get(workload.backend_name)
             if status is not None and status.state in _DEAD:
                 self.credit_lost_runs([workload.backend_name], at=status.finished_at)
-                why = f"{self.incidents[0].title} (incident #{self.incidents[0].pk})"
+                why = INCIDENT_REASON % {"title": self.incidents[0].title, "incident": self.incidents[0].pk}
                 if requeue_after_fault(self.actor, workload, reason=why) is not None:
                     requeued.append(str(workload))
                     for incident in self.incidents:
@@ -120,7 +123,7 @@ class NodeAction(OperationHandler):
                 cluster=self.node.cluster,
                 backend_ids=backend_ids,
                 interrupted_at=at or backend_now(self.node.cluster),
-                reason=f"{incident.title} (incident #{incident.pk})",
+                reason=INCIDENT_REASON % {"title": incident.title, "incident": incident.pk},
                 incident_ref=f"#{incident.pk}",
                 incident_url=reverse("health:incident_detail", args=[incident.pk]),
             )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
@@ -16,7 +16,6 @@ from apps.fleet.models import Node, NodePool, NodeState
 from apps.health.models import (
     SEVERITY_RANK,
     Incident,
-    IsolationPolicy,
     NodeHealth,
     NodeRollup,
     Rule,
@@ -54,10 +53,48 @@ def gpu_states(firing: list[str], severities: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def fleet_summary(nodes) -> dict:
-    """GPUs by health state, nodes by status, open incidents by severity, isolation budget per pool."""
+def open_incidents_by_severity(nodes) -> list[tuple[str, int]]:
+    """[(severity, open incidents on `nodes`)], worst first, every severity listed (one grouped query)."""
+    rows = Incident.objects.open().filter(node__in=nodes).values_list("severity").annotate(n=Count("id"))
+    by_severity = dict(rows.values_list("severity", "n"))
+    return [(s, by_severity.get(s, 0)) for s in ("fatal", "critical", "warning", "info")]
+
+
+def isolation_budgets(nodes) -> list[dict]:
+    """Each pool of `nodes`: nodes isolated automatically in the budget window, the limit, its size and policy.
+
+    Pool sizes and use are one grouped query over `nodes`; the pools with their policies one more.
+    """
     from apps.health.services.isolation import BUDGET_WINDOW, budget_limit, default_policy
 
+    since = timezone.now() - BUDGET_WINDOW
+    counts = {
+        pool_id: (size, used)
+        for pool_id, size, used in nodes.filter(pool__isnull=False)
+        .values("pool_id")
+        .annotate(
+            size=Count("id", filter=~Q(state=NodeState.VANISHED), distinct=True),
+            used=Count("incidents__node_id", filter=Q(incidents__auto_isolated_at__gte=since), distinct=True),
+        )
+        .filter(size__gt=0)
+        .values_list("pool_id", "size", "used")
+    }
+    default = None
+    budgets = []
+    for pool in NodePool.objects.filter(id__in=counts).select_related("cluster", "isolation_policy"):
+        policy = getattr(pool, "isolation_policy", None)
+        if policy is None:
+            default = default or default_policy()
+            policy = default
+        size, used = counts[pool.pk]
+        budgets.append(
+            {"pool": pool, "used": used, "limit": budget_limit(policy, size), "nodes": size, "policy": policy}
+        )
+    return budgets
+
+
+def fleet_summary(nodes) -> dict:
+    """GPUs by health state, nodes by status, open incidents by severity, isolation budget per pool."""
     severities = rule_severities()
     gpus: Counter = Counter()
     statuses: Counter = Counter()
@@ -78,36 +115,11 @@ def fleet_summary(nodes) -> dict:
         for severity in bad.values():
             gpus[severity] += 1
     open_incidents = Incident.objects.open().filter(node__in=nodes)
-    by_severity = dict(open_incidents.values_list("severity").annotate(n=Count("id")).values_list("severity", "n"))
-    since = timezone.now() - BUDGET_WINDOW
-    used = dict(
-        Incident.objects.filter(node__in=nodes, auto_isolated_at__gte=since)
-        .values("node__pool_id")
-        .annotate(n=Count("node_id", distinct=True))
-        .values_list("node__pool_id", "n")
-    )
-    sizes = dict(
-        nodes.exclude(state=NodeState.VANISHED).values("pool_id").annotate(n=Count("id")).values_list("pool_id", "n")
-    )
-    budgets = []
-    default = default_policy()
-    policies = {p.pool_id: p for p in IsolationPolicy.objects.filter(pool_id__in=[p for p in sizes if p])}
-    for pool in NodePool.objects.filter(id__in=[p for p in sizes if p]).select_related("cluster"):
-        policy = policies.get(pool.pk, default)
-        budgets.append(
-            {
-                "pool": pool,
-                "used": used.get(pool.pk, 0),
-                "limit": budget_limit(policy, sizes[pool.pk]),
-                "nodes": sizes[pool.pk],
-                "policy": policy,
-            }
-        )
     return {
         "gpus": [(state, gpus.get(state, 0)) for state in GPU_STATES],
         "statuses": sorted(statuses.items()),
-        "incidents_by_severity": [(s, by_severity.get(s, 0)) for s in ("fatal", "critical", "warning", "info")],
-        "budgets": budgets,
+        "incidents_by_severity": open_incidents_by_severity(nodes),
+        "budgets": isolation_budgets(nodes),
         "sources": TelemetrySource.objects.select_related("cluster"),
         "open_incidents": open_incidents.select_related("node__cluster")[:15],
     }

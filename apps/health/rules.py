@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from apps.core.text import gettext_noop
+
 SEVERITIES = ("info", "warning", "critical", "fatal")
 ACTIONS = ("record", "alert", "cordon", "drain", "request-reset", "request-rma")
 KINDS = ("xid", "threshold", "increase", "rate", "bitmask", "gpu-missing", "exporter-down")
@@ -68,7 +70,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "xid-fatal",
         "xid",
-        "Fatal XID: GPU off the bus, NVLink failure (reboot, then support)",
+        gettext_noop("Fatal XID: GPU off the bus, NVLink failure (reboot, then support)"),
         "xid",
         {"metric": XID, "codes": _xid_codes(61, 74, 79, (144, 150))},
         "fatal",
@@ -77,7 +79,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "xid-reset",
         "xid",
-        "XID that needs a GPU reset (ECC, GSP, init, row-remap failure)",
+        gettext_noop("XID that needs a GPU reset (ECC, GSP, init, row-remap failure)"),
         "xid",
         {"metric": XID, "codes": _xid_codes(48, 62, 64, 95, 119, 120, 136, 140, 143, 155, 158)},
         "critical",
@@ -86,7 +88,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "xid-application",
         "xid",
-        "Application XID (isolates only when it repeats)",
+        gettext_noop("Application XID (isolates only when it repeats)"),
         "xid",
         {
             "metric": XID,
@@ -101,7 +103,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "xid-informational",
         "xid",
-        "Informational XID (page retired, SBE interrupts)",
+        gettext_noop("Informational XID (page retired, SBE interrupts)"),
         "xid",
         {"metric": XID, "codes": _xid_codes(63, 92, 121, 157)},
         "info",
@@ -110,7 +112,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "ecc-dbe-volatile",
         "ecc-dbe",
-        "Volatile double-bit ECC errors",
+        gettext_noop("Volatile double-bit ECC errors"),
         "threshold",
         {"metrics": ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"], "op": ">", "value": 0},
         "critical",
@@ -119,7 +121,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "row-remap-failure",
         "row-remap-failure",
-        "Row remapping failed (RMA criterion once the field diagnostic confirms)",
+        gettext_noop("Row remapping failed (RMA criterion once the field diagnostic confirms)"),
         "threshold",
         {"metrics": ["DCGM_FI_DEV_ROW_REMAP_FAILURE"], "op": ">", "value": 0},
         "critical",
@@ -128,7 +130,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "retired-pages",
         "retired-pages",
-        "Retired pages at the limit (63)",
+        gettext_noop("Retired pages at the limit (63)"),
         "threshold",
         {"metrics": ["DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_RETIRED_DBE"], "op": ">=", "value": 63},
         "critical",
@@ -137,7 +139,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "nvlink-replay-recovery",
         "nvlink",
-        "NVLink replay or recovery errors",
+        gettext_noop("NVLink replay or recovery errors"),
         "increase",
         {
             "metrics": ["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"],
@@ -149,7 +151,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "nvlink-crc",
         "nvlink",
-        "NVLink CRC errors at 100/s or more",
+        gettext_noop("NVLink CRC errors at 100/s or more"),
         "rate",
         {
             "metrics": [
@@ -166,7 +168,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "pcie-replay",
         "pcie-replay",
-        "PCIe replays above 8 per minute",
+        gettext_noop("PCIe replays above 8 per minute"),
         "rate",
         {"metrics": ["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"], "per": "minute", "op": ">", "value": 8},
         "warning",
@@ -175,7 +177,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "thermal-slowdown",
         "thermal",
-        "Thermal slowdown (HW or SW thermal clock event)",
+        gettext_noop("Thermal slowdown (HW or SW thermal clock event)"),
         "bitmask",
         {"metric": CLOCK_EVENTS, "mask": 0x40 | 0x20},
         "warning",
@@ -184,7 +186,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "power-brake",
         "power-brake",
-        "HW power brake slowdown",
+        gettext_noop("HW power brake slowdown"),
         "bitmask",
         {"metric": CLOCK_EVENTS, "mask": 0x80},
         "warning",
@@ -193,7 +195,7 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "gpu-missing",
         "gpu-missing",
-        "A GPU of the node is missing from its exporter",
+        gettext_noop("A GPU of the node is missing from its exporter"),
         "gpu-missing",
         {},
         "critical",
@@ -202,13 +204,32 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         "exporter-down",
         "exporter-down",
-        "The node's DCGM exporter stopped answering",
+        gettext_noop("The node's DCGM exporter stopped answering"),
         "exporter-down",
         {"after_failures": 2},
         "warning",
         "alert",
     ),
 )
+
+# Stored in English (a rule's title, an incident's title, reasons that name an incident) and shown in the reader's
+# language by recognising these templates (apps/core/stored_text.py); a custom rule's title stays as written.
+INCIDENT_TITLE = gettext_noop("%(rule)s on %(node)s")
+INCIDENT_REASON = gettext_noop("%(title)s (incident #%(incident)s)")
+AUTOMATIC_REASON = gettext_noop("automatic: %(title)s (incident #%(incident)s)")
+AUTOMATION_STARTED = gettext_noop("automation started %(kind)s as operation #%(operation)s")
+OPERATION_DONE = gettext_noop("%(kind)s done (operation #%(operation)s)")
+STORED_TEMPLATES = (
+    INCIDENT_TITLE,
+    INCIDENT_REASON,
+    AUTOMATIC_REASON,
+    AUTOMATION_STARTED,
+    OPERATION_DONE,
+    *(rule.title for rule in DEFAULT_RULES),
+)
+# "%(rule)s on %(node)s" would match many an English sentence: it counts only when `rule` is a default rule's title.
+STORED_KNOWN = {"rule"}
+STORED_PARAMS = {"node": r"\S+", "incident": r"\d+", "operation": r"\d+", "kind": r"[\w.-]+"}
 
 
 class RuleError(ValueError):

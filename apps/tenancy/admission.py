@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from apps.core.text import gettext_noop
+
 UNLIMITED = math.inf
 
 
@@ -179,6 +181,69 @@ def _common_depth(a: str, b: str) -> int:
     return depth
 
 
+# Reasons are stored in English (Admission.reason, a workload's state_reason), the API returns them as they are
+# and apps/observability/reasons.py sorts them by their words. Pages translate them by recognising these
+# templates (STORED_TEMPLATES, apps/core/stored_text.py): change a reason here, not in an f-string.
+NOT_IN_QUOTA = gettext_noop("GPU model %(model)s is not in queue %(queue)s's quota")
+NO_GPUS = gettext_noop("a request needs at least one GPU")
+NEVER_FITS = gettext_noop("needs %(gpus)s, more than it can ever get: %(why)s")
+CEILING_NO_BORROW = gettext_noop("tier %(tier)s never borrows and the guarantee is %(guaranteed)s")
+CEILING = gettext_noop("the queue holds at most %(guaranteed)s guaranteed + %(limit)s borrowed")
+UNLIMITED_LIMIT = gettext_noop("unlimited")
+OVER_USER_CAP = gettext_noop("needs %(need)s GPUs; the per-user cap is %(cap)s")
+AT_USER_CAP = gettext_noop("per-user cap: %(user)s holds %(used)s of %(cap)s")
+HEAD = gettext_noop("needs %(gpus)s; %(free)s free within guarantee")
+NO_CAPACITY = gettext_noop("%(head)s; capacity: only %(capacity)s %(model)s free in the fleet")
+WITHIN_GUARANTEE = gettext_noop("within guarantee (%(used)s of %(guaranteed)s)")
+RECLAIMING = gettext_noop("%(head)s; %(lent)s lent out: reclaiming %(amount)s")
+WAITING_FOR_LENT = gettext_noop("%(head)s; waiting for %(amount)s lent GPUs to come back")
+TIER_NEVER_BORROWS = gettext_noop("%(head)s; tier %(tier)s never borrows")
+BORROW_LIMIT = gettext_noop("%(head)s; borrow limit reached (%(borrowed)s of %(limit)s borrowed)")
+BORROWING_BLOCKED = gettext_noop("%(head)s; borrowing blocked: %(why)s")
+NO_LENDER = gettext_noop("no other queue has a guarantee to lend")
+LENDERS_AT_LIMIT = gettext_noop("lenders at their lend limit")
+ALL_LENT = gettext_noop("every lender's unused guarantee is already lent or in use")
+ONLY_LENDABLE = gettext_noop("only %(total)s lendable")
+BORROWS = gettext_noop("%(free)s within guarantee + %(borrow)s borrowed")
+BEHIND = gettext_noop("waiting behind earlier work in this queue")
+VICTIMS_TAKEN = gettext_noop("%(reason)s (victims already being reclaimed)")
+STORED_TEMPLATES = (
+    NOT_IN_QUOTA,
+    NO_GPUS,
+    NEVER_FITS,
+    CEILING_NO_BORROW,
+    CEILING,
+    UNLIMITED_LIMIT,
+    OVER_USER_CAP,
+    AT_USER_CAP,
+    HEAD,
+    NO_CAPACITY,
+    WITHIN_GUARANTEE,
+    RECLAIMING,
+    WAITING_FOR_LENT,
+    TIER_NEVER_BORROWS,
+    BORROW_LIMIT,
+    BORROWING_BLOCKED,
+    NO_LENDER,
+    LENDERS_AT_LIMIT,
+    ALL_LENT,
+    ONLY_LENDABLE,
+    BORROWS,
+    BEHIND,
+    VICTIMS_TAKEN,
+)
+# What each parameter looks like, so that a reason is split where it was joined ("%(head)s; %(lent)s lent out").
+_NUMBER = r"-?\d+(?:\.\d+)?"
+STORED_PARAMS = {
+    **dict.fromkeys(
+        ("free", "lent", "amount", "capacity", "used", "guaranteed", "borrowed", "total", "borrow", "need", "cap"),
+        _NUMBER,
+    ),
+    "limit": rf"{_NUMBER}|{UNLIMITED_LIMIT}",
+}
+STORED_KNOWN = {"head", "why"}  # always reasons of their own (HEAD, NO_LENDER, ...)
+
+
 def _gpus(snapshot: Snapshot, model: str, n: float) -> str:
     return f"{int(n)} × {snapshot.model_names.get(model, model)}"
 
@@ -190,33 +255,35 @@ def decide(snapshot: Snapshot, request: Request) -> Result:
     model = snapshot.model_names.get(request.model, request.model)
     need = request.gpus
     if quota is None:
-        return Result(Decision.REJECT, f"GPU model {model} is not in queue {name}'s quota")
+        return Result(Decision.REJECT, NOT_IN_QUOTA % {"model": model, "queue": name})
     if need <= 0:
-        return Result(Decision.REJECT, "a request needs at least one GPU")
+        return Result(Decision.REJECT, NO_GPUS)
     ceiling = quota.guaranteed if not request.tier.may_borrow else quota.max_total
     if need > ceiling:
         if not request.tier.may_borrow:
-            why = f"tier {request.tier.name} never borrows and the guarantee is {quota.guaranteed}"
+            why = CEILING_NO_BORROW % {"tier": request.tier.name, "guaranteed": quota.guaranteed}
         else:
-            limit = "unlimited" if quota.borrow_limit == UNLIMITED else int(quota.borrow_limit)
-            why = f"the queue holds at most {quota.guaranteed} guaranteed + {limit} borrowed"
-        return Result(
-            Decision.REJECT, f"needs {_gpus(snapshot, request.model, need)}, more than it can ever get: {why}"
-        )
+            limit = UNLIMITED_LIMIT if quota.borrow_limit == UNLIMITED else int(quota.borrow_limit)
+            why = CEILING % {"guaranteed": quota.guaranteed, "limit": limit}
+        return Result(Decision.REJECT, NEVER_FITS % {"gpus": _gpus(snapshot, request.model, need), "why": why})
     if need > quota.per_user_limit:
-        return Result(Decision.REJECT, f"needs {need} GPUs; the per-user cap is {int(quota.per_user_limit)}")
+        return Result(Decision.REJECT, OVER_USER_CAP % {"need": need, "cap": int(quota.per_user_limit)})
     if request.user and quota.per_user_limit != UNLIMITED:
         used = snapshot.user_used[(request.queue, request.model, request.user)]
         if used + need > quota.per_user_limit:
-            return Result(Decision.QUEUE, f"per-user cap: {request.user} holds {used} of {int(quota.per_user_limit)}")
+            return Result(
+                Decision.QUEUE, AT_USER_CAP % {"user": request.user, "used": used, "cap": int(quota.per_user_limit)}
+            )
 
     free = quota.free_in_guarantee
     capacity = snapshot.capacity(request.model)
-    head = f"needs {_gpus(snapshot, request.model, need)}; {free} free within guarantee"
+    head = HEAD % {"gpus": _gpus(snapshot, request.model, need), "free": free}
     if need <= free:
         if need > capacity:
-            return Result(Decision.QUEUE, f"{head}; capacity: only {int(capacity)} {model} free in the fleet")
-        return Result(Decision.ADMIT, f"within guarantee ({quota.own_used + need} of {quota.guaranteed})")
+            return Result(Decision.QUEUE, NO_CAPACITY % {"head": head, "capacity": int(capacity), "model": model})
+        return Result(
+            Decision.ADMIT, WITHIN_GUARANTEE % {"used": quota.own_used + need, "guaranteed": quota.guaranteed}
+        )
 
     # Guarantee lent out comes back before anything is borrowed (whatever the tier), so a queue never
     # borrows while its own guarantee is lent: own use + lent never exceeds the guarantee.
@@ -224,32 +291,32 @@ def decide(snapshot: Snapshot, request: Request) -> Result:
         amount = min(quota.lent, need - free)
         plan, freed = plan_reclaim(snapshot, request.queue, request.model, amount)
         if freed >= amount:
-            return Result(Decision.RECLAIM, f"{head}; {quota.lent} lent out: reclaiming {amount}", reclaim=plan)
-        return Result(Decision.QUEUE, f"{head}; waiting for {amount} lent GPUs to come back")
+            reason = RECLAIMING % {"head": head, "lent": quota.lent, "amount": amount}
+            return Result(Decision.RECLAIM, reason, reclaim=plan)
+        return Result(Decision.QUEUE, WAITING_FOR_LENT % {"head": head, "amount": amount})
     if not request.tier.may_borrow:
-        return Result(Decision.QUEUE, f"{head}; tier {request.tier.name} never borrows")
+        return Result(Decision.QUEUE, TIER_NEVER_BORROWS % {"head": head, "tier": request.tier.name})
     to_borrow = need - free
     if quota.borrowed + to_borrow > quota.borrow_limit:
-        return Result(
-            Decision.QUEUE, f"{head}; borrow limit reached ({quota.borrowed} of {int(quota.borrow_limit)} borrowed)"
-        )
+        limit = {"head": head, "borrowed": quota.borrowed, "limit": int(quota.borrow_limit)}
+        return Result(Decision.QUEUE, BORROW_LIMIT % limit)
     if snapshot.lendable_total(request.model, excluding=request.queue) < to_borrow:
         lenders = [q for q in snapshot.lenders(request.model) if q.queue != request.queue]
         total = snapshot.lendable_total(request.model, excluding=request.queue)
         if not lenders:
-            why = "no other queue has a guarantee to lend"
+            why = NO_LENDER
         elif total == 0 and any(q.guaranteed - q.own_used - q.lent > 0 for q in lenders):
-            why = "lenders at their lend limit"
+            why = LENDERS_AT_LIMIT
         elif total == 0:
-            why = "every lender's unused guarantee is already lent or in use"
+            why = ALL_LENT
         else:
-            why = f"only {total} lendable"
-        return Result(Decision.QUEUE, f"{head}; borrowing blocked: {why}")
+            why = ONLY_LENDABLE % {"total": total}
+        return Result(Decision.QUEUE, BORROWING_BLOCKED % {"head": head, "why": why})
     if need > capacity:
-        return Result(Decision.QUEUE, f"{head}; capacity: only {int(capacity)} {model} free in the fleet")
+        return Result(Decision.QUEUE, NO_CAPACITY % {"head": head, "capacity": int(capacity), "model": model})
     return Result(
         Decision.BORROW,
-        f"{free} within guarantee + {to_borrow} borrowed",
+        BORROWS % {"free": free, "borrow": to_borrow},
         borrow=_pick_lenders(snapshot, request.queue, request.model, to_borrow),
     )
 
@@ -394,7 +461,7 @@ def admission_pass(snapshot: Snapshot, pending: list[Request], now: datetime) ->
     for request in order_pending(snapshot, pending):
         k = (request.queue, request.model)
         if k in blocked:
-            results.append((request, Result(Decision.QUEUE, "waiting behind earlier work in this queue")))
+            results.append((request, Result(Decision.QUEUE, BEHIND)))
             continue
         result = decide(snapshot, request)
         if result.decision == Decision.RECLAIM:
@@ -402,7 +469,7 @@ def admission_pass(snapshot: Snapshot, pending: list[Request], now: datetime) ->
             snapshot.changed(request.model)
             # Do not plan the same victims twice in one pass.
             if any(victim in reclaiming for victim, _ in result.reclaim):
-                result = Result(Decision.QUEUE, result.reason + " (victims already being reclaimed)")
+                result = Result(Decision.QUEUE, VICTIMS_TAKEN % {"reason": result.reason})
             else:
                 reclaiming.update(victim for victim, _ in result.reclaim)
         if result.admitted:

@@ -46,7 +46,7 @@ def render_workload(workload: Workload) -> tuple[str, str]:
     try:
         spec = parse_spec(workload.kind, workload.spec, catalog())
     except SpecError as exc:
-        return "", str(exc)
+        return "", exc.translated()[0]
     try:
         if workload.cluster.kind == "slurm":
             return render_slurm(spec, slurm_context(workload)).script, ""

@@ -21,18 +21,19 @@ from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
-from apps.audit.services import record_event, snapshot
+from apps.audit.services import audit_row, record_event, snapshot
 from apps.backends.base import BackendError, NotFoundError
 from apps.backends.registry import get_backend
 from apps.backends.types import WorkloadState as BackendState
 from apps.core.errors import Conflict, InvalidInput, NotFound
-from apps.core.inserts import insert_row
+from apps.core.inserts import insert_row, insert_rows
 from apps.core.joined import fetch_joined
 from apps.core.wakeup import wake
 from apps.fleet.models import GpuModel
 from apps.tenancy.models import AdmissionState, Tenant
 from apps.tenancy.services.admissions import decide_claim, release_admission, submit_admission
 from apps.tenancy.snapshot import tier_rows
+from apps.workloads import reasons
 from apps.workloads.models import (
     OutboxAction,
     OutboxEntry,
@@ -79,7 +80,8 @@ def _parse(kind: str, data: dict, gpus_per_node: int = 8, known: dict[str, dict]
     try:
         return parse_spec(kind, data, known if known is not None else catalog(), gpus_per_node=gpus_per_node)
     except SpecError as exc:
-        raise InvalidInput(str(exc) or _("Invalid workload spec."), exc.fields) from exc
+        message, fields = exc.translated()
+        raise InvalidInput(message, fields) from exc
 
 
 def _request_hash(kind: str, data: dict) -> str:
@@ -87,7 +89,11 @@ def _request_hash(kind: str, data: dict) -> str:
 
 
 def _event(workload: Workload, kind: str, message: str) -> None:
-    insert_row(WorkloadEvent(workload=workload, kind=kind, message=message[:1000]))
+    insert_row(_event_row(workload, kind, message))
+
+
+def _event_row(workload: Workload, kind: str, message: str) -> WorkloadEvent:
+    return WorkloadEvent(workload=workload, kind=kind, message=message[:1000])
 
 
 def _backend_name(workload: Workload, attempt: int = 0) -> str:
@@ -161,7 +167,7 @@ def submit_workload(
             cluster=cluster,
             model=model,
             tier=tier,
-            workload_id=context.next_id,
+            ids=(context.claim_id, context.next_id),
         )
     except IntegrityError:
         # A retry under the same key committed first (we waited for it on the admission lock): the key's
@@ -173,7 +179,7 @@ def submit_workload(
 
 
 def _decide_and_store(
-    actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, workload_id
+    actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, ids
 ) -> tuple[Workload, bool]:
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
     # outbox row, its event and its audit event commit with it, or nothing does.
@@ -186,7 +192,9 @@ def _decide_and_store(
             tier=tier,
             user=actor.get_username(),
         )
-        insert_row(claim)
+        claim.pk, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
+        if claim.pk is None:
+            insert_row(claim)
         workload = Workload(
             kind=kind,
             name=parsed.name,
@@ -205,9 +213,9 @@ def _decide_and_store(
             pk=workload_id,
         )
         _state_from_claim(workload, claim)
-        if workload.pk is not None:  # PostgreSQL handed the id out: the name goes in with the row
+        rows = [claim, workload]
+        if workload.pk is not None:  # the name goes in with the row, and all rows in one statement
             workload.backend_name = _backend_name(workload)
-            insert_row(workload)
         else:
             insert_row(workload)
             workload.backend_name = _backend_name(workload)  # derived from the id the INSERT returned
@@ -216,23 +224,29 @@ def _decide_and_store(
                     "UPDATE workloads_workload SET backend_name = %s WHERE id = %s",
                     [workload.backend_name, workload.pk],
                 )
+            rows = []
         if claim.state == AdmissionState.ADMITTED:
-            _enqueue(workload, OutboxAction.SUBMIT)
-        _event(
-            workload,
-            "submitted",
-            f"submitted by {actor.get_username()}; admission: {claim.decision}: {claim.reason}",
+            rows.append(_outbox_row(workload, OutboxAction.SUBMIT))
+        rows.append(
+            _event_row(
+                workload,
+                "submitted",
+                reasons.SUBMITTED % {"user": actor.get_username(), "decision": claim.decision, "reason": claim.reason},
+            )
         )
-        record_event(
-            actor,
-            "workload.submit",
-            workload,
-            tenant=tenant,
-            after={
-                **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
-                "idempotency_key": idempotency_key,
-            },
+        rows.append(
+            audit_row(
+                actor,
+                "workload.submit",
+                workload,
+                tenant=tenant,
+                after={
+                    **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
+                    "idempotency_key": idempotency_key,
+                },
+            )
         )
+        insert_rows(*rows)
     return workload, True
 
 
@@ -273,9 +287,13 @@ def _state_from_claim(workload: Workload, claim) -> None:
 
 
 def _enqueue(workload: Workload, action: str) -> OutboxEntry:
-    entry = insert_row(OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now()))
+    return insert_row(_outbox_row(workload, action))
+
+
+def _outbox_row(workload: Workload, action: str) -> OutboxEntry:
+    """An outbox row (unsaved) for the caller's transaction; its commit wakes the drain."""
     transaction.on_commit(wake_outbox)
-    return entry
+    return OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now())
 
 
 OUTBOX_WAKE = "workloads-outbox"
@@ -308,7 +326,7 @@ def cancel_workload(actor, workload: Workload, *, reason: str = "") -> Workload:
         else:
             locked.state = WorkloadState.CANCELLING
             _enqueue(locked, OutboxAction.CANCEL)
-        locked.state_reason = reason or f"cancelled by {actor.get_username()}"
+        locked.state_reason = reason or reasons.CANCELLED_BY % {"user": actor.get_username()}
         locked.save(update_fields=["state", "state_reason", "finished_at", "updated_at"])
         _event(locked, "cancel", locked.state_reason)
         record_event(
@@ -400,12 +418,10 @@ def process_outbox_entry(entry_id: int) -> str:
                 backend_spec.manifest = _kubernetes_manifest(workload, parsed)
             result = backend.submit(backend_spec)
             with transaction.atomic():
-                _event(
-                    workload,
-                    "backend",
-                    f"submitted to {workload.cluster.name} as {result.backend_id}: "
-                    f"{result.state.value} {result.reason}".strip(),
-                )
+                where = {"cluster": workload.cluster.name, "backend_id": result.backend_id}
+                where.update(backend_state=result.state.value, reason=result.reason)
+                line = reasons.SUBMITTED_TO_WHY if (result.reason or "").strip() else reasons.SUBMITTED_TO
+                _event(workload, "backend", (line % where).strip())
                 _set_state(workload, _map_state(result.state, workload.state), result.reason)
                 _finish_entry(entry, "done")
             return "submitted"
@@ -450,14 +466,15 @@ def _backend_failed(entry: OutboxEntry, workload: Workload, exc: BackendError) -
             next_attempt_at=timezone.now() + timedelta(seconds=delay),
             claimed_at=None,
         )
-        _event(workload, "backend-retry", f"{exc} (retry {entry.attempts + 1} in {delay} s)")
+        retry = {"error": exc, "attempt": entry.attempts + 1, "delay": delay}
+        _event(workload, "backend-retry", reasons.BACKEND_RETRY % retry)
         return "retry"
     with transaction.atomic():
         OutboxEntry.objects.filter(pk=entry.pk).update(
             status=OutboxStatus.FAILED, last_error=str(exc)[:2000], done_at=timezone.now()
         )
         if entry.action == OutboxAction.SUBMIT:
-            _set_state(workload, WorkloadState.FAILED, f"backend refused it: {exc}")
+            _set_state(workload, WorkloadState.FAILED, reasons.BACKEND_REFUSED % {"error": exc})
     return "failed"
 
 
@@ -485,7 +502,8 @@ def _set_state(workload: Workload, state: str, reason: str = "", placements=None
     if Workload.objects.filter(pk=workload.pk, state=workload.state).update(**fields) != 1:
         return
     if workload.state != state:
-        _event(workload, "state", f"{workload.state} → {state}{': ' + reason if reason else ''}")
+        change = {"from_state": workload.state, "to_state": state, "reason": reason}
+        _event(workload, "state", (reasons.STATE_CHANGED_WHY if reason else reasons.STATE_CHANGED) % change)
     for key, value in fields.items():
         setattr(workload, key, value)
     if state in WorkloadState.terminal() and workload.admission_id:
@@ -511,9 +529,9 @@ def _maybe_requeue(workload: Workload) -> None:
         backend_name=_backend_name(workload, workload.requeues + 1),
         state=WorkloadState.PENDING,
         finished_at=None,
-        state_reason=f"requeued after preemption: {claim.reason}"[:500],
+        state_reason=(reasons.REQUEUED_AFTER_PREEMPTION % {"reason": claim.reason})[:500],
     )
-    _event(workload, "requeue", f"requeued ({workload.requeues + 1} of {retries})")
+    _event(workload, "requeue", reasons.REQUEUED % {"run": workload.requeues + 1, "retries": retries})
 
 
 def placed_on_node(cluster_id: int, node: str, *, gpus: set[int] | None = None, ended_since=None) -> list[Workload]:
@@ -562,7 +580,7 @@ def requeue_after_fault(actor, workload: Workload, *, reason: str) -> Workload |
         locked.backend_name = _backend_name(locked, locked.requeues)
         locked.state, locked.started_at, locked.finished_at = WorkloadState.PENDING, None, None
         locked.placements = []
-        locked.state_reason = f"requeued after a GPU fault ({reason}); admission: {claim.reason}"[:500]
+        locked.state_reason = (reasons.REQUEUED_AFTER_FAULT % {"fault": reason, "reason": claim.reason})[:500]
         locked.save(
             update_fields=[
                 "requeues",
@@ -576,7 +594,7 @@ def requeue_after_fault(actor, workload: Workload, *, reason: str) -> Workload |
                 "updated_at",
             ]
         )
-        _event(locked, "requeue", f"requeued after a GPU fault (run {locked.requeues + 1}): {reason}")
+        _event(locked, "requeue", reasons.REQUEUED_FAULT_EVENT % {"run": locked.requeues + 1, "reason": reason})
         record_event(
             actor,
             "workload.requeue",
@@ -629,11 +647,11 @@ def carry_out_reclaims() -> int:
         with transaction.atomic():
             if (
                 Workload.objects.filter(pk=workload.pk, state=workload.state).update(
-                    state=WorkloadState.CANCELLING, state_reason="preempted to give a lender its guarantee back"
+                    state=WorkloadState.CANCELLING, state_reason=reasons.PREEMPTED_FOR_LENDER
                 )
                 == 1
             ):
-                _event(workload, "preempt", "reclaimed by the queue it borrowed from")
+                _event(workload, "preempt", reasons.RECLAIMED)
                 _enqueue(workload, OutboxAction.PREEMPT)
                 count += 1
     return count
@@ -684,7 +702,7 @@ def reconcile_workloads() -> int:
             if status is None:
                 continue
             if status.state == BackendState.UNKNOWN:
-                new_state, reason = WorkloadState.FAILED, "the backend no longer knows this workload"
+                new_state, reason = WorkloadState.FAILED, reasons.BACKEND_FORGOT
             else:
                 new_state, reason = _map_state(status.state, workload.state), status.reason
             placements = [{"node": p.node, "gpus": p.gpu_indexes} for p in status.placements]

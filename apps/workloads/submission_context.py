@@ -30,6 +30,7 @@ class SubmissionContext:
     existing_id: int | None = None  # the caller's workload under this Idempotency-Key
     over_budget_id: int | None = None  # see apps.chargeback.budgets.check_admission
     next_id: int | None = None  # the new workload's id, where the database hands ids out up front
+    claim_id: int | None = None  # and its admission claim's
     tenant: Tenant | None = None
     queue: Queue | None = None
     bound: bool = False  # the queue is bound to at least one cluster
@@ -52,23 +53,25 @@ _SQL = (
     "(SELECT sb.id FROM chargeback_spendbudget sb JOIN tenancy_tenant a ON a.id = sb.tenant_id "
     "WHERE sb.block_preemptible_when_over AND sb.over_since IS NOT NULL "
     "AND (a.id = t.id OR (a.path <> '' AND t.path LIKE a.path || '%%')) LIMIT 1), "
-    "o.next_id "
+    "o.next_id, o.claim_id "
     "FROM ({next_id}) o "
     "LEFT JOIN tenancy_tenant t ON t.slug = %s "
     "LEFT JOIN tenancy_queue q ON q.tenant_id = t.id AND q.name = %s "
     "LEFT JOIN tenancy_queuebinding b ON b.queue_id = q.id "
     "LEFT JOIN fleet_cluster c ON c.id = b.cluster_id "
     "LEFT JOIN fleet_node n ON n.cluster_id = c.id AND n.gpu_model_id = %s AND n.state <> %s "
-    "GROUP BY o.next_id, t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, "
-    "n.gpu_count"
+    "GROUP BY o.next_id, o.claim_id, t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, "
+    "c.id, c.name, c.kind, n.gpu_count"
 )
 
 
-# PostgreSQL hands out the new workload's id up front, so the INSERT can carry the backend name derived
-# from it (no UPDATE after it); the demo's SQLite has no sequences and updates the name after the INSERT.
+# PostgreSQL hands out the new workload's and claim's ids up front, so the INSERTs can carry the backend
+# name derived from the id and go out as one statement (apps/core/inserts.py::insert_rows); the demo's
+# SQLite has no sequences: it inserts row by row and updates the name after the INSERT.
 _NEXT_ID = {
-    "postgresql": "SELECT nextval(pg_get_serial_sequence('workloads_workload', 'id')) AS next_id",
-    "sqlite": "SELECT NULL AS next_id",
+    "postgresql": "SELECT nextval(pg_get_serial_sequence('workloads_workload', 'id')) AS next_id, "
+    "nextval(pg_get_serial_sequence('tenancy_admission', 'id')) AS claim_id",
+    "sqlite": "SELECT NULL AS next_id, NULL AS claim_id",
 }
 
 
@@ -90,7 +93,8 @@ def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -
     with connection.cursor() as cursor:
         cursor.execute(_SQL.format(next_id=_NEXT_ID[connection.vendor]), params)
         rows = cursor.fetchall()
-    context = SubmissionContext(existing_id=rows[0][13], over_budget_id=rows[0][14], next_id=rows[0][15])
+    first = rows[0]
+    context = SubmissionContext(existing_id=first[13], over_budget_id=first[14], next_id=first[15], claim_id=first[16])
     db = connection.alias
     for t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind, size, count, *_ in rows:
         if t_id is None:

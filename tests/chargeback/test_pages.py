@@ -41,7 +41,7 @@ def test_overview_charts_only_what_the_viewer_may_see(fleet, personas, client):
     assert {trace["name"] for trace in charts["by_tenant"]} == {"a", "a-team"}
     assert {trace["name"] for trace in charts["by_model"]} == {"h100", "a100"}
     assert {w["tenant"] for w in page.context["waste"]} == {"a", "a-team"}
-    assert "vendor/plotly/plotly-basic.min.js" in page.content.decode()
+    assert "vendor/plotly/plotly-cartesian.min.js" in page.content.decode()
     client.force_login(personas.member_b)
     page = client.get(reverse("chargeback:overview"), {"period": period.label})
     assert {w["tenant"] for w in page.context["waste"]} == {"b"}

@@ -156,7 +156,7 @@ def test_ci_submits_waits_and_cancels_with_a_token_from_the_browser(
     screenshot(page, "workloads", docs=True)
     listed.get_by_role("link", name="ci-other").click()
     expect(page.get_by_role("heading", level=1)).to_contain_text("ci-other")
-    expect(page.locator("main dl")).to_contain_text("by ci-a · Idempotency-Key 4711-other")
+    expect(page.locator("main dl")).to_contain_text("by ci-a · Idempotency-Key: 4711-other")
     cancel_event = page.get_by_test_id("workload-events").locator("tr", has=page.get_by_text("cancel", exact=True))
     expect(cancel_event).to_contain_text("superseded")
     expect(page.get_by_test_id("cancel-form")).to_have_count(0)

@@ -35,7 +35,7 @@ def test_node_health_with_sparklines_and_preview(faulted, personas, client):
     client.force_login(fresh(personas.oncall))
     url = reverse("health:node_health", args=[faulted.node_id])
     page = client.get(url).content.decode()
-    assert "vendor/plotly/plotly-basic.min.js" in page and 'class="spark ms-auto"' in page
+    assert "vendor/plotly/plotly-cartesian.min.js" in page and 'class="spark ms-auto"' in page
     assert "xid-fatal" in page and "cordoned" in page and "isolated by automation" in page
     preview = client.get(url, {"preview": "drain", "reason": "reboot"}).content.decode()
     assert "Impact of drain" in preview and "Run drain" in preview

@@ -36,6 +36,7 @@ ALLOWED = {
     "NVIDIA",
     "Grafana",
     "NVLink",
+    "PCIe",
     "SGLang",
     "HAMi",
     # Kubernetes and scheduling terms Chinese operators use as they are (Kueue's Cohort, gang scheduling,
@@ -259,3 +260,81 @@ def test_the_login_page_follows_accept_language(db, client):
     with translation.override("en"):
         english = client.get(reverse("login"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
     assert '<html lang="en"' in english and "Log in" in english
+
+
+# A spec wrong in many ways at once, each error a message the parser writes (apps/workloads/specs).
+BAD_SPEC = {
+    "name": "Bad_Name",
+    "tenant": "acme-llm",
+    "queue": "train",
+    "image": "pytorch",
+    "workers": 0,
+    "gpus_per_worker": 8,
+    "gpu_model": "h100",
+    "sharing": {"mode": "mig"},
+    "elastic": {"min_workers": True, "max_workers": 2, "checkpoint_path": "ckpt/"},
+    "volumes": "scratch",
+    "env": {"SLURM_JOB_ID": "1"},
+}
+
+
+def test_spec_errors_reasons_and_incident_titles_are_chinese(demo, client):
+    """The texts the main crawl counts as data because they are stored in English (a waiting workload's reason, its
+    timeline, incident and rule titles) read in Chinese too, as do the spec parser's messages on the submit form."""
+    from apps.accounts.models import User
+    from apps.health.models import Rule
+    from apps.health.rules import DEFAULT_RULES
+    from apps.tenancy.models import Queue
+    from apps.workloads.models import Workload, WorkloadEvent
+    from apps.workloads.services import submit_workload
+
+    # acme-llm's train queue is full (its guarantee and borrow limit are in use): one more job waits, with a reason.
+    spec = {**{k: BAD_SPEC[k] for k in ("tenant", "queue", "gpu_model")}, "name": "i18n-waits", "workers": 2}
+    spec.update(image="nvcr.io/nvidia/pytorch:24.08-py3", command=["torchrun", "train.py"], gpus_per_worker=8)
+    waiting, _created = submit_workload(User.objects.get(username="admin"), kind="training", spec=spec)
+    assert waiting.state == "pending" and "free within guarantee" in waiting.state_reason, waiting.state_reason
+    events = set(WorkloadEvent.objects.filter(workload=waiting).values_list("message", flat=True))
+    assert any(message.startswith("submitted by admin; admission: ") for message in events), events
+
+    client.post(reverse("login"), {"username": "admin", "password": PASSWORD})
+    client.post(reverse("set_language"), {"language": "zh-hans", "next": reverse("dashboard:home")})
+    from apps.health.models import Incident
+
+    incident = Incident.objects.order_by("pk").first()
+    stored_english = {
+        waiting.state_reason,
+        waiting.admission.reason,
+        *events,
+        *Incident.objects.values_list("title", flat=True),
+        *Rule.objects.filter(title__in=[r.title for r in DEFAULT_RULES]).values_list("title", flat=True),
+    }
+    data = Data(seeded_values() - stored_english)
+    submitted = client.post(reverse("workloads:workload_submit"), {"kind": "training", "spec": json.dumps(BAD_SPEC)})
+    assert submitted.status_code == 200 and not Workload.objects.filter(name="Bad_Name").exists()
+    form = submitted.content.decode()
+    for shown in ("'name'：'Bad_Name' 不是有效的名称", "'image'：'pytorch' 没有标签或摘要", "'workers'：必须在 1 到"):
+        assert any(shown in piece for piece in visible_text(form)), shown
+    queue = Queue.objects.get(tenant__slug="acme-llm", name="train")
+    pages = {
+        "submit with a bad spec": form,
+        **{
+            url: client.get(url).content.decode()
+            for url in [
+                reverse("workloads:workload_detail", args=[waiting.pk]),
+                reverse("workloads:workload_list"),
+                reverse("tenancy:tenant_detail", args=["acme-llm"]),
+                reverse("tenancy:queue_detail", args=[queue.pk]),
+                reverse("health:incident_list"),
+                reverse("health:incident_detail", args=[incident.pk]),
+                reverse("health:rules"),
+            ]
+        },
+    }
+    assert "保障内空闲" in pages[reverse("workloads:workload_detail", args=[waiting.pk])]
+    assert "致命 XID" in pages[reverse("health:incident_detail", args=[incident.pk])]
+    problems = {}
+    for page, html in pages.items():
+        left = english_words(visible_text(html), data, ALLOWED)
+        if left:
+            problems[page] = sorted({piece[:160] for _word, piece in left})
+    assert not problems, "English left on zh-Hans pages:\n" + json.dumps(problems, indent=1, ensure_ascii=False)

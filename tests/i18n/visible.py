@@ -87,14 +87,14 @@ class Data:
 
 
 # A run of Latin letters, digits and the punctuation identifiers are made of ("kueue.x-k8s.io/queue-name").
-RUN = re.compile(r"[A-Za-z0-9_.:/#=<>'`@*+-]*[A-Za-z][A-Za-z0-9_.:/#=<>'`@*+-]*")
-IDENTIFIER_MARKS = re.compile(r"[0-9_.:/#=<>'`@*+]|[a-z][A-Z]|[A-Za-z]-[A-Za-z]")
+RUN = re.compile(r"[A-Za-z0-9_.:/#=<>'\"`@*+-]*[A-Za-z][A-Za-z0-9_.:/#=<>'\"`@*+-]*")
+IDENTIFIER_MARKS = re.compile(r"[0-9_.:/#=<>'\"`@*+]|[a-z][A-Z]|[A-Za-z]-[A-Za-z]")
 
 
 def is_identifier(run: str) -> bool:
     """Code-like runs are not English prose: paths, dotted or hyphenated names (kube-scheduler, ci-vision-team,
-    Idempotency-Key), camelCase, quoted words, names with digits."""
-    return bool(IDENTIFIER_MARKS.search(run.strip(".:'`")) or run.strip(".:").startswith(("'", "`")))
+    Idempotency-Key), camelCase, quoted words ('node', "python" in a JSON example), names with digits."""
+    return bool(IDENTIFIER_MARKS.search(run.strip(".:'\"`")) or run.strip(".:").startswith(("'", '"', "`")))
 
 
 def english_words(pieces: list[str], data: Data | None, allowed: set[str]) -> list[tuple[str, str]]:

@@ -78,7 +78,7 @@ def test_service_page_polls_the_telemetry_partial(service, personas, client):
     page = client.get(reverse("workloads:workload_detail", args=[service.pk])).content.decode()
     assert 'data-testid="service-telemetry"' in page and 'data-testid="slo-form"' in page
     assert reverse("inference:service_telemetry", args=[service.pk]) in page
-    assert "vendor/plotly/plotly-basic.min.js" in page
+    assert "vendor/plotly/plotly-cartesian.min.js" in page
     client.force_login(personas.member_a)
     page = client.get(reverse("workloads:workload_detail", args=[service.pk])).content.decode()
     assert 'data-testid="slo-form"' not in page  # members see the SLO, tenant admins set it

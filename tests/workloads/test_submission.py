@@ -236,7 +236,7 @@ def test_a_claim_left_by_a_failed_submission_is_released(fleet, personas, api):
     """The claim commits with the workload or not at all; a claim whose workload never got written is freed."""
     from apps.tenancy.models import Admission, PriorityTier
 
-    with mock.patch("apps.workloads.services.record_event", side_effect=RuntimeError("disk full")):
+    with mock.patch("apps.workloads.services.insert_rows", side_effect=RuntimeError("disk full")):
         with pytest.raises(RuntimeError):
             services.submit_workload(fresh(personas.member_a), kind="training", spec=training_spec())
     assert not Workload.objects.exists() and not Admission.objects.exists() and not OutboxEntry.objects.exists()

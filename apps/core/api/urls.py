@@ -16,6 +16,7 @@ from apps.chargeback.api.views import (
     SpendBudgetViewSet,
     StatementViewSet,
 )
+from apps.dashboard.api import OverviewView
 from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet
 from apps.health.api.views import (
     ChannelViewSet,
@@ -78,6 +79,7 @@ app_name = "api"
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
     path("capacity/", CapacityView.as_view(), name="capacity"),
+    path("overview/", OverviewView.as_view(), name="overview"),
     path("analytics/waits/", WaitsView.as_view(), name="analytics-waits"),
     path("analytics/why-pending/", WhyPendingView.as_view(), name="analytics-why-pending"),
     path("admission/preview/", AdmissionPreviewView.as_view(), name="admission-preview"),

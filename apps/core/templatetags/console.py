@@ -87,3 +87,14 @@ def label(code, context: str) -> str:
     from apps.core.value_labels import value_label
 
     return value_label(code, context)
+
+
+@register.filter
+def stored(text):
+    """Stored English (an admission or workload reason, a workload event, an incident title) in the reader's
+    language, when one of the console's own templates made it: {{ workload.state_reason|stored }}.
+
+    The text is kept in English where it is stored; see apps/core/stored_text.py."""
+    from apps.core.stored_text import translate_stored
+
+    return translate_stored(text)

@@ -27,7 +27,7 @@ from apps.health.models import (
     IncidentState,
     RuleAction,
 )
-from apps.health.rules import Finding
+from apps.health.rules import INCIDENT_TITLE, Finding
 
 MAX_EVIDENCE = 50
 # A workload that ended this long before the fault was seen may still have been killed by it.
@@ -90,7 +90,7 @@ def record_findings(node_id: int, findings: list[Finding], version: int, at) -> 
                             cause=cause,
                             rule_key=worst.rule,
                             ruleset_version=version,
-                            title=f"{worst.title} on {node.name}",
+                            title=INCIDENT_TITLE % {"rule": worst.title, "node": node.name},
                             severity=worst.severity,
                             action=worst.action,
                             evidence=evidence,

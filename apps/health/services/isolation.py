@@ -27,6 +27,7 @@ from apps.health.models import (
     Severity,
     StormAlert,
 )
+from apps.health.rules import AUTOMATIC_REASON, AUTOMATION_STARTED
 from apps.health.services.incidents import add_event, advance_incident, set_waiting, transition_incident
 
 BUDGET_WINDOW = timedelta(hours=1)
@@ -181,7 +182,7 @@ def consider_isolation(incident_id: int) -> str:
         Incident.objects.filter(pk=incident.pk).update(auto_isolated_at=now)
         NodeHealth.objects.filter(pk=node.pk).update(isolated_by=IsolationOwner.AUTO, isolated_at=now)
         kind = "health.drain" if drain else "health.cordon"
-        reason = f"automatic: {incident.title} (incident #{incident.pk})"
+        reason = AUTOMATIC_REASON % {"title": incident.title, "incident": incident.pk}
         transition_incident(None, incident, IncidentState.ISOLATING, reason)
         from apps.operations.services import start_operation
 
@@ -192,5 +193,5 @@ def consider_isolation(incident_id: int) -> str:
             params={"node_id": node.pk, "incident_id": incident.pk, "automatic": True},
             reason=reason,
         )
-        add_event(incident, None, "action", f"automation started {kind} as operation #{operation.pk}")
+        add_event(incident, None, "action", AUTOMATION_STARTED % {"kind": kind, "operation": operation.pk})
     return "isolating"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from apps.core.text import N_, Text
 from apps.workloads.specs.model import (
     MAX_ENV,
     MAX_ENV_VALUE,
@@ -38,68 +39,80 @@ def is_dns_label(value: str) -> bool:
     return len(value) <= NAME_MAX and bool(_DNS_LABEL.fullmatch(value))
 
 
-def check_dns_label(errors: Errors, path: str, value: str | None, what: str = "name") -> None:
+def check_dns_label(errors: Errors, path: str, value: str | None, what: Text | None = None) -> None:
+    """`what` names the value in the message ("tenant slug"), marked with N_; "name" by default."""
     if value is not None and not is_dns_label(value):
         errors.add(
             path,
-            f"{value!r} is not a valid {what}: use 1 to {NAME_MAX} lower-case letters, digits and '-', starting "
-            "and ending with a letter or digit (a DNS-1123 label)",
+            N_(
+                "%(value)r is not a valid %(what)s: use 1 to %(max)s lower-case letters, digits and '-', starting "
+                "and ending with a letter or digit (a DNS-1123 label)",
+                value=value,
+                what=what if what is not None else N_("name"),
+                max=NAME_MAX,
+            ),
         )
 
 
-def image_error(image: str) -> str | None:
+def image_error(image: str) -> Text | None:
     """Why `image` is not a pinned container image reference ([registry[:port]/]repo[:tag][@digest]), or None."""
     if not image:
-        return "an image reference is required, e.g. nvcr.io/nvidia/pytorch:24.08-py3"
+        return N_("an image reference is required, e.g. nvcr.io/nvidia/pytorch:24.08-py3")
     if any(c.isspace() for c in image) or any(c in image for c in "$`;|&<>()'\"\\*?!{}"):
-        return f"{image!r} contains spaces or shell characters; an image reference has neither"
+        return N_("%(image)r contains spaces or shell characters; an image reference has neither", image=image)
     name, at, digest = image.partition("@")
     if at and not _DIGEST.fullmatch(digest):
-        return f"{digest!r} is not a digest (e.g. sha256: followed by 64 hex digits)"
+        return N_("%(digest)r is not a digest (e.g. sha256: followed by 64 hex digits)", digest=digest)
     if at and digest.startswith("sha256:") and not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-        return "a sha256 digest is 64 lower-case hex digits"
+        return N_("a sha256 digest is 64 lower-case hex digits")
     tag = ""
     slash = name.rfind("/")
     colon = name.rfind(":")
     if colon > slash:
         name, tag = name[:colon], name[colon + 1 :]
         if not _TAG.fullmatch(tag):
-            return f"{tag!r} is not a valid tag (letters, digits, '_', '.', '-'; at most 128, not starting with . or -)"
+            return N_(
+                "%(tag)r is not a valid tag (letters, digits, '_', '.', '-'; at most 128, not starting with . or -)",
+                tag=tag,
+            )
     if len(name) > _IMAGE_NAME_MAX:
-        return f"the repository name is longer than {_IMAGE_NAME_MAX} characters"
+        return N_("the repository name is longer than %(max)s characters", max=_IMAGE_NAME_MAX)
     first, sep, rest = name.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"):
         if not _DOMAIN.fullmatch(first):
-            return f"{first!r} is not a valid registry host[:port]"
+            return N_("%(host)r is not a valid registry host[:port]", host=first)
         path = rest
     else:
         path = name
     if not path:
-        return "the repository path is missing"
+        return N_("the repository path is missing")
     for component in path.split("/"):
         if component != component.lower():
-            return f"the repository path {path!r} must be lower-case"
+            return N_("the repository path %(path)r must be lower-case", path=path)
         if not _PATH_COMPONENT.fullmatch(component):
-            return (
-                f"{component!r} is not a valid repository path component (lower-case letters and digits, "
-                "separated by '.', '_', '__' or '-')"
+            return N_(
+                "%(component)r is not a valid repository path component (lower-case letters and digits, "
+                "separated by '.', '_', '__' or '-')",
+                component=component,
             )
     if not tag and not at:
-        return f"{image!r} has no tag or digest; pin one (e.g. :24.08-py3) so a restart runs the same image"
+        return N_(
+            "%(image)r has no tag or digest; pin one (e.g. :24.08-py3) so a restart runs the same image", image=image
+        )
     return None
 
 
-def path_error(value: str) -> str | None:
+def path_error(value: str) -> Text | None:
     """Why `value` is not a clean absolute path (no '..', no '//', no shell or control characters), or None."""
     if not value.startswith("/"):
-        return f"{value!r} must be an absolute path"
+        return N_("%(path)r must be an absolute path", path=value)
     if value != "/" and (posixpath.normpath(value) != value or "//" in value):  # normpath keeps a leading //
-        return f"{value!r} is not normalised (no '.', '..', '//' or trailing '/')"
+        return N_("%(path)r is not normalised (no '.', '..', '//' or trailing '/')", path=value)
     parts = [p for p in value.split("/") if p]
     if any(p in (".", "..") for p in parts) or not all(_PATH_PART.fullmatch(p) for p in parts):
-        return f"{value!r} may contain only letters, digits and . _ @ + = , - between '/'"
+        return N_("%(path)r may contain only letters, digits and . _ @ + = , - between '/'", path=value)
     if len(value) > 1024:
-        return "a path of at most 1024 characters"
+        return N_("a path of at most 1024 characters")
     return None
 
 
@@ -112,28 +125,37 @@ def check_env(errors: Errors, reader: Reader) -> dict[str, str]:
     if not present:
         return {}
     if not isinstance(value, dict):
-        errors.add(reader.path("env"), f"must be an object of NAME: value strings, not {type_name(value)}")
+        errors.add(
+            reader.path("env"), N_("must be an object of NAME: value strings, not %(type)s", type=type_name(value))
+        )
         return {}
     if len(value) > MAX_ENV:
-        errors.add(reader.path("env"), f"at most {MAX_ENV} variables, not {len(value)}")
+        errors.add(reader.path("env"), N_("at most %(max)s variables, not %(count)s", max=MAX_ENV, count=len(value)))
     out = {}
     for name, item in value.items():
         where = f"{reader.path('env')}.{name}"
         if not _ENV_NAME.fullmatch(name) or len(name) > 128:
-            errors.add(where, f"{name!r} is not a variable name: letters, digits and '_', not starting with a digit")
+            errors.add(
+                where,
+                N_("%(name)r is not a variable name: letters, digits and '_', not starting with a digit", name=name),
+            )
         elif name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
-            errors.add(where, f"{name} is set by the console (names {', '.join(RESERVED_ENV_PREFIXES)}* are reserved)")
+            reserved = ", ".join(RESERVED_ENV_PREFIXES)
+            errors.add(
+                where,
+                N_("%(name)s is set by the console (names %(reserved)s* are reserved)", name=name, reserved=reserved),
+            )
         elif not isinstance(item, str):
-            errors.add(where, f"must be a string, not {type_name(item)}")
+            errors.add(where, N_("must be a string, not %(type)s", type=type_name(item)))
         elif "\x00" in item or len(item) > MAX_ENV_VALUE or not is_text(item):
-            errors.add(where, f"at most {MAX_ENV_VALUE} characters of text, without NUL")
+            errors.add(where, N_("at most %(max)s characters of text, without NUL", max=MAX_ENV_VALUE))
         else:
             out[name] = item
     return out
 
 
 def check_volume(errors: Errors, where: str, claim: str | None, mount_path: str | None) -> None:
-    check_dns_label(errors, f"{where}.claim", claim, "PersistentVolumeClaim name")
+    check_dns_label(errors, f"{where}.claim", claim, N_("PersistentVolumeClaim name"))
     if mount_path is None:
         return
     problem = path_error(mount_path)
@@ -142,7 +164,11 @@ def check_volume(errors: Errors, where: str, claim: str | None, mount_path: str 
     elif mount_path == "/" or any(under(mount_path, r) for r in RESERVED_MOUNTS):
         errors.add(
             f"{where}.mount_path",
-            f"{mount_path!r} would hide part of the container; reserved: /, {', '.join(RESERVED_MOUNTS)}",
+            N_(
+                "%(path)r would hide part of the container; reserved: /, %(reserved)s",
+                path=mount_path,
+                reserved=", ".join(RESERVED_MOUNTS),
+            ),
         )
 
 
@@ -168,6 +194,9 @@ def check_model(errors: Errors, model: str) -> None:
     if len(parts) > 2 or not all(_HF_PART.fullmatch(p) for p in parts) or ".." in model:
         errors.add(
             "model",
-            f"{model!r} is neither a Hugging Face model id (org/name: letters, digits, '.', '_', '-') nor an "
-            "absolute path",
+            N_(
+                "%(model)r is neither a Hugging Face model id (org/name: letters, digits, '.', '_', '-') nor an "
+                "absolute path",
+                model=model,
+            ),
         )

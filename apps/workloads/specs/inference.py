@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from apps.core.text import N_
 from apps.workloads.specs.checks import URL, check_model, check_volume, image_error, under
 from apps.workloads.specs.model import (
     CONSOLE_PORTS,
@@ -26,7 +27,7 @@ def parse_inference(
 ) -> InferenceServiceSpec | None:
     engine = reader.string("engine", "vllm")
     if engine is not None and engine not in ENGINES:
-        errors.add("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
+        errors.add("engine", N_("%(value)r is not one of %(allowed)s", value=engine, allowed=", ".join(ENGINES)))
         engine = None
     image = reader.string("image", DEFAULT_IMAGES.get(engine or "vllm"))
     if image is not None and (problem := image_error(image)):
@@ -41,7 +42,9 @@ def parse_inference(
     max_len = reader.integer("max_model_len", None, lo=16, hi=10_000_000, nullable=True)
     utilization = reader.number("gpu_memory_utilization", 0.9)
     if utilization is not None and not 0 < utilization <= 1:
-        errors.add("gpu_memory_utilization", f"must be above 0 and at most 1, not {utilization:g}")
+        errors.add(
+            "gpu_memory_utilization", N_("must be above 0 and at most 1, not %(value)s", value=f"{utilization:g}")
+        )
     port = reader.integer("port", 8000, lo=1, hi=65535)
     max_runtime = reader.integer("max_runtime_s", None, lo=60, hi=MAX_RUNTIME_S, nullable=True)
     readiness = _parse_readiness(reader)
@@ -52,10 +55,12 @@ def parse_inference(
         for i, arg in enumerate(extra_args):
             flag = arg.split("=", 1)[0].replace("_", "-")
             if flag in ENGINE_FLAGS[engine]:
-                errors.add(f"extra_args[{i}]", f"{flag} is set by the console from the spec's own fields")
+                errors.add(
+                    f"extra_args[{i}]", N_("%(flag)s is set by the console from the spec's own fields", flag=flag)
+                )
 
     if engine == "vllm" and dp not in (None, 1):
-        errors.add("data_parallel", "data_parallel is an SGLang option; with vLLM scale out with replicas")
+        errors.add("data_parallel", N_("data_parallel is an SGLang option; with vLLM scale out with replicas"))
     gpus = None
     if tp is not None and pp is not None and dp is not None and engine is not None:
         gpus = tp * pp * (dp if engine == "sglang" else 1)
@@ -63,17 +68,29 @@ def parse_inference(
         if gpus > gpus_per_node and gpus % gpus_per_node:
             errors.add(
                 "tensor_parallel",
-                f"{product} = {gpus} GPUs per replica spans nodes of {gpus_per_node} GPUs: a multi-node replica "
-                f"uses whole nodes, so it must be a multiple of {gpus_per_node}",
+                N_(
+                    "%(product)s = %(gpus)s GPUs per replica spans nodes of %(per_node)s GPUs: a multi-node replica "
+                    "uses whole nodes, so it must be a multiple of %(per_node)s",
+                    product=product,
+                    gpus=gpus,
+                    per_node=gpus_per_node,
+                ),
             )
         elif engine == "sglang" and gpus > gpus_per_node and dp > 1:
             errors.add(
-                "data_parallel", "a multi-node SGLang replica runs with data_parallel 1; scale out with replicas"
+                "data_parallel", N_("a multi-node SGLang replica runs with data_parallel 1; scale out with replicas")
             )
         if gpus > gpus_per_node and port in CONSOLE_PORTS:
-            errors.add("port", f"{port} is {CONSOLE_PORTS[port]}; pick another port")
+            errors.add("port", N_("%(port)s is %(use)s; pick another port", port=port, use=CONSOLE_PORTS[port]))
     if weights is not None and model is not None and model.startswith("/") and not under(model, weights.mount_path):
-        errors.add("model", f"{model!r} is not under the weights volume's mount path {weights.mount_path!r}")
+        errors.add(
+            "model",
+            N_(
+                "%(model)r is not under the weights volume's mount path %(mount)r",
+                model=model,
+                mount=weights.mount_path,
+            ),
+        )
     autoscaling = _parse_autoscaling(reader, errors, replicas)
     if errors.fields:
         return None
@@ -126,8 +143,13 @@ def _parse_shutdown(reader: Reader, errors: Errors) -> Shutdown | None:
     if drain + 10 > grace:
         errors.add(
             "shutdown.drain_seconds",
-            f"must leave at least 10 s of the {grace} s termination grace period for the engine to exit after "
-            f"SIGTERM: at most {max(grace - 10, 0)}, not {drain}",
+            N_(
+                "must leave at least 10 s of the %(grace)s s termination grace period for the engine to exit after "
+                "SIGTERM: at most %(most)s, not %(drain)s",
+                grace=grace,
+                most=max(grace - 10, 0),
+                drain=drain,
+            ),
         )
         return None
     return Shutdown(grace, drain)
@@ -154,16 +176,31 @@ def _parse_autoscaling(reader: Reader, errors: Errors, replicas: int | None) -> 
     threshold = sub.integer("waiting_threshold", Autoscaling.waiting_threshold, lo=1, hi=100_000)
     address = sub.string("prometheus_server_address", DEFAULT_PROMETHEUS)
     if address is not None and not URL.fullmatch(address):
-        errors.add("autoscaling.prometheus_server_address", f"{address!r} is not an http(s)://host[:port][/path] URL")
+        errors.add(
+            "autoscaling.prometheus_server_address",
+            N_("%(address)r is not an http(s)://host[:port][/path] URL", address=address),
+        )
     if low == 0:
         # With no replica, no engine reports a waiting queue: the metric stays 0 and the service never wakes.
-        errors.add("autoscaling.min_replicas", "at least 1: scaling on the engine's own queue cannot wake from zero")
+        errors.add(
+            "autoscaling.min_replicas", N_("at least 1: scaling on the engine's own queue cannot wake from zero")
+        )
     if enabled and high is None and "max_replicas" not in sub.data:
-        errors.add("autoscaling.max_replicas", "required when autoscaling is enabled")
+        errors.add("autoscaling.max_replicas", N_("required when autoscaling is enabled"))
     if low and high is not None and low > high:
-        errors.add("autoscaling.max_replicas", f"must be at least min_replicas ({low}), not {high}")
+        errors.add(
+            "autoscaling.max_replicas", N_("must be at least min_replicas (%(low)s), not %(high)s", low=low, high=high)
+        )
     elif enabled and low and high is not None and replicas is not None and not low <= replicas <= high:
-        errors.add("replicas", f"the starting replicas must be within autoscaling's {low}..{high}, not {replicas}")
+        errors.add(
+            "replicas",
+            N_(
+                "the starting replicas must be within autoscaling's %(low)s..%(high)s, not %(replicas)s",
+                low=low,
+                high=high,
+                replicas=replicas,
+            ),
+        )
     if None in (enabled, low, threshold, address):
         return None
     return Autoscaling(enabled, low, high, threshold, address)  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from apps.backends.types import Sharing, Topology
+from apps.core.text import N_, translate
 
 KINDS = ("training", "inference")
 SHARING_MODES = tuple(mode.value for mode in Sharing)
@@ -29,7 +30,7 @@ MAX_VOLUMES = 16
 MAX_EXTRA_ARGS = 64
 MAX_RUNTIME_S = 365 * 86_400
 SERVICE_DURATION_S = 30 * 86_400  # what the simulator runs a service for when it has no max runtime
-CONSOLE_PORTS = {6379: "Ray's GCS port on multi-node vLLM", 20000: "SGLang's multi-node init port"}
+CONSOLE_PORTS = {6379: N_("Ray's GCS port on multi-node vLLM"), 20000: N_("SGLang's multi-node init port")}
 # Environment the console sets itself; a user value would break rendezvous, LWS or Slurm wiring.
 RESERVED_ENV = frozenset({"CHECKPOINT_PATH"})
 RESERVED_ENV_PREFIXES = ("GPU_CONSOLE_", "LWS_", "SLURM_", "TORCHELASTIC_")
@@ -87,6 +88,13 @@ class SpecError(ValueError):
         self.fields = fields
         summary = "; ".join(f"{path}: {' '.join(msgs)}" for path, msgs in fields.items())
         super().__init__(message or f"Invalid spec: {summary}")
+
+    def translated(self) -> tuple[str, dict[str, list[str]]]:
+        """(message, fields) in the active language, for a page or an API client (the field messages are
+        apps.core.text Texts); English, the same as `str(self)` and `fields`, without Django or in English."""
+        fields = {path: [str(translate(message)) for message in msgs] for path, msgs in self.fields.items()}
+        summary = "; ".join(f"{path}: {' '.join(msgs)}" for path, msgs in fields.items())
+        return str(translate(N_("Invalid spec: %(summary)s", summary=summary))), fields
 
 
 # --- the specs --------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from apps.core.text import N_
 from apps.workloads.specs.checks import check_dns_label, check_env
 from apps.workloads.specs.inference import parse_inference
 from apps.workloads.specs.model import DEFAULT_TIERS, KINDS, Spec, SpecError
@@ -71,20 +72,22 @@ def parse_spec(kind: str, data: dict, catalog: dict[str, dict], gpus_per_node: i
     """
     errors = Errors()
     if kind not in KINDS:
-        raise SpecError({"kind": [f"{kind!r} is not one of {', '.join(KINDS)}"]})
+        raise SpecError({"kind": [N_("%(value)r is not one of %(allowed)s", value=kind, allowed=", ".join(KINDS))]})
     if not isinstance(gpus_per_node, int) or gpus_per_node < 1:
         raise ValueError(f"gpus_per_node must be a positive integer, not {gpus_per_node!r}")
     allowed = _TRAINING_FIELDS if kind == "training" else _INFERENCE_FIELDS
     reader = Reader(data, "", errors, allowed, _HINTS[kind])
     if reader.ok and "kind" in reader.data and reader.data["kind"] != kind:
-        errors.add("kind", f"the spec says {reader.data['kind']!r} but is submitted as {kind!r}")
+        errors.add(
+            "kind", N_("the spec says %(said)r but is submitted as %(kind)r", said=reader.data["kind"], kind=kind)
+        )
     common = _parse_common(reader, errors, kind, catalog)
     if kind == "training":
         spec = parse_training(reader, errors, common, catalog, gpus_per_node)
     else:
         spec = parse_inference(reader, errors, common, catalog, gpus_per_node)
     if errors.fields or spec is None:
-        raise SpecError(errors.fields or {"spec": ["invalid"]})
+        raise SpecError(errors.fields or {"spec": [N_("invalid")]})
     return spec
 
 
@@ -100,10 +103,11 @@ def _parse_common(reader: Reader, errors: Errors, kind: str, catalog: dict[str, 
         "memory_gib": reader.integer("memory_gib", None, lo=1, hi=16_384, nullable=True),
     }
     check_dns_label(errors, "name", out["name"])
-    check_dns_label(errors, "tenant", out["tenant"], "tenant slug")
-    check_dns_label(errors, "queue", out["queue"], "queue name")
-    check_dns_label(errors, "tier", out["tier"], "tier name")
+    check_dns_label(errors, "tenant", out["tenant"], N_("tenant slug"))
+    check_dns_label(errors, "queue", out["queue"], N_("queue name"))
+    check_dns_label(errors, "tier", out["tier"], N_("tier name"))
     model = out["gpu_model"]
     if model is not None and model not in catalog:
-        errors.add("gpu_model", f"unknown GPU model {model!r}; known: {', '.join(sorted(catalog)) or 'none'}")
+        known = ", ".join(sorted(catalog)) or N_("none")
+        errors.add("gpu_model", N_("unknown GPU model %(model)r; known: %(known)s", model=model, known=known))
     return out

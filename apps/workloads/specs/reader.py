@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from apps.core.text import N_, Text
+
 REQUIRED = object()
 
 
@@ -13,7 +15,7 @@ class Errors:
     def __init__(self) -> None:
         self.fields: dict[str, list[str]] = {}
 
-    def add(self, path: str, message: str) -> None:
+    def add(self, path: str, message: Text) -> None:
         self.fields.setdefault(path, []).append(message)
 
     def has(self, *paths: str) -> bool:
@@ -37,12 +39,18 @@ class Reader:
         self.ok = isinstance(data, dict)
         self.data: dict = data if isinstance(data, dict) else {}
         if not self.ok:
-            errors.add(prefix or "spec", f"must be a JSON object, not {type_name(data)}")
+            errors.add(prefix or "spec", N_("must be a JSON object, not %(type)s", type=type_name(data)))
             return
         for key in self.data:
             if key not in allowed:
-                hint = f" (did you mean {hints[key]}?)" if hints and key in hints else ""
-                errors.add(join_path(prefix, str(key)), f"unknown field{hint}; allowed: {', '.join(allowed)}")
+                where, listed = join_path(prefix, str(key)), ", ".join(allowed)
+                if hints and key in hints:
+                    message = N_(
+                        "unknown field (did you mean %(hint)s?); allowed: %(allowed)s", hint=hints[key], allowed=listed
+                    )
+                else:
+                    message = N_("unknown field; allowed: %(allowed)s", allowed=listed)
+                errors.add(where, message)
 
     def path(self, key: str) -> str:
         return join_path(self.prefix, key)
@@ -52,7 +60,7 @@ class Reader:
         if key in self.data:
             return self.data[key], True
         if default is REQUIRED and self.ok:
-            self.errors.add(self.path(key), "this field is required")
+            self.errors.add(self.path(key), N_("this field is required"))
         return (None if default is REQUIRED else default), False
 
     def string(self, key: str, default: object = REQUIRED, *, nullable: bool = False) -> str | None:
@@ -60,7 +68,7 @@ class Reader:
         if not present or (value is None and nullable):
             return value  # type: ignore[return-value]
         if not isinstance(value, str):
-            self.errors.add(self.path(key), f"must be a string, not {type_name(value)}")
+            self.errors.add(self.path(key), N_("must be a string, not %(type)s", type=type_name(value)))
             return None
         return value
 
@@ -69,10 +77,12 @@ class Reader:
         if not present or (value is None and nullable):
             return value  # type: ignore[return-value]
         if isinstance(value, bool) or not isinstance(value, int):
-            self.errors.add(self.path(key), f"must be an integer, not {type_name(value)}")
+            self.errors.add(self.path(key), N_("must be an integer, not %(type)s", type=type_name(value)))
             return None
         if not lo <= value <= hi:
-            self.errors.add(self.path(key), f"must be between {lo} and {hi}, not {value}")
+            self.errors.add(
+                self.path(key), N_("must be between %(lo)s and %(hi)s, not %(value)s", lo=lo, hi=hi, value=value)
+            )
             return None
         return value
 
@@ -81,38 +91,38 @@ class Reader:
         if not present:
             return value  # type: ignore[return-value]
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            self.errors.add(self.path(key), f"must be a number, not {type_name(value)}")
+            self.errors.add(self.path(key), N_("must be a number, not %(type)s", type=type_name(value)))
             return None
         return float(value)
 
     def boolean(self, key: str, default: object = REQUIRED) -> bool | None:
         value, present = self.get(key, default)
         if present and not isinstance(value, bool):
-            self.errors.add(self.path(key), f"must be true or false, not {type_name(value)}")
+            self.errors.add(self.path(key), N_("must be true or false, not %(type)s", type=type_name(value)))
             return None
         return value  # type: ignore[return-value]
 
-    def strings(self, key: str, *, max_items: int, max_len: int, what: str = "argument") -> list[str] | None:
+    def strings(self, key: str, *, max_items: int, max_len: int) -> list[str] | None:
         value, present = self.get(key, [])
         if not present:
             return []
         if not isinstance(value, list):
-            self.errors.add(self.path(key), f"must be a list of strings, not {type_name(value)}")
+            self.errors.add(self.path(key), N_("must be a list of strings, not %(type)s", type=type_name(value)))
             return None
         if len(value) > max_items:
-            self.errors.add(self.path(key), f"at most {max_items} items, not {len(value)}")
+            self.errors.add(self.path(key), N_("at most %(max)s items, not %(count)s", max=max_items, count=len(value)))
             return None
         out = []
         for i, item in enumerate(value):
             where = f"{self.path(key)}[{i}]"
             if not isinstance(item, str):
-                self.errors.add(where, f"must be a string, not {type_name(item)}")
+                self.errors.add(where, N_("must be a string, not %(type)s", type=type_name(item)))
             elif "\x00" in item:
-                self.errors.add(where, f"a NUL character cannot be passed in an {what}")
+                self.errors.add(where, N_("a NUL character cannot be passed in an argument"))
             elif not is_text(item):
-                self.errors.add(where, "is not valid Unicode text (a lone surrogate)")
+                self.errors.add(where, N_("is not valid Unicode text (a lone surrogate)"))
             elif len(item) > max_len:
-                self.errors.add(where, f"at most {max_len} characters, not {len(item)}")
+                self.errors.add(where, N_("at most %(max)s characters, not %(count)s", max=max_len, count=len(item)))
             else:
                 out.append(item)
         return out if len(out) == len(value) else None
@@ -135,13 +145,15 @@ def is_text(value: str) -> bool:
 
 
 def type_name(value: object) -> str:
+    """What JSON type `value` is, as words for a message ("an integer"); a Text, so messages translate it."""
     if value is None:
         return "null"
-    return {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "an object",
-    }.get(type(value), type(value).__name__)
+    words = {
+        bool: N_("a boolean"),
+        int: N_("an integer"),
+        float: N_("a number"),
+        str: N_("a string"),
+        list: N_("a list"),
+        dict: N_("an object"),
+    }
+    return words.get(type(value), type(value).__name__)

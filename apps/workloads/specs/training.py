@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from apps.backends.types import Sharing, Topology
+from apps.core.text import N_
 from apps.workloads.specs.checks import check_volume, image_error, mig_per_gpu, mig_profiles, path_error
 from apps.workloads.specs.model import (
     MAX_ITEM,
@@ -34,7 +35,9 @@ def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], mod
     mode = sub.string("mode", Sharing.WHOLE.value)
     if mode not in SHARING_MODES:
         if mode is not None:
-            errors.add("sharing.mode", f"{mode!r} is not one of {', '.join(SHARING_MODES)}")
+            errors.add(
+                "sharing.mode", N_("%(value)r is not one of %(allowed)s", value=mode, allowed=", ".join(SHARING_MODES))
+            )
         return None
     mig_profile = sub.string("mig_profile", "")
     replicas = sub.integer("replicas", None, lo=2, hi=64, nullable=True)
@@ -48,20 +51,31 @@ def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], mod
     }
     for key in ("mig_profile", "replicas", "gpumem_mib", "gpucores"):
         if key in sub.data and sub.data[key] not in (None, "") and key not in extra[Sharing(mode)]:
-            errors.add(f"sharing.{key}", f"applies to {_mode_of(key)} sharing, not {mode!r}")
+            errors.add(
+                f"sharing.{key}", N_("applies to %(applies)s sharing, not %(mode)r", applies=_mode_of(key), mode=mode)
+            )
     fraction = 1.0
     if mode == Sharing.MIG:
         profiles = mig_profiles(entry) if entry else {}
         if entry is not None and not profiles:
-            capable = ", ".join(sorted(code for code, e in catalog.items() if e.get("mig_profiles"))) or "none"
-            errors.add("sharing.mode", f"{model} does not support MIG; MIG-capable models: {capable}")
+            capable = ", ".join(sorted(code for code, e in catalog.items() if e.get("mig_profiles"))) or N_("none")
+            errors.add(
+                "sharing.mode",
+                N_("%(model)s does not support MIG; MIG-capable models: %(capable)s", model=model, capable=capable),
+            )
             return None
         if not mig_profile:
-            errors.add("sharing.mig_profile", "required with MIG sharing, e.g. 1g.10gb or 3g.40gb")
+            errors.add("sharing.mig_profile", N_("required with MIG sharing, e.g. 1g.10gb or 3g.40gb"))
             return None
         if entry is not None and mig_profile not in profiles:
             errors.add(
-                "sharing.mig_profile", f"{model} has no MIG profile {mig_profile!r}; profiles: {', '.join(profiles)}"
+                "sharing.mig_profile",
+                N_(
+                    "%(model)s has no MIG profile %(profile)r; profiles: %(profiles)s",
+                    model=model,
+                    profile=mig_profile,
+                    profiles=", ".join(profiles),
+                ),
             )
             return None
         if entry is not None:
@@ -70,7 +84,8 @@ def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], mod
         if replicas is None:
             if "replicas" not in sub.data:
                 errors.add(
-                    "sharing.replicas", "required with time-slice sharing: the replicas per GPU of the node pool (2-64)"
+                    "sharing.replicas",
+                    N_("required with time-slice sharing: the replicas per GPU of the node pool (2-64)"),
                 )
             return None
         fraction = 1 / replicas
@@ -78,20 +93,29 @@ def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], mod
         for key, value in (("gpumem_mib", gpumem), ("gpucores", gpucores)):
             if value is None and key not in sub.data:
                 errors.add(
-                    f"sharing.{key}", "required with HAMi sharing (gpumem_mib: device memory in MiB; gpucores: percent)"
+                    f"sharing.{key}",
+                    N_("required with HAMi sharing (gpumem_mib: device memory in MiB; gpucores: percent)"),
                 )
         if gpumem is None or gpucores is None:
             return None
         memory = int((entry or {}).get("memory_mib") or 0)
         if memory and gpumem > memory:
-            errors.add("sharing.gpumem_mib", f"{gpumem} MiB is more than the {memory} MiB of a {model} GPU")
+            errors.add(
+                "sharing.gpumem_mib",
+                N_(
+                    "%(gpumem)s MiB is more than the %(memory)s MiB of a %(model)s GPU",
+                    gpumem=gpumem,
+                    memory=memory,
+                    model=model,
+                ),
+            )
             return None
         fraction = max(gpucores / 100, gpumem / memory if memory else 0.0)
     return GpuSharing(mode, mig_profile or "", replicas, gpumem, gpucores, round(fraction, 6))
 
 
 def _mode_of(key: str) -> str:
-    return {"mig_profile": "MIG", "replicas": "time-slice", "gpumem_mib": "HAMi", "gpucores": "HAMi"}[key]
+    return {"mig_profile": "MIG", "replicas": N_("time-slice"), "gpumem_mib": "HAMi", "gpucores": "HAMi"}[key]
 
 
 def _per_gpu(sharing: GpuSharing, entry: dict | None) -> int:
@@ -116,16 +140,16 @@ def parse_training(
         errors.add("image", problem)
     command = reader.strings("command", max_items=MAX_LIST, max_len=MAX_ITEM)
     if command == [] and reader.ok:  # absent or empty
-        errors.add("command", 'the program to run is required, e.g. ["python", "train.py"]')
+        errors.add("command", N_('the program to run is required, e.g. ["python", "train.py"]'))
     elif command and (not command[0] or command[0].startswith("-")):
-        errors.add("command[0]", "the program name cannot be empty or start with '-'")
+        errors.add("command[0]", N_("the program name cannot be empty or start with '-'"))
     args = reader.strings("args", max_items=MAX_LIST, max_len=MAX_ITEM)
     workers = reader.integer("workers", 1, lo=1, hi=MAX_WORKERS)
     gpus_per_worker = reader.integer("gpus_per_worker", 1, lo=1, hi=64)
     sharing = _parse_sharing(reader, errors, catalog, model)
     topology = reader.string("topology", Topology.ANY.value)
     if topology is not None and topology not in TOPOLOGIES:
-        errors.add("topology", f"{topology!r} is not one of {', '.join(TOPOLOGIES)}")
+        errors.add("topology", N_("%(value)r is not one of %(allowed)s", value=topology, allowed=", ".join(TOPOLOGIES)))
         topology = None
     max_runtime = reader.integer("max_runtime_s", 86_400, lo=60, hi=MAX_RUNTIME_S)
     retries = reader.integer("retries", 3, lo=0, hi=100)
@@ -137,19 +161,34 @@ def parse_training(
         if sharing.mode != Sharing.WHOLE and gpus_per_worker != 1:
             errors.add(
                 "gpus_per_worker",
-                f"with {sharing.mode} sharing each worker holds part of one GPU: gpus_per_worker must be 1",
+                N_(
+                    "with %(mode)s sharing each worker holds part of one GPU: gpus_per_worker must be 1",
+                    mode=str(sharing.mode),
+                ),
             )
         elif sharing.mode == Sharing.WHOLE and gpus_per_worker > gpus_per_node:
             errors.add(
                 "gpus_per_worker",
-                f"a worker runs on one node: {gpus_per_worker} GPUs exceed the {gpus_per_node} GPUs per node "
-                f"({model or 'GPU'} nodes); use more workers with fewer GPUs each",
+                N_(
+                    "a worker runs on one node: %(gpus)s GPUs exceed the %(per_node)s GPUs per node "
+                    "(%(model)s nodes); use more workers with fewer GPUs each",
+                    gpus=gpus_per_worker,
+                    per_node=gpus_per_node,
+                    model=model or "GPU",
+                ),
             )
     if workers is not None and gang_min is not None and gang_min > workers:
-        errors.add("gang_min", f"at most the {workers} workers, not {gang_min}")
+        errors.add(
+            "gang_min", N_("at most the %(workers)s workers, not %(gang_min)s", workers=workers, gang_min=gang_min)
+        )
     if elastic is not None and gang_min is not None and gang_min < elastic.min_workers:
         errors.add(
-            "gang_min", f"torchrun cannot start below elastic.min_workers ({elastic.min_workers}); got {gang_min}"
+            "gang_min",
+            N_(
+                "torchrun cannot start below elastic.min_workers (%(min)s); got %(gang_min)s",
+                min=elastic.min_workers,
+                gang_min=gang_min,
+            ),
         )
     if (
         topology == Topology.NODE
@@ -197,21 +236,34 @@ def _check_one_node(
     gpus_per_node: int,
 ) -> None:
     """topology "node" puts the whole gang on one node: it must fit there."""
-    node = f"{gpus_per_node} GPUs per node ({model or 'GPU'} nodes)"
+    node = N_("%(per_node)s GPUs per node (%(model)s nodes)", per_node=gpus_per_node, model=model or "GPU")
     if sharing.mode == Sharing.WHOLE:
         if workers * gpus_per_worker > gpus_per_node:
             errors.add(
                 "topology",
-                f"'node' puts all {workers} workers on one node: {workers} x {gpus_per_worker} = "
-                f"{workers * gpus_per_worker} GPUs exceed the {node}",
+                N_(
+                    "'node' puts all %(workers)s workers on one node: %(workers)s x %(gpus)s = %(total)s GPUs "
+                    "exceed the %(node)s",
+                    workers=workers,
+                    gpus=gpus_per_worker,
+                    total=workers * gpus_per_worker,
+                    node=node,
+                ),
             )
         return
     per_gpu = _per_gpu(sharing, entry)
     if workers > per_gpu * gpus_per_node:
         errors.add(
             "topology",
-            f"'node' puts all {workers} workers on one node, which holds at most {per_gpu * gpus_per_node} "
-            f"{sharing.mode} workers ({per_gpu} per GPU x {node})",
+            N_(
+                "'node' puts all %(workers)s workers on one node, which holds at most %(most)s %(mode)s workers "
+                "(%(per_gpu)s per GPU x %(node)s)",
+                workers=workers,
+                most=per_gpu * gpus_per_node,
+                mode=str(sharing.mode),
+                per_gpu=per_gpu,
+                node=node,
+            ),
         )
 
 
@@ -225,10 +277,20 @@ def _parse_elastic(reader: Reader, errors: Errors, workers: int | None) -> Elast
     if checkpoint is not None and (problem := path_error(checkpoint)):
         errors.add("elastic.checkpoint_path", problem)
     if low is not None and high is not None and low > high:
-        errors.add("elastic.max_workers", f"must be at least min_workers ({low}), not {high}")
+        errors.add(
+            "elastic.max_workers", N_("must be at least min_workers (%(low)s), not %(high)s", low=low, high=high)
+        )
         return None
     if low is not None and high is not None and workers is not None and not low <= workers <= high:
-        errors.add("workers", f"an elastic job starts with {low} to {high} workers (its elastic range), not {workers}")
+        errors.add(
+            "workers",
+            N_(
+                "an elastic job starts with %(low)s to %(high)s workers (its elastic range), not %(workers)s",
+                low=low,
+                high=high,
+                workers=workers,
+            ),
+        )
     if low is None or high is None or checkpoint is None:
         return None
     return Elastic(low, high, checkpoint)
@@ -239,10 +301,10 @@ def _parse_volumes(reader: Reader, errors: Errors) -> list[Volume] | None:
     if not present:
         return []
     if not isinstance(raw, list):
-        errors.add("volumes", f"must be a list of {{claim, mount_path, read_only}}, not {type_name(raw)}")
+        errors.add("volumes", N_("must be a list of {claim, mount_path, read_only}, not %(type)s", type=type_name(raw)))
         return None
     if len(raw) > MAX_VOLUMES:
-        errors.add("volumes", f"at most {MAX_VOLUMES} volumes, not {len(raw)}")
+        errors.add("volumes", N_("at most %(max)s volumes, not %(count)s", max=MAX_VOLUMES, count=len(raw)))
         return None
     out: list[Volume] = []
     seen: dict[str, int] = {}
@@ -254,7 +316,10 @@ def _parse_volumes(reader: Reader, errors: Errors) -> list[Volume] | None:
         claim, mount, read_only = sub.string("claim"), sub.string("mount_path"), sub.boolean("read_only", False)
         check_volume(errors, where, claim, mount)
         if mount is not None and mount in seen:
-            errors.add(f"{where}.mount_path", f"{mount!r} is already the mount path of volumes[{seen[mount]}]")
+            errors.add(
+                f"{where}.mount_path",
+                N_("%(path)r is already the mount path of volumes[%(index)s]", path=mount, index=seen[mount]),
+            )
         if mount is not None:
             seen.setdefault(mount, i)
         if claim is not None and mount is not None and read_only is not None:

@@ -1,0 +1,47 @@
+"""Small formatters for the overview panels, as tags: they render in table cells many times per page."""
+
+from __future__ import annotations
+
+from django import template
+from django.contrib.humanize.templatetags.humanize import intcomma
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext_lazy as _
+
+register = template.Library()
+
+STATE_LABELS = {
+    "allocated": _("allocated"),
+    "free": _("free"),
+    "cordoned": _("cordoned / down"),
+    "unhealthy": _("unhealthy"),
+}
+STATE_COLOURS = {"allocated": "bg-primary", "free": "bg-success", "cordoned": "bg-warning", "unhealthy": "bg-danger"}
+
+
+@register.simple_tag
+def demand_cell(allocated: int, pending: int) -> str:
+    """GPUs held, then "+N" asked for by pending workloads; a dash when there are neither."""
+    if not allocated and not pending:
+        return mark_safe('<span class="text-body-secondary">—</span>')
+    if not pending:
+        return intcomma(allocated)
+    return format_html(
+        '{} <span class="text-warning-emphasis small">+{}</span>', intcomma(allocated), intcomma(pending)
+    )
+
+
+@register.simple_tag
+def state_bar(states) -> str:
+    """A stacked bar of a GpuStates row: allocated, free, cordoned / down, unhealthy, as shares of its total."""
+    bars = [(state, n, pct) for state, n, pct in states.bars if n]
+    inner = format_html_join(
+        "",
+        '<div class="progress" role="progressbar" aria-label="{}" aria-valuenow="{}" aria-valuemin="0" '
+        'aria-valuemax="{}" style="width: {}%" title="{}: {}"><div class="progress-bar {}"></div></div>',
+        (
+            (STATE_LABELS[s], n, states.total, f"{pct:.2f}", STATE_LABELS[s], intcomma(n), STATE_COLOURS[s])
+            for s, n, pct in bars
+        ),
+    )
+    return format_html('<div class="progress-stacked state-bar">{}</div>', inner)
