@@ -80,3 +80,13 @@ def api():
         return client
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _default_language_afterwards():
+    """The test client leaves the last request's language active in the thread; a test that read a page in
+    Chinese must not make the next test's messages Chinese."""
+    yield
+    from django.utils import translation
+
+    translation.deactivate()
