@@ -154,6 +154,7 @@ def main() -> None:
             WORKERS,
             "--log-level",
             "warning",
+            *os.environ.get("BENCH_GUNICORN_ARGS", "").split(),
         ],
         env=ENV,
         cwd=str(ROOT),

@@ -231,7 +231,17 @@ class Admission(models.Model):
 
     class Meta:
         ordering = ["submitted_at", "id"]
-        indexes = [models.Index(fields=["state", "gpu_model"], name="admission_state_model")]
+        indexes = [
+            models.Index(fields=["state", "gpu_model"], name="admission_state_model"),
+            # Every decision sums its queue's admitted GPUs under the admission lock: from the index alone.
+            models.Index(fields=["queue", "gpu_model", "state"], include=["gpus"], name="admission_queue_use"),
+            # ... and what others borrowed from it: only borrowing claims are worth reading.
+            models.Index(
+                fields=["gpu_model"],
+                condition=models.Q(state="admitted") & ~models.Q(borrowed_from={}),
+                name="admission_borrowing",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.gpus} × {self.gpu_model.code}, {self.state})"

@@ -182,7 +182,8 @@ _ONE_QUEUE_SQL = (
     "SELECT qu.guaranteed, qu.borrow_limit, qu.lend_limit, qu.weight, qu.per_user_limit, t.path, t.slug, q.name, "
     "m.name, "
     "(SELECT SUM(a.gpus) FROM tenancy_admission a WHERE a.state = %s AND a.gpu_model_id = m.id AND a.queue_id = q.id), "
-    "(SELECT SUM({lent}) FROM tenancy_admission a WHERE a.state = %s AND a.gpu_model_id = m.id AND {lent} > 0), "
+    "(SELECT SUM({lent}) FROM tenancy_admission a WHERE a.state = %s AND a.gpu_model_id = m.id "
+    "AND NOT (a.borrowed_from = {empty}) AND {lent} > 0), "
     "(SELECT COUNT(*) FROM tenancy_admission a JOIN fleet_gpumodel am ON am.id = a.gpu_model_id "
     "WHERE a.state = %s AND a.decision = 'reclaim' AND am.code = %s) "
     "FROM (SELECT 1 AS one) o "
@@ -199,12 +200,16 @@ _LENT_FROM = {
 }
 
 
+# An empty `borrowed_from` (the partial index `admission_borrowing` leaves those claims out).
+_EMPTY = {"postgresql": "'{}'::jsonb", "sqlite": "'{}'"}
+
+
 def _load_one_queue(snapshot: Snapshot, model: str, queue: int) -> int:
     """`queue`'s quota row of `model` with its use and lending, in one statement; returns the pending reclaims."""
     from django.db import connection
 
     key = str(queue)
-    sql = _ONE_QUEUE_SQL.format(lent=_LENT_FROM[connection.vendor])
+    sql = _ONE_QUEUE_SQL.format(lent=_LENT_FROM[connection.vendor], empty=_EMPTY[connection.vendor])
     params = [AdmissionState.ADMITTED, key, AdmissionState.ADMITTED, key]
     params += [AdmissionState.PENDING, model, queue, model]
     with connection.cursor() as cursor:
