@@ -6,6 +6,7 @@ from django import template
 from django.contrib.humanize.templatetags.humanize import intcomma
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 register = template.Library()
@@ -38,9 +39,16 @@ def state_bar(states) -> str:
     inner = format_html_join(
         "",
         '<div class="progress" role="progressbar" aria-label="{}" aria-valuenow="{}" aria-valuemin="0" '
-        'aria-valuemax="{}" style="width: {}%" title="{}: {}"><div class="progress-bar {}"></div></div>',
+        'aria-valuemax="{}" style="width: {}%" title="{}"><div class="progress-bar {}"></div></div>',
         (
-            (STATE_LABELS[s], n, states.total, f"{pct:.2f}", STATE_LABELS[s], intcomma(n), STATE_COLOURS[s])
+            (
+                STATE_LABELS[s],
+                n,
+                states.total,
+                f"{pct:.2f}",
+                gettext("%(state)s: %(gpus)s GPUs") % {"state": STATE_LABELS[s], "gpus": intcomma(n)},
+                STATE_COLOURS[s],
+            )
             for s, n, pct in bars
         ),
     )
