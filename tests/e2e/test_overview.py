@@ -66,3 +66,19 @@ def test_a_member_sees_their_own_rows_only(page: Page, problems: PageProblems, w
     expect(page.get_by_test_id("overview-heatmap")).to_be_visible()
     expect(page.locator("main")).not_to_contain_text("Org A")
     problems.assert_clean("the member's overview")
+
+
+def test_the_language_switcher_turns_the_console_chinese(page: Page, problems: PageProblems, watched_fleet):
+    log_in(page, "root")
+    page.get_by_test_id("language-switcher").get_by_role("combobox").select_option("zh-hans")
+    expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("root")
+    nav = page.locator("nav.navbar")
+    expect(nav).to_contain_text("租户")
+    expect(page.get_by_test_id("overview-gpus-by-state")).to_contain_text("已分配")
+    expect(page.locator("#overview-heatmap .main-svg").first).to_be_visible()
+    screenshot(page, "overview-zh", docs=True)
+    nav.get_by_role("link", name="负载", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/workloads/"))
+    expect(page.locator("html")).to_have_attribute("lang", "zh-hans")  # the choice sticks (a cookie)
+    problems.assert_clean("the console in Chinese")
