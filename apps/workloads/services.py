@@ -121,7 +121,7 @@ def submit_workload(
         return _replay(context.existing_id, digest)
     tenant = context.tenant
     if tenant is None or not has_perm(actor, Action.VIEW, tenant):
-        raise NotFound(_("No tenant %(get)s.") % {"get": repr(spec.get("tenant"))}, {"tenant": _("Not found.")})
+        raise NotFound(_("No tenant %(tenant)s.") % {"tenant": repr(spec.get("tenant"))}, {"tenant": _("Not found.")})
     require(actor, Action.SUBMIT, tenant, _("You may not submit work to tenant %(slug)s.") % {"slug": tenant.slug})
     models = gpu_models()
     known = catalog(list(models.values()))
