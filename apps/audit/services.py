@@ -48,34 +48,12 @@ def actor_label(actor) -> str:
     return actor.get_username()
 
 
-def record_event(
-    actor,
-    action: str,
-    target: models.Model | None = None,
-    *,
-    tenant=None,
-    reason: str = "",
-    before: dict | None = None,
-    after: dict | None = None,
-    target_type: str | None = None,
-    target_id: str | None = None,
-    target_label: str | None = None,
-) -> AuditEvent:
-    """Append one audit event. Must run inside the caller's transaction so the change and its record commit together."""
-    return insert_row(
-        audit_row(
-            actor,
-            action,
-            target,
-            tenant=tenant,
-            reason=reason,
-            before=before,
-            after=after,
-            target_type=target_type,
-            target_id=target_id,
-            target_label=target_label,
-        )
-    )
+def record_event(actor, action: str, target: models.Model | None = None, **fields) -> AuditEvent:
+    """Append one audit event. Must run inside the caller's transaction so the change and its record commit together.
+
+    `fields` are `audit_row`'s keyword arguments (tenant, reason, before, after, target_type/_id/_label).
+    """
+    return insert_row(audit_row(actor, action, target, **fields))
 
 
 def audit_row(

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from rest_framework.test import APIClient
 
 from apps.backends.models import SimWorkload
 from apps.workloads.models import OutboxEntry, OutboxStatus, Workload
 from tests.utils.personas import build_personas, fresh
+from tests.utils.waiting import wait_until
 from tests.workloads.conftest import build_fleet, training_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-def _wait(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_burst_of_submissions_lands_each_once(live_celery):
@@ -35,7 +25,9 @@ def test_a_burst_of_submissions_lands_each_once(live_celery):
         response = client.post("/api/v1/workloads/", body, format="json", HTTP_IDEMPOTENCY_KEY=f"burst-{i}")
         assert response.status_code == 201, response.json()
         ids.append(response.json()["id"])
-    done = _wait(lambda: OutboxEntry.objects.filter(workload_id__in=ids, status=OutboxStatus.DONE).count() == 6)
+    done = wait_until(
+        lambda: OutboxEntry.objects.filter(workload_id__in=ids, status=OutboxStatus.DONE).count() == 6, timeout=20.0
+    )
     assert done, list(OutboxEntry.objects.filter(workload_id__in=ids).values_list("status", "last_error"))
     names = list(Workload.objects.filter(pk__in=ids).values_list("backend_name", flat=True))
     assert sorted(SimWorkload.objects.filter(name__in=names).values_list("name", flat=True)) == sorted(names)
