@@ -76,6 +76,9 @@ def log_in(page: Page, username: str) -> None:
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(re.compile(r"/$"))
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Welcome, {username}")
+    # Let the overview finish loading (plotly is deferred): leaving it at once aborts that request, and the
+    # problem watcher rightly counts an aborted request as a failure.
+    page.wait_for_load_state("load")
 
 
 def screenshot(page: Page, name: str, *, docs: bool = False) -> Path:
