@@ -42,18 +42,26 @@ class AuditEvent(models.Model):
     token = models.ForeignKey(
         "accounts.ApiToken", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
     )
-    action = models.CharField(max_length=100, db_index=True)
-    target_type = models.CharField(max_length=100, db_index=True)
+    # One row per state change: only the indexes the audit pages search by (the action filter is a
+    # case-insensitive prefix, which no btree serves; target_type and tenant lead composite indexes).
+    action = models.CharField(max_length=100)
+    target_type = models.CharField(max_length=100)
     target_id = models.CharField(max_length=100, blank=True)
     target_label = models.CharField(max_length=300, blank=True)
     tenant = models.ForeignKey(
-        "tenancy.Tenant", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+        "tenancy.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
     )
     tenant_label = models.CharField(max_length=100, blank=True)
     reason = models.TextField(blank=True)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
-    request_id = models.CharField(max_length=64, blank=True, db_index=True)
+    request_id = models.CharField(max_length=64, blank=True)
 
     objects = AuditEventQuerySet.as_manager()
 
@@ -62,6 +70,7 @@ class AuditEvent(models.Model):
         indexes = [
             models.Index(fields=["tenant", "-time"], name="audit_tenant_time"),
             models.Index(fields=["target_type", "target_id"], name="audit_target"),
+            models.Index(fields=["request_id"], name="audit_request"),  # equality only: no LIKE twin
         ]
 
     def __str__(self) -> str:

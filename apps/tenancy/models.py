@@ -212,7 +212,8 @@ class Admission(models.Model):
     """
 
     name = models.CharField(max_length=253)
-    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="admissions")
+    # admission_queue_use leads with the queue: a second index on it would only cost every INSERT.
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="admissions", db_index=False)
     gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
     gpus = models.PositiveIntegerField()
     gang = models.PositiveIntegerField(default=1)
@@ -232,7 +233,9 @@ class Admission(models.Model):
     class Meta:
         ordering = ["submitted_at", "id"]
         indexes = [
-            models.Index(fields=["state", "gpu_model"], name="admission_state_model"),
+            # Pending claims by model; and every queue's use of a model from the index alone (a full queue's
+            # decision reads all lenders' use under the admission lock).
+            models.Index(fields=["state", "gpu_model"], include=["queue", "gpus"], name="admission_state_model"),
             # Every decision sums its queue's admitted GPUs under the admission lock: from the index alone.
             models.Index(fields=["queue", "gpu_model", "state"], include=["gpus"], name="admission_queue_use"),
             # ... and what others borrowed from it: only borrowing claims are worth reading.

@@ -92,19 +92,25 @@ def build_snapshot(with_capacity: bool = True) -> tuple[Snapshot, dict[int, Tier
     return snapshot, tier_map
 
 
-def build_decision_snapshot(model: str, queue: int | None = None) -> Snapshot:
+def build_decision_snapshot(model: str, queue: int | None = None, *, lock_sql: str | None = None) -> Snapshot:
     """What one decision on `model` needs, from aggregates: quota, use and lending, capacity.
 
     With `queue`, only that queue's row is read up front; every other queue (the possible lenders)
     is read the first time the decision asks for lenders, and the admitted claims themselves only
     if it has to plan a reclaim. A decision within the guarantee reads a handful of rows.
+    `lock_sql` (PostgreSQL) takes the admission lock first, in the same round trip as that read.
     """
     tier_map = tiers()
     snapshot = Snapshot(quotas={}, paths={}, names={}, model_names={})
     if queue is not None:
-        reclaims = _load_one_queue(snapshot, model, queue)
+        reclaims = _load_one_queue(snapshot, model, queue, lock_sql)
         snapshot.load_lenders = lambda snap: _load_quota_use(snap, model, None)
     else:
+        if lock_sql is not None:
+            from django.db import connection
+
+            with connection.cursor() as cursor:
+                cursor.execute(lock_sql)
         _load_quota_use(snapshot, model, None)
         reclaims = 1
     snapshot.free_capacity.update(free_capacity_cached(model))
@@ -182,7 +188,8 @@ _ONE_QUEUE_SQL = (
     "SELECT qu.guaranteed, qu.borrow_limit, qu.lend_limit, qu.weight, qu.per_user_limit, t.path, t.slug, q.name, "
     "m.name, "
     "(SELECT SUM(a.gpus) FROM tenancy_admission a WHERE a.state = %s AND a.gpu_model_id = m.id AND a.queue_id = q.id), "
-    "(SELECT SUM({lent}) FROM tenancy_admission a WHERE a.state = %s AND a.gpu_model_id = m.id "
+    # 'admitted' is spelled out: a parameter there would keep the (generic) plan off the partial index.
+    "(SELECT SUM({lent}) FROM tenancy_admission a WHERE a.state = 'admitted' AND a.gpu_model_id = m.id "
     "AND NOT (a.borrowed_from = {empty}) AND {lent} > 0), "
     "(SELECT COUNT(*) FROM tenancy_admission a JOIN fleet_gpumodel am ON am.id = a.gpu_model_id "
     "WHERE a.state = %s AND a.decision = 'reclaim' AND am.code = %s) "
@@ -204,16 +211,27 @@ _LENT_FROM = {
 _EMPTY = {"postgresql": "'{}'::jsonb", "sqlite": "'{}'"}
 
 
-def _load_one_queue(snapshot: Snapshot, model: str, queue: int) -> int:
-    """`queue`'s quota row of `model` with its use and lending, in one statement; returns the pending reclaims."""
+def _load_one_queue(snapshot: Snapshot, model: str, queue: int, lock_sql: str | None = None) -> int:
+    """`queue`'s quota row of `model` with its use and lending, in one statement; returns the pending reclaims.
+
+    With `lock_sql`, that lock statement and the read go to PostgreSQL together (psycopg's pipeline mode:
+    one round trip with the transaction's BEGIN). They stay two statements, so the read takes its snapshot
+    after the lock is granted and sees every decision committed before it; the lock is held for one round
+    trip less, which is what bounds the rate of submissions.
+    """
     from django.db import connection
 
     key = str(queue)
     sql = _ONE_QUEUE_SQL.format(lent=_LENT_FROM[connection.vendor], empty=_EMPTY[connection.vendor])
-    params = [AdmissionState.ADMITTED, key, AdmissionState.ADMITTED, key]
+    params = [AdmissionState.ADMITTED, key, key]
     params += [AdmissionState.PENDING, model, queue, model]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    with connection.cursor() as lock, connection.cursor() as cursor:
+        if lock_sql is not None:
+            with connection.connection.pipeline():
+                lock.execute(lock_sql)
+                cursor.execute(sql, params)
+        else:
+            cursor.execute(sql, params)
         g, borrow, lend, weight, per_user, path, slug, qname, model_name, used, lent, reclaims = cursor.fetchone()
     snapshot._loaded_queues.add(queue)
     if g is None:  # no quota row: the queue holds no guarantee of this model
@@ -243,6 +261,20 @@ def _load_one_queue(snapshot: Snapshot, model: str, queue: int) -> int:
     return reclaims
 
 
+# Run under the admission lock when a queue is past its guarantee; 'admitted' is spelled out so that the
+# (generic) plans can use the indexes made for them: admission_state_model covers the first (queue and
+# GPUs included), the partial admission_borrowing holds only the claims the second reads.
+_USE_BY_QUEUE_SQL = (
+    "SELECT a.queue_id, SUM(a.gpus) FROM tenancy_admission a WHERE a.state = 'admitted' "
+    "AND a.gpu_model_id = (SELECT id FROM fleet_gpumodel WHERE code = %s) GROUP BY a.queue_id"
+)
+_LENT_BY_QUEUE_SQL = (
+    "SELECT b.key::bigint, SUM(b.value::int) FROM tenancy_admission a, jsonb_each_text(a.borrowed_from) b "
+    "WHERE a.state = 'admitted' AND NOT (a.borrowed_from = '{}'::jsonb) "
+    "AND a.gpu_model_id = (SELECT id FROM fleet_gpumodel WHERE code = %s) GROUP BY b.key"
+)
+
+
 def _load_quota_use(snapshot: Snapshot, model: str, queue: int | None) -> None:
     """Quota rows of `model` (one queue's, or all) with what their admitted work uses and lends."""
     from django.db import connection
@@ -252,18 +284,20 @@ def _load_quota_use(snapshot: Snapshot, model: str, queue: int | None) -> None:
     if queue is not None:
         quota_rows = quota_rows.filter(queue_id=queue)
     _read_quotas(snapshot, quota_rows, keep=snapshot._loaded_queues if queue is None else frozenset())
-    used_rows = admitted.filter(queue_id=queue) if queue is not None else admitted
-    for qid, used in used_rows.values("queue_id").annotate(n=Sum("gpus")).values_list("queue_id", "n"):
+    if queue is None:  # every queue's use: one pass over the model's admitted claims (the decision's lenders)
+        with connection.cursor() as cursor:
+            cursor.execute(_USE_BY_QUEUE_SQL, [model])
+            used_rows = cursor.fetchall()
+    else:
+        used_rows = (
+            admitted.filter(queue_id=queue).values("queue_id").annotate(n=Sum("gpus")).values_list("queue_id", "n")
+        )
+    for qid, used in used_rows:
         if (qid, model) in snapshot.quotas and (queue is not None or qid not in snapshot._loaded_queues):
             snapshot.quotas[(qid, model)].used = used or 0
     if connection.vendor == "postgresql" and queue is None:
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT b.key::bigint, SUM(b.value::int) FROM tenancy_admission a "
-                "JOIN fleet_gpumodel m ON m.id = a.gpu_model_id, jsonb_each_text(a.borrowed_from) b "
-                "WHERE a.state = %s AND m.code = %s GROUP BY b.key",
-                [AdmissionState.ADMITTED, model],
-            )
+            cursor.execute(_LENT_BY_QUEUE_SQL, [model])
             lent = cursor.fetchall()
     else:  # one queue (claims that borrowed from it), or the demo's SQLite: fold in Python
         rows = (

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from apps.core.validators import dns1123_label
@@ -68,8 +67,10 @@ class Workload(models.Model):
     name = models.CharField(max_length=63, validators=[dns1123_label])
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="workloads")
     queue = models.ForeignKey("tenancy.Queue", on_delete=models.PROTECT, related_name="workloads")
-    tier = models.ForeignKey("tenancy.PriorityTier", on_delete=models.PROTECT, related_name="+")
-    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="workloads")
+    # Every index is written on each submission: none that another index already covers (cluster: cluster_state;
+    # created_by: the idempotency key's unique index), none for what is never searched (tier: only PROTECT checks).
+    tier = models.ForeignKey("tenancy.PriorityTier", on_delete=models.PROTECT, related_name="+", db_index=False)
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="workloads", db_index=False)
     gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
     gpus = models.FloatField(help_text="GPUs the workload holds (fractions for shared GPUs)")
     spec = models.JSONField()
@@ -77,14 +78,16 @@ class Workload(models.Model):
     admission = models.OneToOneField(
         "tenancy.Admission", null=True, blank=True, on_delete=models.SET_NULL, related_name="workload"
     )
-    state = models.CharField(max_length=20, choices=WorkloadState.choices, default=WorkloadState.PENDING, db_index=True)
+    state = models.CharField(max_length=20, choices=WorkloadState.choices, default=WorkloadState.PENDING)
     state_reason = models.CharField(max_length=500, blank=True)
     backend_name = models.CharField(max_length=63, blank=True)
     placements = models.JSONField(default=list, blank=True)
     requeues = models.PositiveIntegerField(default=0)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     request_hash = models.CharField(max_length=64, blank=True)
-    created_by = models.ForeignKey("accounts.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        "accounts.User", null=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -96,13 +99,15 @@ class Workload(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["created_by", "idempotency_key"],
-                condition=Q(idempotency_key__isnull=False),
+                fields=["created_by", "idempotency_key"],  # NULL keys are distinct: no condition needed
                 name="workload_idempotency_key_per_user",
                 violation_error_message="This idempotency key was already used.",
             ),
         ]
-        indexes = [models.Index(fields=["cluster", "state"], name="workload_cluster_state")]
+        indexes = [
+            models.Index(fields=["cluster", "state"], name="workload_cluster_state"),
+            models.Index(fields=["state"], name="workload_state"),  # equality only: no LIKE twin
+        ]
 
     def __str__(self) -> str:
         return f"{self.tenant.slug}/{self.name}"
@@ -154,7 +159,7 @@ class OutboxEntry(models.Model):
     action = models.CharField(max_length=20, choices=OutboxAction.choices)
     status = models.CharField(max_length=20, choices=OutboxStatus.choices, default=OutboxStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(db_index=True)
+    next_attempt_at = models.DateTimeField()  # outbox_due serves the drain
     claimed_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -181,6 +181,25 @@ def submit_workload(
 def _decide_and_store(
     actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, ids
 ) -> tuple[Workload, bool]:
+    claim_id, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
+    # Built before the transaction: the admission lock is held from the decision to the commit, and
+    # what does not depend on the decision need not be built while every other submission waits.
+    workload = Workload(
+        kind=kind,
+        name=parsed.name,
+        tenant=tenant,
+        queue=queue,
+        tier=tier,
+        cluster=cluster,
+        gpu_model=model,
+        gpus=parsed.total_gpus,
+        spec=parsed.to_dict(),
+        template=template,
+        idempotency_key=idempotency_key or None,
+        request_hash=digest,
+        created_by=actor if actor.pk else None,
+        pk=workload_id,
+    )
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
     # outbox row, its event and its audit event commit with it, or nothing does.
     with transaction.atomic():
@@ -192,26 +211,10 @@ def _decide_and_store(
             tier=tier,
             user=actor.get_username(),
         )
-        claim.pk, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
+        claim.pk = claim_id
         if claim.pk is None:
             insert_row(claim)
-        workload = Workload(
-            kind=kind,
-            name=parsed.name,
-            tenant=tenant,
-            queue=queue,
-            tier=tier,
-            cluster=cluster,
-            gpu_model=model,
-            gpus=parsed.total_gpus,
-            spec=parsed.to_dict(),
-            template=template,
-            idempotency_key=idempotency_key or None,
-            request_hash=digest,
-            created_by=actor if actor.pk else None,
-            admission=claim,
-            pk=workload_id,
-        )
+        workload.admission = claim
         _state_from_claim(workload, claim)
         rows = [claim, workload]
         if workload.pk is not None:  # the name goes in with the row, and all rows in one statement

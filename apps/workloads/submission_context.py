@@ -5,7 +5,7 @@ queue, the clusters bound to the queue with their node sizes for the GPU model, 
 budget pauses the tenant's preemptible work, and (PostgreSQL) the new workload's id. Read one by
 one through the ORM that is six queries, most of a submission's cost under load; here it is one
 plain SQL statement (portable: PostgreSQL and the demo's SQLite). GPU models come from the
-per-process reference cache.
+per-process reference cache, the clusters' node sizes from a cache of a few seconds (`node_sizes`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import connection
 
 from apps.core.refcache import cached
@@ -47,7 +48,6 @@ class SubmissionContext:
 
 _SQL = (
     "SELECT t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, "
-    "n.gpu_count, COUNT(n.id), "
     "(SELECT w.id FROM workloads_workload w WHERE w.created_by_id = %s AND w.idempotency_key = %s), "
     # A spend budget of the tenant or an ancestor that is over and pauses preemptible work (chargeback).
     "(SELECT sb.id FROM chargeback_spendbudget sb JOIN tenancy_tenant a ON a.id = sb.tenant_id "
@@ -58,11 +58,31 @@ _SQL = (
     "LEFT JOIN tenancy_tenant t ON t.slug = %s "
     "LEFT JOIN tenancy_queue q ON q.tenant_id = t.id AND q.name = %s "
     "LEFT JOIN tenancy_queuebinding b ON b.queue_id = q.id "
-    "LEFT JOIN fleet_cluster c ON c.id = b.cluster_id "
-    "LEFT JOIN fleet_node n ON n.cluster_id = c.id AND n.gpu_model_id = %s AND n.state <> %s "
-    "GROUP BY o.next_id, o.claim_id, t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, "
-    "c.id, c.name, c.kind, n.gpu_count"
+    "LEFT JOIN fleet_cluster c ON c.id = b.cluster_id"
 )
+_NODE_SIZES_SQL = (
+    "SELECT cluster_id, gpu_count, COUNT(*) FROM fleet_node WHERE gpu_model_id = %s AND state <> %s "
+    "GROUP BY cluster_id, gpu_count"
+)
+
+
+def node_sizes(model_id: int) -> dict[int, Counter]:
+    """Per cluster, its nodes of the GPU model by GPUs per node; re-read at most every few seconds per process.
+
+    Nodes change when inventory is synced (each minute), not per submission: counting a large fleet's
+    nodes on every request would make a submission's cost grow with the fleet (the capacity figure
+    admission uses is cached the same way, `ADMISSION_CAPACITY_CACHE_S`).
+    """
+
+    def load() -> dict[int, Counter]:
+        sizes: dict[int, Counter] = {}
+        with connection.cursor() as cursor:
+            cursor.execute(_NODE_SIZES_SQL, [model_id, NodeState.VANISHED])
+            for cluster_id, size, count in cursor.fetchall():
+                sizes.setdefault(cluster_id, Counter())[size] += count
+        return sizes
+
+    return cached(f"node-sizes:{model_id}", load, ttl=settings.ADMISSION_CAPACITY_CACHE_S)
 
 
 # PostgreSQL hands out the new workload's and claim's ids up front, so the INSERTs can carry the backend
@@ -82,21 +102,15 @@ def _text(value) -> str | None:
 def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -> SubmissionContext:
     """Everything named by the (not yet validated) spec; values of the wrong type simply match nothing."""
     model = gpu_models().get(_text(spec.get("gpu_model")) or "")
-    params = [
-        user_id,
-        idempotency_key,
-        _text(spec.get("tenant")),
-        _text(spec.get("queue")),
-        model.pk if model else None,
-        NodeState.VANISHED,
-    ]
+    params = [user_id, idempotency_key, _text(spec.get("tenant")), _text(spec.get("queue"))]
     with connection.cursor() as cursor:
         cursor.execute(_SQL.format(next_id=_NEXT_ID[connection.vendor]), params)
         rows = cursor.fetchall()
     first = rows[0]
-    context = SubmissionContext(existing_id=first[13], over_budget_id=first[14], next_id=first[15], claim_id=first[16])
+    context = SubmissionContext(existing_id=first[11], over_budget_id=first[12], next_id=first[13], claim_id=first[14])
     db = connection.alias
-    for t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind, size, count, *_ in rows:
+    sizes_by_cluster = node_sizes(model.pk) if model else {}
+    for t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind, *_ in rows:
         if t_id is None:
             break
         if context.tenant is None:
@@ -109,9 +123,7 @@ def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -
             context.queue = Queue.from_db(db, ["id", "tenant_id", "name"], [q_id, t_id, q_name])
             context.queue.tenant = context.tenant
         context.bound = context.bound or b_id is not None
-        if c_id is not None and count:
-            _, sizes = context.clusters.setdefault(
-                c_id, (Cluster.from_db(db, ["id", "name", "kind"], [c_id, c_name, kind]), Counter())
-            )
-            sizes[size] += count
+        if c_id is not None and sizes_by_cluster.get(c_id):
+            cluster = Cluster.from_db(db, ["id", "name", "kind"], [c_id, c_name, kind])
+            context.clusters[c_id] = (cluster, sizes_by_cluster[c_id])
     return context

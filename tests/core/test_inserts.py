@@ -18,3 +18,21 @@ def test_rows_go_out_in_one_statement_with_their_keys(db, django_assert_num_quer
     assert stored[first.pk].after == {"n": 1} and stored[first.pk].time == now
     assert stored[second.pk].actor_label == "b" and stored[preset.pk].action == "test.three"
     assert not first._state.adding and first._state.db == "default"
+
+
+def test_the_chain_is_parsed_once_per_text(db):
+    """psycopg caches its parse of a statement only up to a number of parameters; the chain has more."""
+    from psycopg import _queries
+
+    def rows():
+        now = timezone.now()
+        return [
+            AuditEvent(time=now, actor_label="a", action="test.p", target_type="t", before={}, after={}, reason="r")
+            for _ in range(6)
+        ]
+
+    insert_rows(*rows())
+    assert (len(AuditEvent._meta.concrete_fields) - 1) * 6 > 50  # more parameters than psycopg caches by default
+    hits = _queries._query2pg.cache_info().hits
+    insert_rows(*rows())
+    assert _queries._query2pg.cache_info().hits == hits + 1

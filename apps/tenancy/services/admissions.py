@@ -16,12 +16,15 @@ from apps.fleet.models import GpuModel
 from apps.tenancy.admission import Decision, Request, Result, admission_pass, decide, rebalance
 from apps.tenancy.models import Admission, AdmissionState, PriorityTier, Queue
 
+# Admission decisions read many rows and write a few: they are taken one at a time under this
+# transaction-level lock (no backend call inside), released when the deciding transaction ends.
+ADMISSION_LOCK_SQL = "SELECT pg_advisory_xact_lock(4243)"
+
 
 def _serialize() -> None:
-    """Admission decisions read many rows and write a few: take them one at a time (no backend call inside)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(4243)")
+            cursor.execute(ADMISSION_LOCK_SQL)
 
 
 def _request(queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int, user: str) -> Request:
@@ -61,30 +64,21 @@ def decide_claim(
     if not connection.in_atomic_block:
         raise RuntimeError("decide_claim must run inside the caller's transaction.atomic() block")
     request = _request(queue, gpu_model, gpus, tier, gang, user)
-    now = timezone.now()
-    _serialize()
-    result = decide(build_decision_snapshot(gpu_model.code, queue.pk), request)
-    state = {
+    # Everything that does not depend on the decision is built before the lock is taken.
+    claim = Admission(name=name, queue=queue, gpu_model=gpu_model, gpus=gpus, gang=gang, tier=tier, user=user)
+    lock = ADMISSION_LOCK_SQL if connection.vendor == "postgresql" else None
+    result = decide(build_decision_snapshot(gpu_model.code, queue.pk, lock_sql=lock), request)
+    claim.state = {
         Decision.ADMIT: AdmissionState.ADMITTED,
         Decision.BORROW: AdmissionState.ADMITTED,
         Decision.REJECT: AdmissionState.REJECTED,
     }.get(result.decision, AdmissionState.PENDING)
-    return Admission(
-        name=name,
-        queue=queue,
-        gpu_model=gpu_model,
-        gpus=gpus,
-        gang=gang,
-        tier=tier,
-        user=user,
-        state=state,
-        decision=result.decision,
-        reason=result.reason[:500],
-        borrowed_from={str(k): v for k, v in result.borrow.items()},
-        reclaim_plan=[list(p) for p in result.reclaim],
-        submitted_at=now,
-        admitted_at=now if state == AdmissionState.ADMITTED else None,
-    )
+    claim.decision, claim.reason = result.decision, result.reason[:500]
+    claim.borrowed_from = {str(k): v for k, v in result.borrow.items()}
+    claim.reclaim_plan = [list(p) for p in result.reclaim]
+    claim.submitted_at = timezone.now()
+    claim.admitted_at = claim.submitted_at if claim.state == AdmissionState.ADMITTED else None
+    return claim
 
 
 def submit_admission(**request) -> Admission:
