@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cache
 
 from django.conf import settings
 from django.db import connection
@@ -89,10 +90,25 @@ def node_sizes(model_id: int) -> dict[int, Counter]:
 # name derived from the id and go out as one statement (apps/core/inserts.py::insert_rows); the demo's
 # SQLite has no sequences: it inserts row by row and updates the name after the INSERT.
 _NEXT_ID = {
-    "postgresql": "SELECT nextval(pg_get_serial_sequence('workloads_workload', 'id')) AS next_id, "
-    "nextval(pg_get_serial_sequence('tenancy_admission', 'id')) AS claim_id",
+    "postgresql": "SELECT nextval({workload_seq}) AS next_id, nextval({claim_seq}) AS claim_id",
     "sqlite": "SELECT NULL AS next_id, NULL AS claim_id",
 }
+
+
+@cache
+def _context_sql(vendor: str) -> str:
+    """The context query for this database; PostgreSQL's sequences are looked up by name once per process
+    (`pg_get_serial_sequence` in every statement cost PostgreSQL a catalog scan per submission)."""
+    next_id = _NEXT_ID[vendor]
+    if vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT quote_literal(pg_get_serial_sequence('workloads_workload', 'id')), "
+                "quote_literal(pg_get_serial_sequence('tenancy_admission', 'id'))"
+            )
+            workload_seq, claim_seq = cursor.fetchone()
+        next_id = next_id.format(workload_seq=workload_seq, claim_seq=claim_seq)
+    return _SQL.format(next_id=next_id)
 
 
 def _text(value) -> str | None:
@@ -104,7 +120,7 @@ def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -
     model = gpu_models().get(_text(spec.get("gpu_model")) or "")
     params = [user_id, idempotency_key, _text(spec.get("tenant")), _text(spec.get("queue"))]
     with connection.cursor() as cursor:
-        cursor.execute(_SQL.format(next_id=_NEXT_ID[connection.vendor]), params)
+        cursor.execute(_context_sql(connection.vendor), params)
         rows = cursor.fetchall()
     first = rows[0]
     context = SubmissionContext(existing_id=first[11], over_budget_id=first[12], next_id=first[13], claim_id=first[14])
