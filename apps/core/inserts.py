@@ -4,8 +4,9 @@
 submission writes five rows). `insert_row` builds the statement once per model and field set and
 binds the values as the ORM does (`pre_save` for auto_now fields, `get_db_prep_save` for JSON and
 dates; strings, numbers and integer keys of the right type as they are, which is what the ORM's
-conversion would return for them), so the row is the one `save()` would have written. PostgreSQL and SQLite both
-return the new id with RETURNING. Signals are not sent: use it only for models without receivers.
+conversion would return for them), so the row is the one `save()` would have written. PostgreSQL
+and SQLite both return the new id with RETURNING. Signals are not sent: use it only for models
+without receivers.
 """
 
 from __future__ import annotations

@@ -216,8 +216,8 @@ def _load_one_queue(snapshot: Snapshot, model: str, queue: int, lock_sql: str | 
 
     With `lock_sql`, that lock statement and the read go to PostgreSQL together (psycopg's pipeline mode:
     one round trip with the transaction's BEGIN). They stay two statements, so the read takes its snapshot
-    after the lock is granted and sees every decision committed before it; the lock is held for one round
-    trip less, which is what bounds the rate of submissions.
+    after the lock is granted and sees every decision committed before it. A submission makes one round
+    trip less, and holds the lock for one less.
     """
     from django.db import connection
 
