@@ -98,7 +98,7 @@ def build_decision_snapshot(model: str, queue: int | None = None, *, lock_sql: s
     With `queue`, only that queue's row is read up front; every other queue (the possible lenders)
     is read the first time the decision asks for lenders, and the admitted claims themselves only
     if it has to plan a reclaim. A decision within the guarantee reads a handful of rows.
-    `lock_sql` (PostgreSQL) takes the admission lock first, in the same round trip as that read.
+    `lock_sql` (PostgreSQL, with `queue`) takes the admission lock first, in the same round trip as that read.
     """
     tier_map = tiers()
     snapshot = Snapshot(quotas={}, paths={}, names={}, model_names={})
@@ -106,11 +106,6 @@ def build_decision_snapshot(model: str, queue: int | None = None, *, lock_sql: s
         reclaims = _load_one_queue(snapshot, model, queue, lock_sql)
         snapshot.load_lenders = lambda snap: _load_quota_use(snap, model, None)
     else:
-        if lock_sql is not None:
-            from django.db import connection
-
-            with connection.cursor() as cursor:
-                cursor.execute(lock_sql)
         _load_quota_use(snapshot, model, None)
         reclaims = 1
     snapshot.free_capacity.update(free_capacity_cached(model))
