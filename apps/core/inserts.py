@@ -112,6 +112,9 @@ def insert_rows(*objs: models.Model) -> None:
             _saved(obj, pk, alias)
 
 
+CHAIN_PARAMS_CACHED = 200
+
+
 def _cache_the_chain() -> None:
     """Let psycopg reuse its parse of the chain's text.
 
@@ -128,7 +131,6 @@ def _cache_the_chain() -> None:
     _queries.MAX_CACHED_STATEMENT_PARAMS = max(_queries.MAX_CACHED_STATEMENT_PARAMS, CHAIN_PARAMS_CACHED)
 
 
-CHAIN_PARAMS_CACHED = 200
 _cache_the_chain()
 
 
