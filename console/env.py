@@ -99,7 +99,7 @@ def parse_database_url(url: str) -> dict:
         except ValueError as exc:
             raise ImproperlyConfigured(f"DATABASE_URL={url!r} has a bad port") from exc
         return {
-            "ENGINE": "django.db.backends.postgresql",
+            "ENGINE": "apps.core.postgresql",
             "NAME": name,
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),

@@ -12,7 +12,7 @@ from tests.utils.personas import Personas, build_personas
 
 def pytest_configure(config):
     engine = settings.DATABASES["default"]["ENGINE"]
-    if engine != "django.db.backends.postgresql":
+    if engine != "apps.core.postgresql":
         raise pytest.UsageError(
             "The test suite runs on PostgreSQL. Use `make test`, or set "
             "DATABASE_URL=postgres://postgres@127.0.0.1:5432/console before running pytest."

@@ -48,7 +48,7 @@ def test_env_list(monkeypatch):
 
 def test_database_url():
     pg = parse_database_url("postgres://u:p%40ss@db.internal:6432/console?sslmode=require")
-    assert pg["ENGINE"] == "django.db.backends.postgresql"
+    assert pg["ENGINE"] == "apps.core.postgresql"
     assert (pg["NAME"], pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"]) == (
         "console",
         "u",
