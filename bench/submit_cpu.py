@@ -9,7 +9,6 @@ sum per request bounds the throughput; a rate below that bound means CPU sat idl
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
@@ -66,12 +65,7 @@ def main() -> None:
     argv = [sys.executable, "-m", "gunicorn", "console.wsgi", "--bind", f"127.0.0.1:{sb.PORT}"]
     server = subprocess.Popen([*argv, "--workers", sb.WORKERS, "--log-level", "warning"], env=sb.ENV, cwd=sb.ROOT)  # noqa: S603
     try:
-        for _ in range(100):
-            try:
-                http.client.HTTPConnection("127.0.0.1", sb.PORT, timeout=1).request("GET", "/healthz")
-                break
-            except OSError:
-                time.sleep(0.1)
+        sb.wait_until_serving()
         sb.load("/api/v1/workloads/", [submission(100000 + i) for i in range(60)], token)
         sb.load("/api/v1/_bench/insert/", [(f"w{i}", b"{}") for i in range(60)], token)
         for name, path, items in (
