@@ -53,4 +53,6 @@ bench: $(STAMP)
 	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/fleet_bench.py
 	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/admission_bench.py
 	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/k8s_inventory_bench.py
+	$(BIN)/python bench/render_bench.py
+	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/submit_bench.py
 	DATABASE_URL=$(OVERVIEW_BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/overview_bench.py

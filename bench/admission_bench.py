@@ -1,7 +1,7 @@
 """Admission benchmarks for issue 4: 100 tenants, 500 queues, 10,000 pending workloads.
 
-    make bench-admission   (or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_bench \
-                            .venv/bin/python bench/admission_bench.py)
+    make bench   (with the others; or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_bench \
+                                       .venv/bin/python bench/admission_bench.py)
 
 Measures one admission decision (the pure engine on a loaded snapshot), building the snapshot from
 PostgreSQL, and a full re-ordering pass over every pending claim (`run_admission_pass`: load,

@@ -1,7 +1,7 @@
 """Fleet benchmarks for issue 3, at the sizes the issue names (1,280 nodes × 8 GPUs).
 
-    make bench-fleet        (or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_bench \
-                             .venv/bin/python bench/fleet_bench.py)
+    make bench   (with the others; or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_bench \
+                                       .venv/bin/python bench/fleet_bench.py)
 
 Measures, on PostgreSQL:
   1. inventory sync of a simulated 1,280 × 8 fleet: first sync, unchanged resync, a resync where 10 % of the

@@ -1,6 +1,7 @@
 """Submission benchmark for issue 5: 1,000 submissions over real HTTP (gunicorn + PostgreSQL).
 
-    make bench   (runs this after the other benchmarks)
+    make bench   (with the others; or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_bench \
+                  .venv/bin/python bench/submit_bench.py)
 
 Starts gunicorn (4 workers) on a benchmark database with a Redis broker and no Celery worker (the
 backend pushes queue up; this measures the API path: auth, validation, admission, audit, outbox),
