@@ -102,13 +102,15 @@ def build_decision_snapshot(model: str, queue: int | None = None, *, lock_sql: s
     """
     tier_map = tiers()
     snapshot = Snapshot(quotas={}, paths={}, names={}, model_names={})
+    # Read before the lock: the figure is advisory and cached for seconds anyway; its re-read (an aggregate
+    # over the fleet's nodes) must not make every other submission wait.
+    snapshot.free_capacity.update(free_capacity_cached(model))
     if queue is not None:
         reclaims = _load_one_queue(snapshot, model, queue, lock_sql)
         snapshot.load_lenders = lambda snap: _load_quota_use(snap, model, None)
     else:
         _load_quota_use(snapshot, model, None)
         reclaims = 1
-    snapshot.free_capacity.update(free_capacity_cached(model))
     if reclaims:
         snapshot.reclaiming.update(
             (reclaimer, model)
