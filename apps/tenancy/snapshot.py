@@ -127,27 +127,20 @@ def build_decision_snapshot(model: str, queue: int | None = None, *, lock_sql: s
     return snapshot
 
 
-_capacity_cache: dict[str, tuple[float, float | None]] = {}
-
-
 def free_capacity_cached(model: str) -> dict[str, float]:
-    """Free GPUs of one model, re-read at most every few seconds per process.
+    """Free GPUs of one model, re-read at most every `ADMISSION_CAPACITY_CACHE_S` seconds per process.
 
     Physical capacity changes only when inventory is synced (each minute) or work starts and ends;
     a submission burst need not aggregate every node of the fleet on each request. Quota, which is
     what admission guarantees, is always read fresh.
     """
-    import time
-
     from django.conf import settings
 
-    now = time.monotonic()
-    hit = _capacity_cache.get(model)
-    if hit is None or now - hit[0] > settings.ADMISSION_CAPACITY_CACHE_S:
-        # No nodes of the model at all: capacity unknown (no fleet synced yet), so it does not block.
-        _capacity_cache[model] = (now, free_capacity(model).get(model))
-        hit = _capacity_cache[model]
-    return {} if hit[1] is None else {model: hit[1]}
+    # No nodes of the model at all: capacity unknown (no fleet synced yet), so it does not block.
+    free = cached(
+        f"free-capacity:{model}", lambda: free_capacity(model).get(model), ttl=settings.ADMISSION_CAPACITY_CACHE_S
+    )
+    return {} if free is None else {model: free}
 
 
 def free_capacity(model: str | None = None) -> dict[str, float]:
@@ -222,13 +215,13 @@ def _load_one_queue(snapshot: Snapshot, model: str, queue: int, lock_sql: str | 
     sql = _ONE_QUEUE_SQL.format(lent=_LENT_FROM[connection.vendor], empty=_EMPTY[connection.vendor])
     params = [AdmissionState.ADMITTED, key, key]
     params += [AdmissionState.PENDING, model, queue, model]
-    with connection.cursor() as lock, connection.cursor() as cursor:
-        if lock_sql is not None:
-            with connection.connection.pipeline():
+    with connection.cursor() as cursor:
+        if lock_sql is None:
+            cursor.execute(sql, params)
+        else:
+            with connection.cursor() as lock, connection.connection.pipeline():
                 lock.execute(lock_sql)
                 cursor.execute(sql, params)
-        else:
-            cursor.execute(sql, params)
         g, borrow, lend, weight, per_user, path, slug, qname, model_name, used, lent, reclaims = cursor.fetchone()
     snapshot._loaded_queues.add(queue)
     if g is None:  # no quota row: the queue holds no guarantee of this model
