@@ -18,6 +18,7 @@ from apps.tenancy import services as tenancy
 from apps.workloads import services as workloads
 from apps.workloads.models import Workload
 from tests.utils.personas import fresh
+from tests.utils.simulator import runs_to_the_end
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 
@@ -71,18 +72,6 @@ def run(user, capture, **overrides) -> Workload:
     workload.refresh_from_db()
     runs_to_the_end(workload)
     return workload
-
-
-def runs_to_the_end(workload: Workload) -> None:
-    """The simulator makes 5 % of runs fail part-way, drawn from the seed and the backend name (which holds the
-    workload's database id, so it changes between runs of the suite): tests that time a run take the draw out."""
-    from apps.backends.models import SimWorkload
-
-    sim = SimWorkload.objects.get(name=workload.backend_name)
-    if sim.fail_after_s is None:
-        return
-    ends_at = sim.started_at + timedelta(seconds=sim.duration_s) if sim.started_at else None
-    SimWorkload.objects.filter(pk=sim.pk).update(fail_after_s=None, ends_at=ends_at)
 
 
 def advance(cluster, seconds: float) -> None:

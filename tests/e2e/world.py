@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from apps.backends.models import SimWorkload
 from apps.backends.simulator.services import advance_time, create_simulated_cluster
 from apps.backends.types import UsageRecord as BackendUsage
 from apps.chargeback import services as chargeback
@@ -30,7 +29,6 @@ from apps.health.models import NodeHealth
 from apps.tenancy import services as tenancy
 from apps.tenancy.models import Queue, Tenant
 from apps.workloads import services as workloads
-from apps.workloads.models import Workload
 from tests.utils.personas import Personas, fresh
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -86,15 +84,6 @@ def training_spec(name: str, *, workers: int = 1, gpus: int = 8, runtime_s: int 
 def sync(cluster: Cluster) -> None:
     """An inventory sync of the cluster (beat: every minute): nodes, GPUs and what runs on them."""
     assert sync_inventory(cluster.pk).ok
-
-
-def runs_to_the_end(workload: Workload) -> None:
-    """The simulator fails 5 % of runs part-way, drawn from the backend name, which holds the workload's id and so
-    differs between test runs: a journey that watches a run finish takes that draw out (the job is healthy)."""
-    sim = SimWorkload.objects.get(sim__cluster=workload.cluster, name=workload.backend_name)
-    if sim.fail_after_s is not None:
-        ends_at = sim.started_at + timedelta(seconds=sim.duration_s) if sim.started_at else None
-        SimWorkload.objects.filter(pk=sim.pk).update(fail_after_s=None, ends_at=ends_at)
 
 
 def time_passes(cluster: Cluster, minutes: float) -> None:

@@ -12,9 +12,9 @@ from apps.chargeback.metering import meter_cluster
 from apps.chargeback.models import Credit, CreditState
 from apps.health.models import Incident
 from apps.workloads.services import reconcile_workloads, submit_workload
-from tests.chargeback.conftest import runs_to_the_end
 from tests.health.conftest import cycle, inject, training_spec
 from tests.utils.personas import fresh
+from tests.utils.simulator import runs_to_the_end
 
 pytestmark = pytest.mark.django_db
 

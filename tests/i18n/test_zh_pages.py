@@ -22,6 +22,7 @@ from django.utils import translation
 
 from apps.backends.simulator.faults import KINDS
 from tests.i18n.visible import Data, english_words, visible_text
+from tests.utils.simulator import runs_to_the_end
 
 PASSWORD = "i18n-crawl-pass"
 
@@ -103,14 +104,13 @@ def seeded_values() -> set[str]:
 def run_the_fleet(cluster) -> None:
     """Half an hour of the seeded work, as the demo's worker and beat would run it: the workloads reach the simulator,
     run and are metered, so the overview shows allocation, utilization and spend, and a workload its cost."""
-    from apps.backends.models import SimWorkload
     from apps.backends.simulator.services import advance_time
     from apps.chargeback.metering import meter_cluster
     from apps.fleet.services import sync_inventory
     from apps.workloads.services import drain_outbox, reconcile_workloads
 
     assert drain_outbox()  # Celery runs eagerly in tests: the seeded workloads go to the simulator now
-    SimWorkload.objects.update(fail_after_s=None)  # the simulator's 5 % failure draw depends on ids: take it out
+    runs_to_the_end()
     advance_time(None, cluster, 30)
     sync_inventory(cluster.pk)
     reconcile_workloads()

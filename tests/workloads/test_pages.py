@@ -11,7 +11,6 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from apps.backends.models import SimWorkload
 from apps.backends.simulator.services import advance_time
 from apps.chargeback import services as chargeback
 from apps.chargeback.credits import settle_credits
@@ -20,6 +19,7 @@ from apps.chargeback.reports import workload_cost
 from apps.workloads import services
 from apps.workloads.models import Workload, WorkloadTemplate
 from tests.utils.personas import fresh
+from tests.utils.simulator import runs_to_the_end
 from tests.workloads.conftest import training_spec
 
 pytestmark = pytest.mark.django_db
@@ -89,8 +89,7 @@ def _submit_from_the_page(client, capture, spec: dict) -> Workload:
     assert response.status_code == 302, response.content.decode()[:2000]
     services.reconcile_workloads()
     workload = Workload.objects.get(name=spec["name"])
-    # The simulator fails 5 % of runs part-way, drawn from the backend name: take the draw out of this test.
-    SimWorkload.objects.filter(name=workload.backend_name).update(fail_after_s=None)
+    runs_to_the_end(workload)
     return workload
 
 
