@@ -21,6 +21,7 @@ from apps.workloads.models import Workload
 from tests.e2e import world
 from tests.e2e.browser import PageProblems, log_in, main_nav, screenshot
 from tests.utils.personas import fresh
+from tests.utils.simulator import runs_to_the_end
 
 pytestmark = pytest.mark.e2e
 
@@ -114,7 +115,7 @@ def test_ci_submits_waits_and_cancels_with_a_token_from_the_browser(
     status, headers, created = curl(*submit, "-d", body_for("ci-smoke", 600), f"{api}/workloads/")
     assert (status, headers["idempotent-replayed"]) == (201, "false"), created
     smoke_id = json.loads(created)["id"]
-    world.runs_to_the_end(Workload.objects.get(pk=smoke_id))
+    runs_to_the_end(Workload.objects.get(pk=smoke_id))
     status, headers, replayed = curl(*submit, "-d", body_for("ci-smoke", 600), f"{api}/workloads/")
     assert (status, headers["idempotent-replayed"], json.loads(replayed)["id"]) == (200, "true", smoke_id)
     assert Workload.objects.filter(name="ci-smoke").count() == 1

@@ -21,6 +21,7 @@ from apps.workloads.models import Workload
 from tests.e2e import world
 from tests.e2e.browser import PageProblems, log_in, main_nav, screenshot
 from tests.utils.personas import fresh
+from tests.utils.simulator import runs_to_the_end
 
 pytestmark = pytest.mark.e2e
 
@@ -85,7 +86,7 @@ def test_team_admin_requests_quota_and_runs_a_job_from_a_template(page: Page, pr
     expect(page.get_by_role("alert").filter(has_text="Submitted smoke-nightly")).to_be_visible()
     expect(page.get_by_role("heading", level=1)).to_contain_text("smoke-nightly")
     workload = Workload.objects.get(name="smoke-nightly")
-    world.runs_to_the_end(workload)
+    runs_to_the_end(workload)
     expect(page).to_have_url(re.compile(rf"/workloads/{workload.pk}/$"))
     state = page.get_by_test_id("workload-state")
     expect(state).to_have_text("running")
