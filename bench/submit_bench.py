@@ -7,7 +7,7 @@ Starts gunicorn (4 workers) on a benchmark database with a Redis broker and no C
 backend pushes queue up; this measures the API path: auth, validation, admission, audit, outbox),
 then posts 1,000 workloads with distinct Idempotency-Keys over 16 concurrent connections (one asyncio
 client loop), replays 100 of them (same keys: must return the same workloads), and runs the same
-load against a bare DRF endpoint doing one INSERT (`apps/core/api/bench.py`) as the baseline.
+load against a bare DRF endpoint doing one INSERT (`console/bench.py`) as the baseline.
 """
 
 from __future__ import annotations

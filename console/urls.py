@@ -9,7 +9,7 @@ from apps.observability import probes
 from apps.observability.metrics import metrics_view
 
 urlpatterns = [
-    path("api/v1/", include("apps.core.api.urls")),  # first: the API is the hot path (CI polls it)
+    path("api/v1/", include("console.api_urls")),  # first: the API is the hot path (CI polls it)
     path("", include("apps.dashboard.urls")),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),

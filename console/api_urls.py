@@ -1,4 +1,7 @@
-"""/api/v1/: one router for every app's viewsets, plus the OpenAPI schema and docs."""
+"""/api/v1/: one router for every app's viewsets, plus the OpenAPI schema and docs.
+
+It lives in console/, the top layer, because it names every app's API views; apps.core keeps only the
+plumbing they share (error shape, pagination, base serializers)."""
 
 import os
 
@@ -91,6 +94,6 @@ urlpatterns = [
 ]
 
 if os.environ.get("BENCH_BARE_ENDPOINT") == "1":  # the benchmark's baseline; never on in a deployment
-    from apps.core.api.bench import BareInsertView
+    from console.bench import BareInsertView
 
     urlpatterns.insert(0, path("_bench/insert/", BareInsertView.as_view(), name="bench-insert"))
