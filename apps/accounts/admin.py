@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
 from apps.accounts.models import ApiToken, Membership, User
-from apps.core.admin_site import AuditedModelAdmin, ReadOnlyAdmin
+from apps.audit.admin_base import AuditedModelAdmin
+from apps.core.admin_base import ReadOnlyAdmin
 
 
 class MembershipInline(admin.TabularInline):

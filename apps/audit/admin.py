@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from apps.audit.models import AuditEvent
-from apps.core.admin_site import ReadOnlyAdmin
+from apps.core.admin_base import ReadOnlyAdmin
 
 
 @admin.register(AuditEvent)

@@ -2,7 +2,8 @@ from django.contrib import admin
 from django_celery_beat import admin as beat_admin
 from django_celery_beat import models as beat_models
 
-from apps.core.admin_site import AuditedModelAdmin, ReadOnlyAdmin
+from apps.audit.admin_base import AuditedModelAdmin
+from apps.core.admin_base import ReadOnlyAdmin
 from apps.operations.models import Operation
 
 

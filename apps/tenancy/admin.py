@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from apps.core.admin_site import ReadOnlyAdmin
+from apps.core.admin_base import ReadOnlyAdmin
 from apps.tenancy.models import Tenant
 
 
