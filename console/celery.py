@@ -10,6 +10,9 @@ from django.conf import settings
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("console")
+# The default app in every thread: code below console/ (probes, metrics, wake-ups) reaches it through
+# celery.current_app instead of importing this module.
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from datetime import timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
 from django.http import HttpRequest, HttpResponse
@@ -295,10 +296,9 @@ def _pipeline_families() -> list:
 
 
 def _celery_queue_depth() -> int | None:
-    from console.celery import app
-
     try:
-        with app.connection_for_read() as conn:
+        # The process's Celery app (console/celery.py makes it the default); observability sits below console.
+        with current_app.connection_for_read() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
             return conn.default_channel.queue_declare(queue="celery", durable=True, auto_delete=False).message_count
     except Exception:  # a broker that does not answer leaves the series out (readyz says why)

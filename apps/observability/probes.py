@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from celery import current_app
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
@@ -40,9 +41,8 @@ def _database() -> str:
 
 
 def _broker() -> str:
-    from console.celery import app
-
-    with app.connection_for_write() as conn:
+    # The process's Celery app (console/celery.py makes it the default); observability sits below console.
+    with current_app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT_S)
         return conn.transport_cls if isinstance(conn.transport_cls, str) else conn.transport.driver_type
 
