@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Role(models.TextChoices):
@@ -13,6 +16,17 @@ class Role(models.TextChoices):
     ONCALL = "on-call", _("On-call")
     VIEWER = "viewer", _("Viewer")
 
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("role", "platform-admin"),
+            pgettext_lazy("role", "tenant-admin"),
+            pgettext_lazy("role", "member"),
+            pgettext_lazy("role", "on-call"),
+            pgettext_lazy("role", "viewer"),
+        )
+    )
+
 
 class Action(models.TextChoices):
     VIEW = "view", _("View")
@@ -20,6 +34,17 @@ class Action(models.TextChoices):
     MANAGE = "manage", _("Manage tenant data: members, service accounts, tokens, subtenants")
     OPERATE = "operate", _("Fleet runbook actions: cordon, drain, resume, reset, RMA")
     ADMINISTER = "administer", _("Platform settings: clusters, tenants at the root, rates, tiers, periods")
+
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("permission", "view"),
+            pgettext_lazy("permission", "submit"),
+            pgettext_lazy("permission", "manage"),
+            pgettext_lazy("permission", "operate"),
+            pgettext_lazy("permission", "administer"),
+        )
+    )
 
 
 ROLE_ACTIONS: dict[str, frozenset[str]] = {

@@ -3,7 +3,8 @@
 These texts are written once, in English, when no reader is known: the API returns them as they are, CI
 pipelines and logs read them, and apps/observability/reasons.py sorts reasons into categories by their
 English words. Each comes from a small fixed set of templates, marked for translation where the text is
-made (`STORED_TEMPLATES` in the modules of SOURCES). A page shows such a text through the `stored` filter
+made (`STORED_TEMPLATES` in a source module, which its app registers here with `register(module)` in its
+`AppConfig.ready`: core knows no app). A page shows such a text through the `stored` filter
 (apps/core/templatetags/console.py); `translate_stored` finds the template that made it, translates the
 template and puts the parameters back, each translated the same way when it is itself such a text (the
 admission reason inside "requeued after preemption: ...", a default rule's title inside an incident's).
@@ -24,7 +25,6 @@ rule's title, a reason cut at its column's length) is shown as it is stored.
 from __future__ import annotations
 
 import functools
-import importlib
 import re
 from dataclasses import dataclass
 
@@ -33,11 +33,7 @@ from django.utils.translation import gettext
 
 from apps.core.value_labels import value_label
 
-SOURCES = (
-    "apps.tenancy.admission",
-    "apps.workloads.reasons",
-    "apps.health.rules",
-)
+_SOURCES: list = []  # the registered source modules, in the order their apps are ready
 MAX_DEPTH = 8  # nested texts: an admission reason in a requeue reason in an event is 5 deep
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
 _CODE = r"[a-z][a-z0-9-]*"  # a stored code (a state, a decision)
@@ -75,14 +71,27 @@ def _compile(template: str, shapes: dict[str, str]) -> _Template:
     return _Template(template, re.compile("".join(parts), re.DOTALL), tuple(params))
 
 
+def register(source) -> None:
+    """Recognise the texts `source` (a module, or any object with the same names) makes: its STORED_TEMPLATES
+    and, where it declares them, STORED_PARAMS, STORED_LABELS and STORED_KNOWN (see above)."""
+    if source not in _SOURCES:
+        _SOURCES.append(source)
+        registry.cache_clear()
+        _translate.cache_clear()
+
+
+def sources() -> tuple:
+    """The registered source modules."""
+    return tuple(_SOURCES)
+
+
 @functools.cache
 def registry() -> _Registry:
     texts: list[str] = []
     labels: dict[str, str] = {}
     shapes: dict[str, str] = {}
     known: set[str] = set()
-    for name in SOURCES:
-        module = importlib.import_module(name)
+    for module in _SOURCES:
         texts.extend(module.STORED_TEMPLATES)
         labels.update(getattr(module, "STORED_LABELS", {}))
         shapes.update(getattr(module, "STORED_PARAMS", {}))

@@ -9,4 +9,9 @@ class FleetConfig(AppConfig):
     verbose_name = "Fleet"
 
     def ready(self) -> None:
+        from apps.core import value_labels
         from apps.fleet import operations  # noqa: F401 - registers the fleet operation handlers
+        from apps.fleet.models import GpuHealth, NodeState
+
+        value_labels.register_choices("node state", NodeState)
+        value_labels.register_choices("gpu health", GpuHealth)

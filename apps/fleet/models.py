@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import enum
+
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from apps.core.validators import dns1123_label
 
@@ -144,6 +147,17 @@ class NodeState(models.TextChoices):
     VANISHED = "vanished", _("Vanished")
     UNKNOWN = "unknown", _("Unknown")
 
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("node state", "ready"),
+            pgettext_lazy("node state", "not-ready"),
+            pgettext_lazy("node state", "down"),
+            pgettext_lazy("node state", "vanished"),
+            pgettext_lazy("node state", "unknown"),
+        )
+    )
+
 
 class Node(models.Model):
     """A GPU node as last reported by its backend.
@@ -199,6 +213,16 @@ class GpuHealth(models.TextChoices):
     WARNING = "warning", _("Warning")
     UNHEALTHY = "unhealthy", _("Unhealthy")
     UNKNOWN = "unknown", _("Unknown")
+
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("gpu health", "healthy"),
+            pgettext_lazy("gpu health", "warning"),
+            pgettext_lazy("gpu health", "unhealthy"),
+            pgettext_lazy("gpu health", "unknown"),
+        )
+    )
 
 
 class Gpu(models.Model):

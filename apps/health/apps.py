@@ -9,4 +9,27 @@ class HealthConfig(AppConfig):
     verbose_name = "GPU health"
 
     def ready(self) -> None:
-        from apps.health import operations  # noqa: F401 - registers the runbook operation handlers
+        from django.utils.translation import pgettext_lazy
+
+        from apps.core import stored_text, value_labels
+        from apps.health import operations, rules  # noqa: F401 - operations registers the runbook handlers
+        from apps.health.models import IncidentState, NodeStatus, Severity, SourceKind
+        from apps.health.services.runbook import ACTIONS
+
+        stored_text.register(rules)  # incident titles
+        # Severities of rules and incidents, and a node's or GPU's worst severity now (ok, suspect, unknown).
+        value_labels.register_choices("severity", Severity, NodeStatus)
+        value_labels.register_choices("incident state", IncidentState)
+        value_labels.register_choices("telemetry source", SourceKind)
+        value_labels.register(
+            "runbook action",
+            ACTIONS,
+            (
+                pgettext_lazy("runbook action", "cordon"),
+                pgettext_lazy("runbook action", "uncordon"),
+                pgettext_lazy("runbook action", "drain"),
+                pgettext_lazy("runbook action", "resume"),
+                pgettext_lazy("runbook action", "request-reset"),
+                pgettext_lazy("runbook action", "mark-rma"),
+            ),
+        )

@@ -9,9 +9,12 @@ of series.
 
 from __future__ import annotations
 
+import enum
+
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from apps.fleet.models import FleetQuerySet
 
@@ -21,6 +24,16 @@ class Severity(models.TextChoices):
     WARNING = "warning", _("Warning")
     CRITICAL = "critical", _("Critical")
     FATAL = "fatal", _("Fatal")
+
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("severity", "info"),
+            pgettext_lazy("severity", "warning"),
+            pgettext_lazy("severity", "critical"),
+            pgettext_lazy("severity", "fatal"),
+        )
+    )
 
 
 SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2, Severity.FATAL: 3}
@@ -43,6 +56,15 @@ class SourceKind(models.TextChoices):
     SIMULATOR = "simulator", _("Simulator (in process)")
     EXPORTER = "exporter", _("dcgm-exporter endpoints")
     PROMETHEUS = "prometheus", _("Prometheus server")
+
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("telemetry source", "simulator"),
+            pgettext_lazy("telemetry source", "exporter"),
+            pgettext_lazy("telemetry source", "prometheus"),
+        )
+    )
 
 
 class TelemetrySource(models.Model):
@@ -87,6 +109,18 @@ class NodeStatus(models.TextChoices):
     FATAL = "fatal", _("Fatal")
     SUSPECT = "suspect", _("Suspect (exporter not answering)")
     UNKNOWN = "unknown", _("Unknown")
+
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("severity", "ok"),
+            pgettext_lazy("severity", "warning"),
+            pgettext_lazy("severity", "critical"),
+            pgettext_lazy("severity", "fatal"),
+            pgettext_lazy("severity", "suspect"),
+            pgettext_lazy("severity", "unknown"),
+        )
+    )
 
 
 class IsolationOwner(models.TextChoices):
@@ -233,6 +267,21 @@ class IncidentState(models.TextChoices):
     VALIDATING = "validating", _("Validating")
     RESOLVED = "resolved", _("Resolved")
     FALSE_POSITIVE = "false-positive", _("False positive")
+
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("incident state", "detected"),
+            pgettext_lazy("incident state", "isolating"),
+            pgettext_lazy("incident state", "isolated"),
+            pgettext_lazy("incident state", "draining"),
+            pgettext_lazy("incident state", "drained"),
+            pgettext_lazy("incident state", "repairing"),
+            pgettext_lazy("incident state", "validating"),
+            pgettext_lazy("incident state", "resolved"),
+            pgettext_lazy("incident state", "false-positive"),
+        )
+    )
 
 
 CLOSED_STATES = frozenset({IncidentState.RESOLVED, IncidentState.FALSE_POSITIVE})

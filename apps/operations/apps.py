@@ -7,3 +7,9 @@ class OperationsConfig(AppConfig):
     name = "apps.operations"
     label = "operations"
     verbose_name = "Operations"
+
+    def ready(self) -> None:
+        from apps.core import value_labels
+        from apps.operations.models import OperationStatus
+
+        value_labels.register_choices("operation status", OperationStatus)

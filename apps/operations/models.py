@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import enum
+
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class OperationStatus(models.TextChoices):
@@ -12,6 +15,16 @@ class OperationStatus(models.TextChoices):
     RUNNING = "running", _("Running")
     SUCCEEDED = "succeeded", _("Succeeded")
     FAILED = "failed", _("Failed")
+
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("operation status", "pending"),
+            pgettext_lazy("operation status", "running"),
+            pgettext_lazy("operation status", "succeeded"),
+            pgettext_lazy("operation status", "failed"),
+        )
+    )
 
 
 class OperationQuerySet(models.QuerySet):

@@ -7,3 +7,35 @@ class TenancyConfig(AppConfig):
     name = "apps.tenancy"
     label = "tenancy"
     verbose_name = "Tenancy"
+
+    def ready(self) -> None:
+        from django.utils.translation import pgettext_lazy
+
+        from apps.core import stored_text, value_labels
+        from apps.tenancy import admission
+        from apps.tenancy.models import AdmissionState
+
+        stored_text.register(admission)  # admission reasons
+        # Marked here, not on the classes: Decision lives in the pure admission engine (no Django), and
+        # AdmissionState's marks can join the class once the tenant tree has moved out of tenancy/models.py.
+        value_labels.register(
+            "admission state",
+            AdmissionState.values,
+            (
+                pgettext_lazy("admission state", "pending"),
+                pgettext_lazy("admission state", "admitted"),
+                pgettext_lazy("admission state", "rejected"),
+                pgettext_lazy("admission state", "released"),
+            ),
+        )
+        value_labels.register(
+            "admission decision",
+            [d.value for d in admission.Decision],
+            (
+                pgettext_lazy("admission decision", "admit"),
+                pgettext_lazy("admission decision", "borrow"),
+                pgettext_lazy("admission decision", "reclaim"),
+                pgettext_lazy("admission decision", "queue"),
+                pgettext_lazy("admission decision", "reject"),
+            ),
+        )

@@ -7,3 +7,12 @@ class WorkloadsConfig(AppConfig):
     name = "apps.workloads"
     label = "workloads"
     verbose_name = "Workloads"
+
+    def ready(self) -> None:
+        from apps.core import stored_text, value_labels
+        from apps.workloads import reasons
+        from apps.workloads.models import WorkloadKind, WorkloadState
+
+        stored_text.register(reasons)  # workload reasons and events
+        value_labels.register_choices("workload state", WorkloadState)
+        value_labels.register_choices("workload kind", WorkloadKind)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from apps.core.validators import dns1123_label
 from apps.tenancy.models import TenantScopedQuerySet
@@ -17,6 +20,14 @@ class WorkloadKind(models.TextChoices):
     TRAINING = "training", _("Training job")
     INFERENCE = "inference", _("Inference service")
 
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("workload kind", "training"),
+            pgettext_lazy("workload kind", "inference"),
+        )
+    )
+
 
 class WorkloadState(models.TextChoices):
     PENDING = "pending", _("Pending (waiting for quota)")
@@ -28,6 +39,21 @@ class WorkloadState(models.TextChoices):
     CANCELLING = "cancelling", _("Cancelling")
     CANCELLED = "cancelled", _("Cancelled")
     REJECTED = "rejected", _("Rejected")
+
+    # Marks for the `label` filter (apps/core/value_labels.py): the code itself in English, a word elsewhere.
+    value_labels = enum.nonmember(
+        (
+            pgettext_lazy("workload state", "pending"),
+            pgettext_lazy("workload state", "admitted"),
+            pgettext_lazy("workload state", "running"),
+            pgettext_lazy("workload state", "succeeded"),
+            pgettext_lazy("workload state", "failed"),
+            pgettext_lazy("workload state", "preempted"),
+            pgettext_lazy("workload state", "cancelling"),
+            pgettext_lazy("workload state", "cancelled"),
+            pgettext_lazy("workload state", "rejected"),
+        )
+    )
 
     @classmethod
     def terminal(cls) -> set[str]:

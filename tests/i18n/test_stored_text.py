@@ -8,7 +8,6 @@ left alone for English readers; texts no template made (a backend's reason) are 
 
 from __future__ import annotations
 
-import importlib
 import re
 
 import pytest
@@ -29,7 +28,7 @@ SAMPLE_DATA = {"NVIDIA H100 80GB", "alice", "backend says no", "game day", "gpu-
 
 
 def all_templates() -> list[str]:
-    return [text for name in stored_text.SOURCES for text in importlib.import_module(name).STORED_TEMPLATES]
+    return [text for module in stored_text.sources() for text in module.STORED_TEMPLATES]
 
 
 def sample_param(name: str) -> str:
@@ -122,3 +121,10 @@ def test_a_template_needs_its_parameters_shaped():
     text = admission.RECLAIMING % {"head": sample_param("head"), "lent": 3, "amount": 3}
     template, params = recognise(text)
     assert template == admission.RECLAIMING and params["head"] == sample_param("head") and params["lent"] == "3"
+
+
+def test_each_app_registers_its_templates():
+    """Core names no app: the apps that make stored English register their modules in AppConfig.ready."""
+    from apps.health import rules
+
+    assert set(stored_text.sources()) == {admission, workload_reasons, rules}
