@@ -1,9 +1,17 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 
-from apps.accounts.models import ApiToken, Membership, User
+from apps.accounts.models import ApiToken, Membership, Tenant, User
 from apps.audit.admin_base import AuditedModelAdmin
 from apps.core.admin_base import ReadOnlyAdmin
+
+
+@admin.register(Tenant)
+class TenantAdmin(ReadOnlyAdmin):
+    """Tenants are edited on the Tenants page: moving one re-roots its subtree, which the service does."""
+
+    list_display = ["name", "slug", "parent", "path", "created_at"]
+    search_fields = ["name", "slug"]
 
 
 class MembershipInline(admin.TabularInline):

@@ -16,7 +16,7 @@ def tenant_context(request: HttpRequest) -> dict:
         return {}
 
     def switchable():
-        from apps.tenancy.models import Tenant
+        from apps.accounts.models import Tenant
 
         scope = scope_for(user)
         qs = (

@@ -1,10 +1,16 @@
 import django_filters
 from django.utils.translation import gettext_lazy as _
 
-from apps.accounts.models import ApiToken, Membership, User
+from apps.accounts.models import ApiToken, Membership, Tenant, User
 from apps.accounts.roles import Role
 from apps.core.filters import yes_no_any
-from apps.tenancy.filtersets import visible_tenants
+
+
+def visible_tenants(request):
+    """Tenant choices in filters: only tenants the user may view (no names of other tenants leak)."""
+    if request is None:
+        return Tenant.objects.none()
+    return Tenant.objects.for_user(request.user, "view")
 
 
 class MembershipFilterSet(django_filters.FilterSet):

@@ -5,9 +5,8 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from apps.accounts.models import User
+from apps.accounts.models import Tenant, User
 from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
-from apps.tenancy.models import Tenant
 
 
 class TenantChoiceField(forms.ModelChoiceField):

@@ -11,8 +11,8 @@ SESSION_KEY = "current_tenant_id"
 
 
 def _current_tenant(request: HttpRequest):
+    from apps.accounts.models import Tenant
     from apps.accounts.permissions import has_perm
-    from apps.tenancy.models import Tenant
 
     tenant_id = request.session.get(SESSION_KEY) if hasattr(request, "session") else None
     if not tenant_id or not request.user.is_authenticated:

@@ -1,4 +1,10 @@
-"""Users, tenant memberships with a role, and hashed, scoped API tokens."""
+"""The tenant tree, users, tenant memberships with a role, and hashed, scoped API tokens.
+
+The tenant tree lives here, below everything that is scoped by tenant: a membership, a token and
+the permission checks all need a tenant, and every higher app narrows its rows to tenants through
+`TenantScopedQuerySet`. Its table keeps its first name (`tenancy_tenant`), from when it lived in
+apps.tenancy.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,85 @@ import hashlib
 
 from django.contrib.auth.models import AbstractUser
 from django.contrib.auth.models import UserManager as BaseUserManager
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.roles import GLOBAL_ROLES, TENANT_ROLES, Role
+from apps.core.validators import dns1123_label
+
+
+class TenantQuerySet(models.QuerySet):
+    def for_user(self, user, action: str) -> TenantQuerySet:
+        """Tenants on which `user` may do `action` (see apps.accounts.permissions)."""
+        from apps.accounts.permissions import allowed_tenant_ids
+
+        ids = allowed_tenant_ids(user, action)
+        return self if ids is None else self.filter(id__in=ids)
+
+    def subtree_of(self, tenant: Tenant) -> TenantQuerySet:
+        """The tenant and all of its descendants, by materialized path."""
+        return self.filter(path__startswith=tenant.path)
+
+
+class Tenant(models.Model):
+    """An organization or a team. Teams nest under organizations to any depth via `parent`.
+
+    `path` is a materialized path of ids ("/1/4/9/") so that subtree checks are one indexed prefix
+    query; services keep it in step with `parent`.
+    """
+
+    name = models.CharField(max_length=100, validators=[MaxLengthValidator(100)])
+    slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    path = models.CharField(max_length=1000, editable=False, db_index=True, default="")
+    description = models.TextField(blank=True, max_length=2000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    # Audit events and operations name their target by model label; tenants were "tenancy.tenant"
+    # before the model moved here, and the trail (and saved filters on it) keep that name.
+    audit_target_type = "tenancy.tenant"
+
+    class Meta:
+        # Created by apps.tenancy's first migration; the model moved here without moving its rows.
+        db_table = "tenancy_tenant"
+        ordering = ["path"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(parent=models.F("id")),
+                name="tenant_not_own_parent",
+                violation_error_message="A tenant cannot be its own parent.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def depth(self) -> int:
+        return max(self.path.count("/") - 2, 0)
+
+    def ancestor_ids(self) -> list[int]:
+        """Ids from the root down to and including this tenant."""
+        return [int(part) for part in self.path.strip("/").split("/") if part]
+
+    def is_descendant_of(self, other: Tenant) -> bool:
+        return self.path.startswith(other.path)
+
+
+class TenantScopedQuerySet(models.QuerySet):
+    """Rows that belong to a tenant through `tenant_field`; visible where the user may `action` on it."""
+
+    tenant_field = "tenant"
+
+    def for_user(self, user, action: str):
+        from apps.accounts.permissions import allowed_tenant_ids
+
+        ids = allowed_tenant_ids(user, action)
+        return self if ids is None else self.filter(**{f"{self.tenant_field}__in": ids})
 
 
 class UserQuerySet(models.QuerySet):
@@ -34,7 +114,7 @@ class User(AbstractUser):
     is_service_account = models.BooleanField(default=False)
     # The tenant whose admins manage this service account; empty for people.
     owner_tenant = models.ForeignKey(
-        "tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="service_accounts"
+        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="service_accounts"
     )
 
     objects = UserManager()
@@ -65,9 +145,7 @@ class Membership(models.Model):
     """A user's role on one tenant, or a console-wide role (platform-admin, on-call, global viewer)."""
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
-    tenant = models.ForeignKey(
-        "tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="memberships"
-    )
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -129,7 +207,7 @@ class ApiToken(models.Model):
 
     name = models.CharField(max_length=100)
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
-    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE)
     role = models.CharField(max_length=20, choices=Role.choices)
     prefix = models.CharField(max_length=16, db_index=True, help_text="The first characters, to recognise it.")
     digest = models.CharField(max_length=64, unique=True)

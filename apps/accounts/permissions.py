@@ -39,7 +39,7 @@ class Scope:
 
 
 def _scope_from_grants(grants: Iterable[tuple[int | None, str]]) -> Scope:
-    from apps.tenancy.models import Tenant
+    from apps.accounts.models import Tenant
 
     global_actions: set[str] = set()
     per_tenant: dict[int, set[str]] = {}

@@ -16,14 +16,13 @@ from apps.accounts import services
 from apps.accounts.filtersets import ApiTokenFilterSet, MembershipFilterSet
 from apps.accounts.forms import MembershipForm, ReasonForm, ServiceAccountForm, TokenForm
 from apps.accounts.middleware import SESSION_KEY
-from apps.accounts.models import ApiToken, Membership, User
+from apps.accounts.models import ApiToken, Membership, Tenant, User
 from apps.accounts.permissions import allowed_tenant_ids, has_perm, scope_for
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
 from apps.core.value_labels import value_label
 from apps.core.views import ScopedListView
-from apps.tenancy.models import Tenant
 
 
 class LoginView(auth_views.LoginView):

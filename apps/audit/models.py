@@ -49,7 +49,7 @@ class AuditEvent(models.Model):
     target_id = models.CharField(max_length=100, blank=True)
     target_label = models.CharField(max_length=300, blank=True)
     tenant = models.ForeignKey(
-        "tenancy.Tenant",
+        "accounts.Tenant",
         null=True,
         blank=True,
         on_delete=models.DO_NOTHING,

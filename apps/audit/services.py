@@ -48,6 +48,12 @@ def actor_label(actor) -> str:
     return actor.get_username()
 
 
+def target_type_of(target: models.Model) -> str:
+    """How the trail names a target's model: its label, unless the model keeps an older name
+    (`audit_target_type`, e.g. a model that moved between apps) so old and new events match."""
+    return getattr(target, "audit_target_type", None) or target._meta.label_lower
+
+
 def record_event(actor, action: str, target: models.Model | None = None, **fields) -> AuditEvent:
     """Append one audit event. Must run inside the caller's transaction so the change and its record commit together.
 
@@ -74,7 +80,7 @@ def audit_row(
     if not connection.in_atomic_block:
         raise RuntimeError("audit events must be written inside the service's transaction.atomic() block")
     if target is not None:
-        target_type = target_type or target._meta.label_lower
+        target_type = target_type or target_type_of(target)
         target_id = target_id or str(target.pk)
         target_label = target_label or str(target)[:300]
     return AuditEvent(

@@ -122,7 +122,7 @@ class UsageRecord(models.Model):
 
     period = models.ForeignKey(Period, on_delete=models.PROTECT, related_name="records")
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="+")
-    tenant = models.ForeignKey("tenancy.Tenant", null=True, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey("accounts.Tenant", null=True, on_delete=models.PROTECT, related_name="+")
     queue = models.ForeignKey("tenancy.Queue", null=True, on_delete=models.PROTECT, related_name="+")
     tier = models.ForeignKey("tenancy.PriorityTier", null=True, on_delete=models.PROTECT, related_name="+")
     gpu_model = models.ForeignKey("fleet.GpuModel", null=True, on_delete=models.PROTECT, related_name="+")
@@ -175,7 +175,7 @@ class UsageDay(models.Model):
     period = models.ForeignKey(Period, on_delete=models.PROTECT, related_name="+")
     day = models.DateField()
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="+")
-    tenant = models.ForeignKey("tenancy.Tenant", null=True, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey("accounts.Tenant", null=True, on_delete=models.PROTECT, related_name="+")
     queue = models.ForeignKey("tenancy.Queue", null=True, on_delete=models.PROTECT, related_name="+")
     tier = models.ForeignKey("tenancy.PriorityTier", null=True, on_delete=models.PROTECT, related_name="+")
     gpu_model = models.ForeignKey("fleet.GpuModel", null=True, on_delete=models.PROTECT, related_name="+")
@@ -216,7 +216,7 @@ class Credit(models.Model):
     cluster = models.ForeignKey("fleet.Cluster", on_delete=models.PROTECT, related_name="+")
     backend_id = models.CharField(max_length=253, help_text="the interrupted workload as the backend names it")
     workload = models.ForeignKey("workloads.Workload", null=True, on_delete=models.SET_NULL, related_name="+")
-    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
     queue = models.ForeignKey("tenancy.Queue", null=True, on_delete=models.PROTECT, related_name="+")
     tier = models.ForeignKey("tenancy.PriorityTier", null=True, on_delete=models.PROTECT, related_name="+")
     gpu_model = models.ForeignKey("fleet.GpuModel", null=True, on_delete=models.PROTECT, related_name="+")
@@ -255,7 +255,7 @@ class SpendBudget(models.Model):
     the periodic budget check so that admission reads one small row instead of summing usage.
     """
 
-    tenant = models.OneToOneField("tenancy.Tenant", on_delete=models.CASCADE, related_name="spend_budget")
+    tenant = models.OneToOneField("accounts.Tenant", on_delete=models.CASCADE, related_name="spend_budget")
     monthly_amount = models.DecimalField(max_digits=16, decimal_places=2)
     currency = models.CharField(max_length=3)
     thresholds = models.JSONField(default=list, help_text="percentages that raise an alert, e.g. [50, 80, 100]")
@@ -301,7 +301,7 @@ class Statement(models.Model):
     """A tenant's bill for a closed period: its own and its subtenants' usage, credits and idle waste."""
 
     period = models.ForeignKey(Period, on_delete=models.CASCADE, related_name="statements")
-    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
     currency = models.CharField(max_length=3)
     gpu_hours = models.DecimalField(max_digits=20, decimal_places=6)
     usage_amount = models.DecimalField(max_digits=16, decimal_places=2)
@@ -332,7 +332,7 @@ class StatementLine(models.Model):
 
     statement = models.ForeignKey(Statement, on_delete=models.CASCADE, related_name="lines")
     kind = models.CharField(max_length=10, choices=LineKind.choices)
-    source_tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    source_tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="+")
     gpu_model = models.ForeignKey("fleet.GpuModel", null=True, on_delete=models.PROTECT, related_name="+")
     queue = models.ForeignKey("tenancy.Queue", null=True, on_delete=models.PROTECT, related_name="+")
     tier = models.ForeignKey("tenancy.PriorityTier", null=True, on_delete=models.PROTECT, related_name="+")

@@ -335,7 +335,7 @@ class Incident(models.Model):
     evidence = models.JSONField(default=list, blank=True)
     gpus = models.JSONField(default=list, blank=True, help_text="[{index, uuid}] of the GPUs involved")
     workloads = models.ManyToManyField("workloads.Workload", blank=True, related_name="incidents")
-    tenants = models.ManyToManyField("tenancy.Tenant", blank=True, related_name="+")
+    tenants = models.ManyToManyField("accounts.Tenant", blank=True, related_name="+")
     auto_isolated_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="isolated by automation")
     waiting_for = models.CharField(max_length=300, blank=True)
     occurrences = models.PositiveIntegerField(default=1)
@@ -397,7 +397,7 @@ class ChannelKind(models.TextChoices):
 class NotificationChannel(models.Model):
     """Where health notifications go: on-call's channels (no tenant) or a tenant's (owners of affected work)."""
 
-    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    tenant = models.ForeignKey("accounts.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=10, choices=ChannelKind.choices)
     target = models.CharField(max_length=500, help_text="webhook URL or e-mail address")
     enabled = models.BooleanField(default=True)

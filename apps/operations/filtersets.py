@@ -1,8 +1,8 @@
 import django_filters
 from django.utils.translation import gettext_lazy as _
 
+from apps.accounts.filtersets import visible_tenants
 from apps.operations.models import Operation, OperationStatus
-from apps.tenancy.filtersets import visible_tenants
 
 
 class OperationFilterSet(django_filters.FilterSet):

@@ -55,7 +55,7 @@ class Operation(models.Model):
     target_type = models.CharField(max_length=100, blank=True)
     target_id = models.CharField(max_length=100, blank=True)
     target_label = models.CharField(max_length=300, blank=True)
-    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tenant = models.ForeignKey("accounts.Tenant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     actor = models.ForeignKey("accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     reason = models.TextField(blank=True)
     params = models.JSONField(default=dict, blank=True)

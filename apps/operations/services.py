@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
-from apps.audit.services import record_event
+from apps.audit.services import record_event, target_type_of
 from apps.core.errors import InvalidInput
 from apps.operations.models import Operation, OperationStatus
 from apps.operations.runner import HANDLERS
@@ -43,7 +43,7 @@ def start_operation(
     with transaction.atomic():
         operation = Operation.objects.create(
             kind=kind,
-            target_type=target._meta.label_lower if target is not None else "",
+            target_type=target_type_of(target) if target is not None else "",
             target_id=str(target.pk) if target is not None else "",
             target_label=str(target)[:300] if target is not None else "",
             tenant=tenant,

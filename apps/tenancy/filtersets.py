@@ -1,15 +1,9 @@
 import django_filters
 from django.utils.translation import gettext_lazy as _
 
+from apps.accounts.filtersets import visible_tenants
+from apps.accounts.models import Tenant
 from apps.core.filters import yes_no_any
-from apps.tenancy.models import Tenant
-
-
-def visible_tenants(request):
-    """Tenant choices in filters: only tenants the user may view (no names of other tenants leak)."""
-    if request is None:
-        return Tenant.objects.none()
-    return Tenant.objects.for_user(request.user, "view")
 
 
 class TenantFilterSet(django_filters.FilterSet):

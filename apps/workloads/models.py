@@ -63,7 +63,7 @@ class WorkloadState(models.TextChoices):
 class WorkloadTemplate(models.Model):
     """A saved, versioned spec per tenant ("8×H100 pretrain"); saving a change adds a version."""
 
-    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="workload_templates")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="workload_templates")
     name = models.CharField(max_length=100)
     version = models.PositiveIntegerField(default=1)
     kind = models.CharField(max_length=20, choices=WorkloadKind.choices)
@@ -91,7 +91,7 @@ class Workload(models.Model):
 
     kind = models.CharField(max_length=20, choices=WorkloadKind.choices)
     name = models.CharField(max_length=63, validators=[dns1123_label])
-    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="workloads")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.PROTECT, related_name="workloads")
     queue = models.ForeignKey("tenancy.Queue", on_delete=models.PROTECT, related_name="workloads")
     # Every index is written on each submission: none that another index already covers (cluster: cluster_state;
     # created_by: the idempotency key's unique index), none for what is never searched (tier: only PROTECT checks).

@@ -1,9 +1,8 @@
 from rest_framework import serializers
 
-from apps.accounts.models import ApiToken, Membership, User
+from apps.accounts.models import ApiToken, Membership, Tenant, User
 from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
-from apps.tenancy.models import Tenant
 
 _TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}
 
@@ -57,7 +56,6 @@ class MeSerializer(UserSerializer):
 
     def get_permissions(self, user) -> dict:
         from apps.accounts.permissions import scope_for
-        from apps.tenancy.models import Tenant
 
         scope = scope_for(user)
         slugs = dict(Tenant.objects.filter(id__in=scope.tenant_actions).values_list("id", "slug"))

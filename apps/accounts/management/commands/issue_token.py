@@ -6,10 +6,9 @@ python manage.py issue_token --user ci-bot --tenant llm --role member --expires 
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.accounts import services
-from apps.accounts.models import User
+from apps.accounts.models import Tenant, User
 from apps.accounts.roles import Role
 from apps.core.errors import ServiceError
-from apps.tenancy.models import Tenant
 
 
 class Command(BaseCommand):
