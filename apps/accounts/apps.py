@@ -11,9 +11,13 @@ class AccountsConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.translation import pgettext_lazy
 
+        from apps.accounts.filtersets import visible_tenants
+        from apps.accounts.permissions import allowed_tenant_ids
         from apps.accounts.roles import Action, Role
-        from apps.core import value_labels
+        from apps.core import tenant_scope, value_labels
 
+        # Apps below accounts (audit) scope their rows by tenant through apps.core.tenant_scope.
+        tenant_scope.register(allowed_tenant_ids=allowed_tenant_ids, visible_tenants=visible_tenants)
         value_labels.register_choices("role", Role)
         value_labels.register_choices("permission", Action)
         # ApiToken.status, worked out from its dates (no choices).

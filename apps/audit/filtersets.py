@@ -2,11 +2,15 @@ import django_filters
 from django.utils.translation import gettext_lazy as _
 
 from apps.audit.models import AuditEvent
-from apps.tenancy.filtersets import visible_tenants
+from apps.core.tenant_scope import visible_tenants
 
 
 class AuditEventFilterSet(django_filters.FilterSet):
-    """Filters for the audit log (UI and API)."""
+    """Filters for the audit log (UI and API).
+
+    The tenant choices are the tenants the user may view; audit sits below accounts, so they come
+    through apps.core.tenant_scope (filled in by accounts) rather than from accounts' filtersets.
+    """
 
     tenant = django_filters.ModelChoiceFilter(
         field_name="tenant", to_field_name="slug", queryset=visible_tenants, label=_("Tenant")

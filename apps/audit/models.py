@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from apps.core import tenant_scope
+
 
 class AppendOnlyError(Exception):
     """Raised on any attempt to change or delete an audit event."""
@@ -12,10 +14,12 @@ class AppendOnlyError(Exception):
 
 class AuditEventQuerySet(models.QuerySet):
     def for_user(self, user, action: str) -> AuditEventQuerySet:
-        """Events of tenants the user may view, plus the user's own actions; console-wide viewers see all."""
-        from apps.accounts.permissions import allowed_tenant_ids
+        """Events of tenants the user may view, plus the user's own actions; console-wide viewers see all.
 
-        ids = allowed_tenant_ids(user, action)
+        Audit sits below accounts, so it asks apps.core.tenant_scope, where accounts registers its
+        permission answer (apps.accounts.permissions.allowed_tenant_ids).
+        """
+        ids = tenant_scope.allowed_tenant_ids(user, action)
         if ids is None:
             return self
         return self.filter(Q(tenant_id__in=ids) | Q(actor_id=user.pk))
