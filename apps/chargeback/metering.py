@@ -207,7 +207,6 @@ def console_workloads(cluster: Cluster, backend_ids: set[str]) -> dict:
     and the name is checked against the workload's naming rule.
     """
     from apps.workloads.models import Workload
-    from apps.workloads.services import _backend_name  # the naming rule itself, so the check cannot drift
 
     runs = {}
     for backend_id in backend_ids:
@@ -225,7 +224,7 @@ def console_workloads(cluster: Cluster, backend_ids: set[str]) -> dict:
     out = {}
     for backend_id, (pk, attempt) in runs.items():
         workload = found.get(pk)
-        if workload is not None and _backend_name(workload, attempt) == backend_id:
+        if workload is not None and workload.run_name(attempt) == backend_id:  # the naming rule itself
             out[backend_id] = workload
     return out
 

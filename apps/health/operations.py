@@ -79,7 +79,8 @@ class NodeAction(OperationHandler):
 
     def requeue_killed_work(self) -> list[str]:
         """Training jobs that died on the faulty GPUs (the backend says so) go back to their queue."""
-        from apps.workloads.services import placed_on_node, requeue_after_fault
+        from apps.workloads.placements import placed_on_node
+        from apps.workloads.services.requeue import FAULT, requeue_workload
 
         gpus = {g["index"] for i in self.incidents for g in i.gpus}
         if not self.incidents:
@@ -99,7 +100,7 @@ class NodeAction(OperationHandler):
             if status is not None and status.state in _DEAD:
                 self.credit_lost_runs([workload.backend_name], at=status.finished_at)
                 why = INCIDENT_REASON % {"title": self.incidents[0].title, "incident": self.incidents[0].pk}
-                if requeue_after_fault(self.actor, workload, reason=why) is not None:
+                if requeue_workload(self.actor, workload, cause=FAULT, reason=why) is not None:
                     requeued.append(str(workload))
                     for incident in self.incidents:
                         add_event(incident, self.actor, "requeue", f"requeued {workload}: it died on the fault")
@@ -156,7 +157,7 @@ class DrainNode(NodeAction):
     after_states = [IncidentState.DRAINED]
 
     def act(self) -> dict:
-        from apps.workloads.services import placed_on_node
+        from apps.workloads.placements import placed_on_node
 
         total = len(placed_on_node(self.node.cluster_id, self.node.name))
         self.set_steps(0, total, WORKLOADS_EVICTED)

@@ -142,6 +142,12 @@ class Workload(models.Model):
     def is_finished(self) -> bool:
         return self.state in WorkloadState.terminal()
 
+    def run_name(self, attempt: int = 0) -> str:
+        """The backend's name for the workload's `attempt`-th run (0: the first). A requeued workload gets a new
+        name so that the backend's idempotent submit starts a new run instead of returning the finished one."""
+        prefix = f"wl{self.pk}r{attempt}" if attempt else f"wl{self.pk}"
+        return f"{prefix}-{self.name}"[:63].rstrip("-")
+
 
 class WorkloadEvent(models.Model):
     """A line of the workload's timeline: state changes, backend messages, placements."""

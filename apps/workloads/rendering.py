@@ -40,8 +40,8 @@ def kubernetes_rendering(workload: Workload, spec):
 def render_workload(workload: Workload) -> tuple[str, str]:
     """(text, error): the rendered objects as YAML or the sbatch script; error when it cannot be rendered."""
     from apps.workloads.render import render_slurm
-    from apps.workloads.services import catalog
     from apps.workloads.specs import SpecError, parse_spec
+    from apps.workloads.submission_context import catalog
 
     try:
         spec = parse_spec(workload.kind, workload.spec, catalog())

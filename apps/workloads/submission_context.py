@@ -27,6 +27,20 @@ def gpu_models() -> dict[str, GpuModel]:
     return cached("gpu-models", lambda: {m.code: m for m in GpuModel.objects.all()})
 
 
+def catalog(models: list[GpuModel] | None = None) -> dict[str, dict]:
+    """The GPU model catalog in the shape the spec parser takes (from `models` when already loaded)."""
+    return {
+        m.code: {
+            "name": m.name,
+            "memory_mib": m.memory_mib,
+            "mig_profiles": m.mig_profiles,
+            "product_labels": m.product_labels,
+            "nvlink": m.nvlink,
+        }
+        for m in (models if models is not None else GpuModel.objects.all())
+    }
+
+
 @dataclass
 class SubmissionContext:
     existing_id: int | None = None  # the caller's workload under this Idempotency-Key

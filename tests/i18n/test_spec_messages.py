@@ -1,7 +1,8 @@
 """Workload spec errors: English for API clients that ask for nothing, the reader's language where one is asked for.
 
 The spec parser imports no Django; its messages are apps.core.text Texts (English strings that keep their
-template), translated where they leave the service (apps/workloads/services.py, the SpecError's `translated`).
+template), translated where they leave the service (apps/workloads/services/submission.py, the SpecError's
+`translated`).
 Field keys and the error `code` never change.
 """
 

@@ -3,6 +3,7 @@
 from apps.core.joined import fetch_joined
 from apps.workloads import services
 from apps.workloads.models import Workload
+from apps.workloads.services.submission import REPLAY_RELATED
 from tests.utils.personas import fresh
 from tests.workloads.conftest import training_spec
 
@@ -15,11 +16,11 @@ def _same(a, b):
 def test_fetch_joined_equals_select_related(fleet, personas, django_assert_num_queries):
     workload, _ = services.submit_workload(fresh(personas.member_a), kind="training", spec=training_spec())
     Workload.objects.filter(pk=workload.pk).update(created_by=None)  # a nullable foreign key left empty
-    orm = Workload.objects.select_related(*services.REPLAY_RELATED).get(pk=workload.pk)
+    orm = Workload.objects.select_related(*REPLAY_RELATED).get(pk=workload.pk)
     with django_assert_num_queries(1):
-        found = fetch_joined(Workload, services.REPLAY_RELATED, "id", workload.pk)
+        found = fetch_joined(Workload, REPLAY_RELATED, "id", workload.pk)
         _same(found, orm)
-        for name in services.REPLAY_RELATED:
+        for name in REPLAY_RELATED:
             related, expected = getattr(found, name), getattr(orm, name)
             if expected is None:
                 assert related is None, name
@@ -27,4 +28,4 @@ def test_fetch_joined_equals_select_related(fleet, personas, django_assert_num_q
                 _same(related, expected)
     assert found.spec == orm.spec and isinstance(found.spec, dict)  # JSON converted as the ORM converts it
     assert found.created_at == orm.created_at and found.created_at.tzinfo is not None
-    assert fetch_joined(Workload, services.REPLAY_RELATED, "id", -1) is None
+    assert fetch_joined(Workload, REPLAY_RELATED, "id", -1) is None

@@ -12,6 +12,8 @@ from apps.audit.models import AuditEvent
 from apps.backends.models import SimWorkload
 from apps.workloads import services
 from apps.workloads.models import OutboxEntry, OutboxStatus, Workload
+from apps.workloads.services import outbox
+from apps.workloads.submission_context import catalog
 from tests.utils.personas import fresh
 from tests.workloads.conftest import training_spec
 
@@ -109,12 +111,12 @@ def test_worker_killed_after_commit_loses_nothing_and_duplicates_nothing(fleet, 
     entry = OutboxEntry.objects.get(workload_id=created["id"])
     assert entry.status == OutboxStatus.PENDING and not SimWorkload.objects.exists()
     # A worker claims it, submits to the backend, and dies before recording success.
-    assert services._claim_entry(entry.pk)
+    assert outbox._claim_entry(entry.pk)
     workload = Workload.objects.get(pk=created["id"])
     from apps.backends.registry import get_backend
     from apps.workloads.specs import parse_spec, to_backend_spec
 
-    backend_spec = to_backend_spec(parse_spec("training", workload.spec, services.catalog()), workload.tier.value)
+    backend_spec = to_backend_spec(parse_spec("training", workload.spec, catalog()), workload.tier.value)
     backend_spec.name = workload.backend_name
     get_backend(workload.cluster).submit(backend_spec)
     # The lease runs out; the sweep picks the entry up again and finishes it without a second job.
@@ -229,6 +231,9 @@ def test_reclaim_plan_is_carried_out_on_the_simulator(fleet, personas, api, djan
     # The rerun gets its own backend name: resubmitting the old one would return the cancelled job.
     assert victim.backend_name == f"wl{victim.pk}r1-borrower"
     assert any(e.kind == "preempt" for e in victim.events.all())
+    # The requeue is audited, as every requeue is: by the system, once.
+    requeues = AuditEvent.objects.filter(action="workload.requeue", target_id=str(victim.pk))
+    assert list(requeues.values_list("actor_label", flat=True)) == ["system"]
     assert Workload.objects.get(pk=owner["id"]).state in {"admitted", "running"}
 
 
@@ -236,7 +241,7 @@ def test_a_claim_left_by_a_failed_submission_is_released(fleet, personas, api):
     """The claim commits with the workload or not at all; a claim whose workload never got written is freed."""
     from apps.tenancy.models import Admission, PriorityTier
 
-    with mock.patch("apps.workloads.services.insert_rows", side_effect=RuntimeError("disk full")):
+    with mock.patch("apps.workloads.services.submission.insert_rows", side_effect=RuntimeError("disk full")):
         with pytest.raises(RuntimeError):
             services.submit_workload(fresh(personas.member_a), kind="training", spec=training_spec())
     assert not Workload.objects.exists() and not Admission.objects.exists() and not OutboxEntry.objects.exists()

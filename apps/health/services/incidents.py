@@ -59,7 +59,7 @@ def _gpus(findings: list[Finding]) -> list[dict]:
 
 def _link_work(incident: Incident, node: Node) -> None:
     """Link the workloads on the node (and so their tenants): a cordon or drain touches all of them."""
-    from apps.workloads.services import placed_on_node
+    from apps.workloads.placements import placed_on_node
 
     workloads = placed_on_node(node.cluster_id, node.name, ended_since=incident.detected_at - FAULT_LOOKBACK)
     if workloads:

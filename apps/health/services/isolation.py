@@ -86,7 +86,7 @@ def budget_report(node: Node) -> dict:
 def inference_guard(node: Node, extra_isolated: set[str] = frozenset()) -> str:
     """Why isolating `node` needs a human: an online-inference service would fall below its minimum replicas."""
     from apps.workloads.models import WorkloadKind, WorkloadState
-    from apps.workloads.services import placed_on_node
+    from apps.workloads.placements import placed_on_node
 
     services = [
         w

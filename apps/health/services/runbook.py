@@ -57,7 +57,7 @@ def impact(node: Node, action: str) -> Impact:
     from apps.health.services.isolation import inference_guard
     from apps.tenancy.models import Quota
     from apps.workloads.models import Workload, WorkloadState
-    from apps.workloads.services import placed_on_node
+    from apps.workloads.placements import placed_on_node
 
     _kind, removes, evicts = _action(action)
     result = Impact(action=action, node=node.name, cluster=node.cluster.name)

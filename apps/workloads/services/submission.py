@@ -1,0 +1,271 @@
+"""Submission: submit a workload (idempotent), cancel one.
+
+Submission admits through tenancy admission and writes the workload, its quota claim and an outbox row in
+one transaction. The backend is called later, outside any transaction, by the outbox task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from apps.accounts.permissions import has_perm, require
+from apps.accounts.roles import Action
+from apps.audit.services import audit_row, record_event, snapshot
+from apps.core.errors import Conflict, InvalidInput, NotFound
+from apps.core.inserts import insert_row, insert_rows
+from apps.core.joined import fetch_joined
+from apps.tenancy.models import AdmissionState
+from apps.tenancy.services.admissions import decide_claim, release_admission
+from apps.tenancy.snapshot import tier_rows
+from apps.workloads import reasons
+from apps.workloads.models import OutboxAction, Workload, WorkloadKind, WorkloadState, WorkloadTemplate
+from apps.workloads.services.outbox import enqueue, outbox_row
+from apps.workloads.services.state import CLAIM_PREFIX, add_event, event_row
+from apps.workloads.submission_context import catalog, gpu_models, load_context
+
+# What a replayed submission's response shows (the serializer's short form), read with it in one query.
+REPLAY_RELATED = ("tenant", "queue", "tier", "cluster", "gpu_model", "created_by", "admission")
+
+
+def parse(kind: str, data: dict, gpus_per_node: int = 8, known: dict[str, dict] | None = None):
+    """The typed spec of `data`, or InvalidInput with the parser's messages in the reader's language."""
+    from apps.workloads.specs import SpecError, parse_spec
+
+    if kind not in WorkloadKind.values:
+        raise InvalidInput(
+            _("Unknown workload kind %(kind)s.") % {"kind": repr(kind)},
+            {"kind": _("One of: %(values)s.") % {"values": ", ".join(WorkloadKind.values)}},
+        )
+    try:
+        return parse_spec(kind, data, known if known is not None else catalog(), gpus_per_node=gpus_per_node)
+    except SpecError as exc:
+        message, fields = exc.translated()
+        raise InvalidInput(message, fields) from exc
+
+
+def _request_hash(kind: str, data: dict) -> str:
+    return hashlib.sha256(json.dumps({"kind": kind, "spec": data}, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def submit_workload(
+    actor, *, kind: str, spec: dict, idempotency_key: str | None = None, template: WorkloadTemplate | None = None
+) -> tuple[Workload, bool]:
+    """Submit a training job or inference service. Returns (workload, created).
+
+    With an idempotency key the same key returns the same workload (a different body under a used
+    key is a 409), so a CI retry never makes a second one.
+    """
+    if idempotency_key is not None and (not idempotency_key or len(idempotency_key) > 200):
+        raise InvalidInput(_("The Idempotency-Key must be 1 to 200 characters."), {"idempotency_key": _("1 to 200.")})
+    digest = _request_hash(kind, spec)
+    if not isinstance(spec, dict):
+        raise NotFound(_("No tenant None."), {"tenant": _("Not found.")})
+    context = load_context(actor.pk, idempotency_key or None, spec)  # one query: key, tenant, queue, clusters
+    if context.existing_id is not None:
+        return _replay(context.existing_id, digest)
+    tenant = context.tenant
+    if tenant is None or not has_perm(actor, Action.VIEW, tenant):
+        raise NotFound(_("No tenant %(tenant)s.") % {"tenant": repr(spec.get("tenant"))}, {"tenant": _("Not found.")})
+    require(actor, Action.SUBMIT, tenant, _("You may not submit work to tenant %(slug)s.") % {"slug": tenant.slug})
+    models = gpu_models()
+    known = catalog(list(models.values()))
+    parsed = parse(kind, spec, known=known)
+    queue = context.queue
+    if queue is None:
+        raise InvalidInput(
+            _("Tenant %(slug)s has no queue %(queue)s.") % {"slug": tenant.slug, "queue": repr(parsed.queue)},
+            {"queue": _("No such queue.")},
+        )
+    tier = next((t for t in tier_rows() if t.name == parsed.tier), None)
+    if tier is None:
+        raise InvalidInput(_("Unknown tier %(tier)s.") % {"tier": repr(parsed.tier)}, {"tier": _("No such tier.")})
+    if tier.preemptible:
+        from apps.chargeback.budgets import check_admission  # chargeback reads workloads: import late
+
+        check_admission(tenant, tier, context.over_budget_id)  # over its spend budget: maybe refused
+    model = models[parsed.gpu_model]
+    if not context.bound:
+        raise InvalidInput(
+            _("Queue %(queue)s is not bound to any cluster yet; ask a platform admin.") % {"queue": queue},
+            {"queue": _("Not bound to a cluster.")},
+        )
+    picked = context.pick_cluster()
+    if picked is None:
+        raise InvalidInput(
+            _("No cluster bound to %(queue)s has %(name)s nodes.") % {"queue": queue, "name": model.name},
+            {"gpu_model": _("Not on the queue's clusters.")},
+        )
+    cluster, gpus_per_node = picked
+    if gpus_per_node != 8:
+        parsed = parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
+    try:
+        return _decide_and_store(
+            actor,
+            kind=kind,
+            parsed=parsed,
+            digest=digest,
+            idempotency_key=idempotency_key,
+            template=template,
+            tenant=tenant,
+            queue=queue,
+            cluster=cluster,
+            model=model,
+            tier=tier,
+            ids=(context.claim_id, context.next_id),
+        )
+    except IntegrityError:
+        # A retry under the same key committed first (we waited for it on the admission lock): the key's
+        # unique constraint refused our row, the transaction rolled back (claim included). Answer with its workload.
+        existing_id = _existing_workload_id(actor, idempotency_key) if idempotency_key else None
+        if existing_id is None:
+            raise
+        return _replay(existing_id, digest)
+
+
+def _decide_and_store(
+    actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, ids
+) -> tuple[Workload, bool]:
+    claim_id, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
+    # Built before the transaction: the admission lock is held from the decision to the commit, and
+    # what does not depend on the decision need not be built while every other submission waits.
+    workload = Workload(
+        kind=kind,
+        name=parsed.name,
+        tenant=tenant,
+        queue=queue,
+        tier=tier,
+        cluster=cluster,
+        gpu_model=model,
+        gpus=parsed.total_gpus,
+        spec=parsed.to_dict(),
+        template=template,
+        idempotency_key=idempotency_key or None,
+        request_hash=digest,
+        created_by=actor if actor.pk else None,
+        pk=workload_id,
+    )
+    # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
+    # outbox row, its event and its audit event commit with it, or nothing does.
+    with transaction.atomic():
+        claim = decide_claim(
+            name=f"{CLAIM_PREFIX}{tenant.slug}/{parsed.name}",
+            queue=queue,
+            gpu_model=model,
+            gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
+            tier=tier,
+            user=actor.get_username(),
+        )
+        claim.pk = claim_id
+        if claim.pk is None:
+            insert_row(claim)
+        workload.admission = claim
+        _state_from_claim(workload, claim)
+        rows = [claim, workload]
+        if workload.pk is not None:  # the name goes in with the row, and all rows in one statement
+            workload.backend_name = workload.run_name()
+        else:
+            insert_row(workload)
+            workload.backend_name = workload.run_name()  # derived from the id the INSERT returned
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE workloads_workload SET backend_name = %s WHERE id = %s",
+                    [workload.backend_name, workload.pk],
+                )
+            rows = []
+        if claim.state == AdmissionState.ADMITTED:
+            rows.append(outbox_row(workload, OutboxAction.SUBMIT))
+        rows.append(
+            event_row(
+                workload,
+                "submitted",
+                reasons.SUBMITTED % {"user": actor.get_username(), "decision": claim.decision, "reason": claim.reason},
+            )
+        )
+        rows.append(
+            audit_row(
+                actor,
+                "workload.submit",
+                workload,
+                tenant=tenant,
+                after={
+                    **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
+                    "idempotency_key": idempotency_key,
+                },
+            )
+        )
+        insert_rows(*rows)
+    return workload, True
+
+
+def _existing_workload_id(actor, idempotency_key: str) -> int | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM workloads_workload WHERE created_by_id = %s AND idempotency_key = %s",
+            [actor.pk, idempotency_key],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _replay(workload_id: int, digest: str) -> tuple[Workload, bool]:
+    # With what the response shows (the serializer's short form) in the same query.
+    existing = fetch_joined(Workload, REPLAY_RELATED, "id", workload_id)
+    if existing.request_hash != digest:
+        raise Conflict(
+            _("This Idempotency-Key was used for a different request."),
+            {"idempotency_key": _("Already used with another body.")},
+            code="idempotency_conflict",
+        )
+    return existing, False
+
+
+def _state_from_claim(workload: Workload, claim) -> None:
+    """Map the claim's state onto the (new) workload; the caller queues an admitted one's backend submission."""
+    if claim.state == AdmissionState.ADMITTED:
+        workload.state, workload.state_reason = WorkloadState.ADMITTED, claim.reason
+    elif claim.state == AdmissionState.REJECTED:
+        workload.state, workload.state_reason = WorkloadState.REJECTED, claim.reason
+        workload.finished_at = timezone.now()
+    else:
+        workload.state, workload.state_reason = WorkloadState.PENDING, claim.reason
+
+
+def cancel_workload(actor, workload: Workload, *, reason: str = "") -> Workload:
+    """Cancel in any state: a pending one at once, a placed one through the backend; a finished one is left."""
+    require(
+        actor,
+        Action.SUBMIT,
+        workload.tenant,
+        _("You may not cancel work in tenant %(slug)s.") % {"slug": workload.tenant.slug},
+    )
+    if workload.is_finished or workload.state == WorkloadState.CANCELLING:
+        return workload
+    with transaction.atomic():
+        locked = Workload.objects.select_for_update().get(pk=workload.pk)
+        before = locked.state
+        if locked.state == WorkloadState.PENDING:
+            locked.state, locked.finished_at = WorkloadState.CANCELLED, timezone.now()
+            if locked.admission_id:
+                release_admission(locked.admission)
+        else:
+            locked.state = WorkloadState.CANCELLING
+            enqueue(locked, OutboxAction.CANCEL)
+        locked.state_reason = reason or reasons.CANCELLED_BY % {"user": actor.get_username()}
+        locked.save(update_fields=["state", "state_reason", "finished_at", "updated_at"])
+        add_event(locked, "cancel", locked.state_reason)
+        record_event(
+            actor,
+            "workload.cancel",
+            locked,
+            tenant=locked.tenant,
+            reason=reason,
+            before={"state": before},
+            after={"state": locked.state},
+        )
+    return locked

@@ -1,0 +1,72 @@
+"""Requeue has one path, whatever ended the run: a preemption requeue leaves one timeline line and one audit
+event, as a fault requeue does (tests/health/test_isolation.py)."""
+
+import pytest
+from django.db import transaction
+
+from apps.audit.models import AuditEvent
+from apps.core.errors import Forbidden
+from apps.workloads import reasons, services
+from apps.workloads.models import OutboxAction, Workload
+from apps.workloads.services.outbox import enqueue
+from apps.workloads.services.requeue import FAULT, requeue_workload
+from tests.utils.personas import fresh
+from tests.workloads.conftest import training_spec
+
+pytestmark = pytest.mark.django_db
+
+
+def running(personas, capture, **spec) -> Workload:
+    with capture(execute=True):
+        workload, _ = services.submit_workload(fresh(personas.member_a), kind="training", spec=training_spec(**spec))
+    services.reconcile_workloads()
+    workload.refresh_from_db()
+    assert workload.state == "running"
+    return workload
+
+
+def preempt(workload: Workload, capture) -> Workload:
+    """What carrying out a reclaim plan does (reconcile.carry_out_reclaims), then the outbox task runs."""
+    with capture(execute=True), transaction.atomic():
+        Workload.objects.filter(pk=workload.pk).update(state="cancelling", state_reason=reasons.PREEMPTED_FOR_LENDER)
+        enqueue(workload, OutboxAction.PREEMPT)
+    workload.refresh_from_db()
+    return workload
+
+
+def test_a_preemption_requeue_is_audited_once(fleet, personas, django_capture_on_commit_callbacks):
+    workload = preempt(
+        running(personas, django_capture_on_commit_callbacks, retries=2), django_capture_on_commit_callbacks
+    )
+    assert (workload.state, workload.requeues) == ("pending", 1)
+    assert workload.backend_name == f"wl{workload.pk}r1-pretrain"
+    assert workload.state_reason.startswith("requeued after preemption: ")
+    assert [e.message for e in workload.events.filter(kind="requeue")] == ["requeued (1 of 2)"]
+    (event,) = AuditEvent.objects.filter(action="workload.requeue")
+    assert (event.actor_label, event.target_id, event.tenant_id) == ("system", str(workload.pk), personas.a.pk)
+    assert event.reason == reasons.PREEMPTED_FOR_LENDER
+    assert event.before == {"state": "preempted"}
+    assert event.after == {"state": "pending", "requeues": 1, "backend_name": workload.backend_name}
+
+
+def test_a_preempted_job_without_retries_left_stays_preempted_and_nothing_is_audited(
+    fleet, personas, django_capture_on_commit_callbacks
+):
+    workload = preempt(
+        running(personas, django_capture_on_commit_callbacks, retries=0), django_capture_on_commit_callbacks
+    )
+    assert (workload.state, workload.requeues) == ("preempted", 0)
+    assert not workload.events.filter(kind="requeue").exists()
+    assert not AuditEvent.objects.filter(action="workload.requeue").exists()
+
+
+def test_a_fault_requeue_needs_on_call_and_is_audited_once(fleet, personas, django_capture_on_commit_callbacks):
+    workload = running(personas, django_capture_on_commit_callbacks)
+    with pytest.raises(Forbidden):
+        requeue_workload(fresh(personas.member_a), workload, cause=FAULT, reason="XID 79")
+    requeued = requeue_workload(fresh(personas.oncall), workload, cause=FAULT, reason="XID 79")
+    assert (requeued.state, requeued.requeues, requeued.started_at, requeued.placements) == ("pending", 1, None, [])
+    (event,) = AuditEvent.objects.filter(action="workload.requeue")
+    assert (event.actor_label, event.reason, event.before) == (personas.oncall.username, "XID 79", {"state": "running"})
+    assert requeue_workload(None, requeued, cause=FAULT, reason="again") is None  # pending: nothing to requeue
+    assert AuditEvent.objects.filter(action="workload.requeue").count() == 1
