@@ -4,7 +4,8 @@ Cost to date is the current period's usage priced by each record's rate card, fo
 whole subtree (as its statement would show it, before credits). The forecast adds the last three
 days' run rate for the rest of the month. The periodic check raises each threshold once per period
 (a BudgetAlert, one audit event, and the `budget_threshold_crossed` signal for notifiers) and keeps
-`SpendBudget.over_since`, which admission reads to refuse preemptible work when the policy says so.
+`SpendBudget.over_since`. A spent budget whose policy says so holds the tenant's preemptible work: the
+admission hold lives in tenancy (`sync_hold`), which submission reads without knowing about budgets.
 """
 
 from __future__ import annotations
@@ -14,17 +15,16 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 import django.dispatch
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import DecimalField, F, Q, Sum
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
 from apps.audit.services import record_event
 from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, RateCard, SpendBudget, UsageDay
 from apps.chargeback.periods import current_period
 from apps.chargeback.statements import money
-from apps.core.errors import Conflict
 from apps.tenancy.models import Tenant
+from apps.tenancy.services.holds import hold_preemptible, lift_hold
 
 # Sent once per threshold and period: sender=SpendBudget, budget=, threshold=, spend=, period=.
 budget_threshold_crossed = django.dispatch.Signal()
@@ -174,7 +174,10 @@ def check_budgets(now: datetime | None = None) -> int:
         pct = spend * 100 / budget.monthly_amount if budget.monthly_amount else Decimal(0)
         over = (budget.monthly_amount == 0 and spend > 0) or (budget.monthly_amount and spend >= budget.monthly_amount)
         if bool(over) != (budget.over_since is not None):
-            SpendBudget.objects.filter(pk=budget.pk).update(over_since=now if over else None)
+            budget.over_since = now if over else None
+            with transaction.atomic():
+                SpendBudget.objects.filter(pk=budget.pk).update(over_since=budget.over_since)
+                sync_hold(budget)
         for threshold in budget.thresholds:
             if pct < threshold or (budget.pk, threshold) in fired:
                 continue
@@ -199,44 +202,15 @@ def check_budgets(now: datetime | None = None) -> int:
     return raised
 
 
-_LOOK = object()
+def sync_hold(budget: SpendBudget) -> None:
+    """Hold the tenant's preemptible work while its budget is spent and its policy says so; lift it otherwise.
 
-
-def check_admission(tenant: Tenant, tier, over_budget_id=_LOOK) -> None:
-    """Refuse preemptible work for a tenant whose own or an ancestor's budget is over and says so (one query).
-
-    The submission path reads `over_budget_id` (the id of such a budget, or None) in its context query
-    (apps/workloads/submission_context.py) and passes it in; anyone else lets this look it up.
+    Called wherever `over_since` or the policy changes (the periodic check, setting the budget), in the
+    transaction that changes them, so that admission's hold and the budget never disagree.
     """
-    if not tier.preemptible:
-        return
-    if over_budget_id is _LOOK:
-        ancestors = tenant.ancestor_ids() or [tenant.pk]
-        with connection.cursor() as cursor:
-            marks = ", ".join(["%s"] * len(ancestors))
-            cursor.execute(
-                "SELECT id FROM chargeback_spendbudget WHERE block_preemptible_when_over "  # noqa: S608 - marks only
-                f"AND over_since IS NOT NULL AND tenant_id IN ({marks}) LIMIT 1",
-                ancestors,
-            )
-            row = cursor.fetchone()
-        over_budget_id = row[0] if row else None
-    if over_budget_id is None:
-        return
-    budget = SpendBudget.objects.select_related("tenant").get(pk=over_budget_id)
-    raise Conflict(
-        _(
-            "Tenant %(tenant)s is over its monthly spend budget (%(amount)s %(currency)s) since %(since)s UTC, and "
-            "its budget policy admits no preemptible work: tier %(tier)s is preemptible. Use a non-preemptible "
-            "tier, or ask for a budget raise."
+    if budget.block_preemptible_when_over and budget.over_since is not None:
+        hold_preemptible(
+            budget.tenant_id, since=budget.over_since, amount=budget.monthly_amount, currency=budget.currency
         )
-        % {
-            "tenant": budget.tenant.slug,
-            "amount": budget.monthly_amount,
-            "currency": budget.currency,
-            "since": f"{budget.over_since:%Y-%m-%d %H:%M}",
-            "tier": tier.name,
-        },
-        {"tier": _("Preemptible work is paused: %(slug)s is over budget.") % {"slug": budget.tenant.slug}},
-        code="over_budget",
-    )
+    else:
+        lift_hold(budget.tenant_id)

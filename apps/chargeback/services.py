@@ -21,6 +21,7 @@ from django.utils.translation import gettext as _
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
+from apps.chargeback.budgets import sync_hold
 from apps.chargeback.fractions import SECOND_PLACES, exact_seconds, to_decimal
 from apps.chargeback.metering import backend_now, console_workloads
 from apps.chargeback.models import (
@@ -304,6 +305,7 @@ def set_spend_budget(
         budget.thresholds = sorted(set(thresholds))
         budget.block_preemptible_when_over = block_preemptible_when_over
         budget.save()
+        sync_hold(budget)  # the policy or the amount changed: admission's hold follows
         record_event(
             actor, "chargeback.budget.set", budget, tenant=tenant, reason=reason, before=before, after=snapshot(budget)
         )

@@ -131,6 +131,27 @@ class TenantBudget(models.Model):
         return f"{self.tenant.slug} {self.gpu_model.code}: {self.guaranteed}"
 
 
+class AdmissionHold(models.Model):
+    """A pause on preemptible work for a tenant's whole subtree, kept by an app above tenancy.
+
+    Chargeback keeps it (apps/chargeback/budgets.py): it stands while the tenant's spend budget is spent and
+    the budget's policy stops preemptible work, and goes when that is no longer so. Submission reads it in
+    its context query and refuses preemptible tiers; `amount` and `currency` are the spent budget, for the
+    refusal's message. Not audited: the budget alert that set it is.
+    """
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="admission_hold")
+    since = models.DateTimeField()
+    amount = models.DecimalField(max_digits=16, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantScopedQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}: preemptible work paused since {self.since:%Y-%m-%d %H:%M}"
+
+
 class AdmissionState(models.TextChoices):
     PENDING = "pending", _("Pending")
     ADMITTED = "admitted", _("Admitted")

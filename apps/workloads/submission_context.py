@@ -1,10 +1,10 @@
 """What a submission needs to know before it is decided, read in one query.
 
 A submission needs the caller's earlier workload under the same Idempotency-Key, the tenant, the
-queue, the clusters bound to the queue with their node sizes for the GPU model, whether a spend
-budget pauses the tenant's preemptible work, and (PostgreSQL) the new workload's id. Read one by
-one through the ORM that is six queries, most of a submission's cost under load; here it is one
-plain SQL statement (portable: PostgreSQL and the demo's SQLite). GPU models come from the
+queue, the clusters bound to the queue with their node sizes for the GPU model, whether an admission
+hold (a spent budget's, kept by chargeback) pauses the tenant's preemptible work, and (PostgreSQL) the
+new workload's id. Read one by one through the ORM that is six queries, most of a submission's cost
+under load; here it is one plain SQL statement (portable: PostgreSQL and the demo's SQLite). GPU models come from the
 per-process reference cache, the clusters' node sizes from a cache of a few seconds (`node_sizes`).
 """
 
@@ -44,7 +44,7 @@ def catalog(models: list[GpuModel] | None = None) -> dict[str, dict]:
 @dataclass
 class SubmissionContext:
     existing_id: int | None = None  # the caller's workload under this Idempotency-Key
-    over_budget_id: int | None = None  # see apps.chargeback.budgets.check_admission
+    hold_id: int | None = None  # see apps.tenancy.services.holds.check_hold
     next_id: int | None = None  # the new workload's id, where the database hands ids out up front
     claim_id: int | None = None  # and its admission claim's
     tenant: Tenant | None = None
@@ -64,10 +64,9 @@ class SubmissionContext:
 _SQL = (
     "SELECT t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, "
     "(SELECT w.id FROM workloads_workload w WHERE w.created_by_id = %s AND w.idempotency_key = %s), "
-    # A spend budget of the tenant or an ancestor that is over and pauses preemptible work (chargeback).
-    "(SELECT sb.id FROM chargeback_spendbudget sb JOIN tenancy_tenant a ON a.id = sb.tenant_id "
-    "WHERE sb.block_preemptible_when_over AND sb.over_since IS NOT NULL "
-    "AND (a.id = t.id OR (a.path <> '' AND t.path LIKE a.path || '%%')) LIMIT 1), "
+    # An admission hold on the tenant or an ancestor: its preemptible work is paused (a spent budget's).
+    "(SELECT h.id FROM tenancy_admissionhold h JOIN tenancy_tenant a ON a.id = h.tenant_id "
+    "WHERE a.id = t.id OR (a.path <> '' AND t.path LIKE a.path || '%%') LIMIT 1), "
     "o.next_id, o.claim_id "
     "FROM ({next_id}) o "
     "LEFT JOIN tenancy_tenant t ON t.slug = %s "
@@ -137,7 +136,7 @@ def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -
         cursor.execute(_context_sql(connection.vendor), params)
         rows = cursor.fetchall()
     first = rows[0]
-    context = SubmissionContext(existing_id=first[11], over_budget_id=first[12], next_id=first[13], claim_id=first[14])
+    context = SubmissionContext(existing_id=first[11], hold_id=first[12], next_id=first[13], claim_id=first[14])
     db = connection.alias
     sizes_by_cluster = node_sizes(model.pk) if model else {}
     for t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind, *_ in rows:

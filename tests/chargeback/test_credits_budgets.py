@@ -12,15 +12,16 @@ from apps.audit.models import AuditEvent
 from apps.backends.models import SimAllocation
 from apps.backends.registry import get_backend
 from apps.chargeback import services as chargeback
-from apps.chargeback.budgets import budget_threshold_crossed, check_admission, check_budgets, spend_of
+from apps.chargeback.budgets import budget_threshold_crossed, check_budgets, spend_of
 from apps.chargeback.credits import settle_credits
 from apps.chargeback.fractions import exact_seconds
 from apps.chargeback.metering import meter_cluster
-from apps.chargeback.models import BudgetAlert, Credit, CreditState, LineKind, UsageRecord
+from apps.chargeback.models import BudgetAlert, Credit, CreditState, LineKind, SpendBudget, UsageRecord
 from apps.chargeback.periods import month_start
 from apps.chargeback.statements import compute_statements
 from apps.core.errors import Conflict, Forbidden
-from apps.tenancy.models import PriorityTier
+from apps.tenancy.models import AdmissionHold, PriorityTier
+from apps.tenancy.services.holds import check_hold
 from tests.chargeback.conftest import advance, run, training_spec
 from tests.chargeback.test_statements import ingest, usage
 from tests.utils.personas import fresh
@@ -117,13 +118,35 @@ def test_budget_alerts_fire_once_and_stop_preemptible_admission(
     )
     assert response.status_code == 409 and response.json()["code"] == "over_budget"
     assert "over its monthly spend budget" in response.json()["message"]
-    check_admission(personas.a_team, PriorityTier.objects.get(name="online-inference"))  # serving still admitted
+    check_hold(personas.a_team, PriorityTier.objects.get(name="online-inference"))  # serving still admitted
     with pytest.raises(Conflict):
-        check_admission(personas.a_team, PriorityTier.objects.get(name="exploratory"))
+        check_hold(personas.a_team, PriorityTier.objects.get(name="exploratory"))
     chargeback.set_spend_budget(admin, tenant=personas.a, monthly_amount="100.00", block_preemptible_when_over=True)
     check_budgets()
-    check_admission(personas.a_team, PriorityTier.objects.get(name="training"))  # under budget again
+    check_hold(personas.a_team, PriorityTier.objects.get(name="training"))  # under budget again
     assert not Credit.objects.exists()
+
+
+def test_the_budget_pause_is_an_admission_hold_that_follows_the_budget(fleet, personas):
+    """Chargeback keeps tenancy's hold in step with the budget: spent and blocking, the tenant is held; the
+    policy dropped or the budget no longer spent, the hold goes, at once for a change of policy."""
+    admin, training = fleet["admin"], PriorityTier.objects.get(name="training")
+    chargeback.set_spend_budget(admin, tenant=personas.a, monthly_amount="10.00", block_preemptible_when_over=True)
+    assert not AdmissionHold.objects.exists()  # not spent yet
+    ingest(fleet["cluster"], [usage("a-team", "train", "h100", 8, month_start(timezone.now()), 1)])  # 20.00
+    check_budgets()
+    hold = AdmissionHold.objects.get(tenant=personas.a)
+    assert (hold.amount, hold.since) == (Decimal("10.00"), SpendBudget.objects.get(tenant=personas.a).over_since)
+    with pytest.raises(Conflict):
+        check_hold(personas.a_team, training)  # a team is held by its organization's hold
+    chargeback.set_spend_budget(admin, tenant=personas.a, monthly_amount="10.00", block_preemptible_when_over=False)
+    assert not AdmissionHold.objects.exists()
+    check_hold(personas.a_team, training)
+    chargeback.set_spend_budget(admin, tenant=personas.a, monthly_amount="15.00", block_preemptible_when_over=True)
+    assert AdmissionHold.objects.get(tenant=personas.a).amount == Decimal("15.00")  # still spent: held again
+    chargeback.set_spend_budget(admin, tenant=personas.a, monthly_amount="100.00", block_preemptible_when_over=True)
+    check_budgets()
+    assert not AdmissionHold.objects.exists()
 
 
 def test_cost_to_date_and_budget_reach_the_console_metrics(fleet, personas, client):

@@ -1,6 +1,8 @@
-"""Tenancy services: tenants, queues and quotas, admission, quota requests. Each change is audited once."""
+"""Tenancy services: tenants, queues and quotas, admission and its holds, quota requests. Each change is audited
+once (a hold follows the audited change that causes it)."""
 
 from apps.tenancy.services.admissions import preview_admission, release_admission, run_admission_pass, submit_admission
+from apps.tenancy.services.holds import check_hold, hold_preemptible, lift_hold
 from apps.tenancy.services.quota_requests import decide_quota_request, request_quota
 from apps.tenancy.services.quotas import (
     bind_queue,
@@ -16,11 +18,14 @@ from apps.tenancy.services.tenants import create_tenant, delete_tenant, update_t
 
 __all__ = [
     "bind_queue",
+    "check_hold",
     "create_queue",
     "create_tenant",
     "decide_quota_request",
     "delete_queue",
     "delete_tenant",
+    "hold_preemptible",
+    "lift_hold",
     "preview_admission",
     "preview_quota",
     "release_admission",

@@ -22,6 +22,7 @@ from apps.core.inserts import insert_row, insert_rows
 from apps.core.joined import fetch_joined
 from apps.tenancy.models import AdmissionState
 from apps.tenancy.services.admissions import decide_claim, release_admission
+from apps.tenancy.services.holds import check_hold
 from apps.tenancy.snapshot import tier_rows
 from apps.workloads import reasons
 from apps.workloads.models import OutboxAction, Workload, WorkloadKind, WorkloadState, WorkloadTemplate
@@ -85,10 +86,7 @@ def submit_workload(
     tier = next((t for t in tier_rows() if t.name == parsed.tier), None)
     if tier is None:
         raise InvalidInput(_("Unknown tier %(tier)s.") % {"tier": repr(parsed.tier)}, {"tier": _("No such tier.")})
-    if tier.preemptible:
-        from apps.chargeback.budgets import check_admission  # chargeback reads workloads: import late
-
-        check_admission(tenant, tier, context.over_budget_id)  # over its spend budget: maybe refused
+    check_hold(tenant, tier, context.hold_id)  # preemptible work of a held tenant (over its spend budget) is refused
     model = models[parsed.gpu_model]
     if not context.bound:
         raise InvalidInput(
