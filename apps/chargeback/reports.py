@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import DecimalField, F, Max, Sum
 
 from apps.chargeback.models import SECONDS_PER_HOUR, Credit, CreditState, Period, UsageDay, UsageRecord
@@ -160,3 +161,8 @@ def workload_cost(workload_id: int) -> WorkloadCost | None:
         credited_amount=money(Decimal(credited["cost"] or 0) / SECONDS_PER_HOUR),
         metered_until=usage["until"],
     )
+
+
+def workload_cost_panel(workload) -> dict:
+    """The cost panel of a workload's page (apps/workloads/panels.py): its cost so far and the currency."""
+    return {"cost": workload_cost(workload.pk), "currency": settings.CHARGEBACK_CURRENCY}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
@@ -14,7 +13,6 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from apps.accounts.permissions import has_perm
 from apps.accounts.roles import Action
-from apps.chargeback.reports import workload_cost
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
@@ -24,6 +22,7 @@ from apps.workloads.filtersets import TemplateFilterSet, WorkloadFilterSet
 from apps.workloads.forms import SubmitForm
 from apps.workloads.logs import logs_for
 from apps.workloads.models import Workload, WorkloadTemplate
+from apps.workloads.panels import status_panels
 
 EXAMPLES = {
     "training": {
@@ -123,8 +122,7 @@ def workload_detail(request, pk: int):
     status = {
         "workload": workload,
         "events": workload.events.all(),
-        "cost": workload_cost(workload.pk),
-        "currency": settings.CHARGEBACK_CURRENCY,
+        "panels": status_panels(workload),  # e.g. its cost (chargeback)
     }
     if is_htmx(request):  # the status block polls itself while the workload runs
         return vary_on_htmx(render(request, "workloads/_workload_status.html", {**status, "polled": True}))
