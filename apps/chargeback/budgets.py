@@ -23,6 +23,7 @@ from apps.audit.services import record_event
 from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, RateCard, SpendBudget, UsageDay
 from apps.chargeback.periods import current_period
 from apps.chargeback.statements import money
+from apps.notifications.services import notify
 from apps.tenancy.models import Tenant
 from apps.tenancy.services.holds import hold_preemptible, lift_hold
 
@@ -141,13 +142,7 @@ def spend_of(tenant: Tenant, now: datetime | None = None) -> Spend:
 
 
 def _notify_owners(budget: SpendBudget, threshold: int, spend: Decimal, pct: Decimal, period: Period) -> None:
-    """The tenant's notification channels (and its parents') hear of each threshold crossed, once."""
-    from django.apps import apps
-
-    if not apps.is_installed("apps.health"):
-        return
-    from apps.health.services.notify import notify_tenant_owners
-
+    """The tenant's notification channels (and its parents', not on-call's) hear of each threshold crossed, once."""
     tenant = budget.tenant
     subject = f"{tenant.slug}: {threshold} % of the {period} GPU budget spent"
     text = (
@@ -156,7 +151,7 @@ def _notify_owners(budget: SpendBudget, threshold: int, spend: Decimal, pct: Dec
     )
     if budget.block_preemptible_when_over and threshold >= 100:
         text += " Preemptible work is no longer admitted until the budget is raised or the month ends."
-    notify_tenant_owners(subject, text, tenant)
+    notify(subject, text, oncall=False, tenant_ids=tenant.ancestor_ids())
 
 
 def check_budgets(now: datetime | None = None) -> int:

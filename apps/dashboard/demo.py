@@ -91,8 +91,8 @@ def seed_fleet(admin) -> None:
 
 def seed_health(admin) -> None:
     """On-call (dave) gets health notifications by e-mail; the demo's mail backend prints them to the console."""
-    from apps.health.models import NotificationChannel
     from apps.health.services.config import add_channel
+    from apps.notifications.models import NotificationChannel
 
     if not NotificationChannel.objects.exists():
         add_channel(admin, kind="email", target="dave@example.com", reason="demo on-call")

@@ -9,11 +9,13 @@ class HealthConfig(AppConfig):
     verbose_name = "GPU health"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_delete
         from django.utils.translation import pgettext_lazy
 
         from apps.core import stored_text, value_labels
         from apps.health import operations, rules  # noqa: F401 - operations registers the runbook handlers
-        from apps.health.models import IncidentState, NodeStatus, Severity, SourceKind
+        from apps.health.models import Incident, IncidentState, NodeStatus, Severity, SourceKind
+        from apps.health.services.notify import forget_incident_notifications
         from apps.health.services.runbook import ACTIONS
 
         stored_text.register(rules)  # incident titles
@@ -32,4 +34,8 @@ class HealthConfig(AppConfig):
                 pgettext_lazy("runbook action", "request-reset"),
                 pgettext_lazy("runbook action", "mark-rma"),
             ),
+        )
+        # Notifications keep an incident's id, not a foreign key (their app sits below health).
+        post_delete.connect(
+            forget_incident_notifications, sender=Incident, dispatch_uid="health-incident-notifications"
         )

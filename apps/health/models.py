@@ -389,59 +389,6 @@ class IncidentEvent(models.Model):
         return f"{self.time:%H:%M:%S} {self.kind}: {self.message}"
 
 
-class ChannelKind(models.TextChoices):
-    WEBHOOK = "webhook", _("Webhook (Slack-compatible JSON)")
-    EMAIL = "email", _("E-mail")
-
-
-class NotificationChannel(models.Model):
-    """Where health notifications go: on-call's channels (no tenant) or a tenant's (owners of affected work)."""
-
-    tenant = models.ForeignKey("accounts.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=10, choices=ChannelKind.choices)
-    target = models.CharField(max_length=500, help_text="webhook URL or e-mail address")
-    enabled = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = FleetQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["tenant__slug", "kind", "target"]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.target} ({self.tenant.slug if self.tenant_id else 'on-call'})"
-
-
-class NotificationStatus(models.TextChoices):
-    PENDING = "pending", _("Pending")
-    SENT = "sent", _("Sent")
-    FAILED = "failed", _("Failed")
-
-
-class Notification(models.Model):
-    """One message to one destination, written with the change that needs it and sent by a task (retried)."""
-
-    MAX_ATTEMPTS = 5
-
-    incident = models.ForeignKey(Incident, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=10, choices=ChannelKind.choices)
-    target = models.CharField(max_length=500)
-    audience = models.CharField(max_length=20, help_text="on-call or owners")
-    subject = models.CharField(max_length=300)
-    text = models.TextField()
-    status = models.CharField(max_length=10, choices=NotificationStatus.choices, default=NotificationStatus.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-id"]
-
-    def __str__(self) -> str:
-        return f"{self.kind} to {self.target}: {self.subject}"
-
-
 class StormAlert(models.Model):
     """Fired once when a pool's isolation budget runs out; no second alert for that pool within the hour."""
 

@@ -5,7 +5,7 @@ from celery import shared_task
 from apps.fleet.models import Cluster
 from apps.health.ingest import run_cycle
 from apps.health.services.housekeeping import close_quiet_incidents, prune_rollups
-from apps.health.services.notify import resend_due, send_notification
+from apps.notifications.services import resend_due
 
 
 @shared_task
@@ -28,11 +28,6 @@ def ingest_cluster_task(cluster_id: int) -> dict:
         "skipped": result.skipped,
         "duration_ms": result.duration_ms,
     }
-
-
-@shared_task(acks_late=True)
-def send_notification_task(notification_id: int) -> str:
-    return send_notification(notification_id)
 
 
 @shared_task

@@ -1,19 +1,18 @@
 """The one seam every service alert goes through: `notify(event)`.
 
 The alert row (written by the caller) plus an audit event in the same transaction, so the audit log shows
-when each alert fired and resolved; and, when the health app is installed, its notification channels
-(webhook, e-mail: on-call's and the owning tenant's) through `notify_service_alert`, which queues the
-messages in the same transaction and owns delivery and retries.
+when each alert fired and resolved; and the notification channels (webhook, e-mail: on-call's and those of
+the owning tenant and its ancestors, so a team's service reaches its organization's channel) through the
+notifications app, which queues the messages in the same transaction and owns delivery and retries.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.apps import apps as django_apps
-
 from apps.audit.services import record_event
 from apps.inference.models import ServiceAlert
+from apps.notifications.services import notify as send
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,4 @@ def notify(event: AlertEvent) -> None:
         after={"sli": alert.sli, "window": alert.window, "state": alert.state, "burn_long": alert.burn_long},
         target_label=subject[:300],
     )
-    if django_apps.is_installed("apps.health"):
-        from apps.health.services.notify import notify_service_alert
-
-        notify_service_alert(subject, f"{subject}\n{alert.message}", workload.tenant)
+    send(subject, f"{subject}\n{alert.message}", oncall=True, tenant_ids=workload.tenant.ancestor_ids())

@@ -572,7 +572,7 @@ def _(personas, api, client):
 
 
 def _channel(personas):
-    from apps.health.models import NotificationChannel
+    from apps.notifications.models import NotificationChannel
 
     return NotificationChannel.objects.create(kind="email", target="oncall@example.com")
 

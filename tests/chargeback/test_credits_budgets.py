@@ -168,7 +168,7 @@ def test_cost_to_date_and_budget_reach_the_console_metrics(fleet, personas, clie
 def test_budget_thresholds_reach_the_tenants_channels_once(fleet, personas, django_capture_on_commit_callbacks):
     from django.core import mail
 
-    from apps.health.models import NotificationChannel
+    from apps.notifications.models import NotificationChannel
 
     NotificationChannel.objects.create(tenant=personas.a, kind="email", target="finance-a@example.com")
     NotificationChannel.objects.create(tenant=personas.b, kind="email", target="b@example.com")  # not theirs

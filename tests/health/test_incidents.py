@@ -5,9 +5,10 @@ from django.core import mail
 
 from apps.audit.models import AuditEvent
 from apps.core.errors import Conflict, Forbidden, InvalidInput
-from apps.health.models import Incident, Notification, NotificationChannel
+from apps.health.models import Incident
 from apps.health.services.incidents import transition_incident
-from apps.health.services.notify import send_notification
+from apps.notifications.models import Notification, NotificationChannel
+from apps.notifications.services import send_notification
 from apps.workloads.services import reconcile_workloads, submit_workload
 from tests.health.conftest import cycle, inject, training_spec
 from tests.health.http_helpers import serve
@@ -83,13 +84,28 @@ def test_webhook_and_email_reach_oncall_and_owners(fleet, personas, django_captu
 def test_a_failing_webhook_is_retried_then_reported(incident):
     with serve({"POST /hook": (500, "down")}) as server:
         note = Notification.objects.create(
-            incident=incident, kind="webhook", target=server.url + "/hook", audience="on-call", subject="s", text="t"
+            incident_id=incident.pk,
+            kind="webhook",
+            target=server.url + "/hook",
+            audience="on-call",
+            subject="s",
+            text="t",
         )
         outcomes = [send_notification(note.pk) for _ in range(Notification.MAX_ATTEMPTS + 1)]
         assert len(server.received) == Notification.MAX_ATTEMPTS
     assert outcomes == ["retry"] * (Notification.MAX_ATTEMPTS - 1) + ["failed", "skipped"]
     note.refresh_from_db()
     assert note.status == "failed" and "500" in note.last_error
+
+
+def test_an_incident_deleted_takes_its_notifications_along(incident):
+    """Notifications keep the incident's id (their app sits below health), and still go with the incident."""
+    kept = Notification.objects.create(kind="email", target="a@example.com", audience="on-call", subject="s", text="t")
+    Notification.objects.create(
+        incident_id=incident.pk, kind="email", target="b@example.com", audience="on-call", subject="s", text="t"
+    )
+    incident.node.cluster.delete()  # nodes, their incidents and those incidents' notifications
+    assert list(Notification.objects.all()) == [kept]
 
 
 def test_recorded_findings_notify_nobody(fleet, personas, django_capture_on_commit_callbacks):

@@ -6,10 +6,11 @@ import pytest
 from apps.audit.models import AuditEvent
 from apps.backends.models import SimWorkload
 from apps.fleet.models import Node
-from apps.health.models import Incident, IsolationPolicy, NodeHealth, Notification, NotificationChannel, StormAlert
+from apps.health.models import Incident, IsolationPolicy, NodeHealth, StormAlert
 from apps.health.services.housekeeping import close_quiet_incidents
 from apps.health.services.incidents import transition_incident
 from apps.health.services.runbook import node_action
+from apps.notifications.models import Notification, NotificationChannel
 from apps.operations.models import Operation
 from apps.workloads.services import reconcile_workloads, submit_workload, tick
 from tests.health.conftest import cycle, inject, training_spec

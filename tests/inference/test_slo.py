@@ -66,7 +66,7 @@ def test_a_sustained_breach_fires_each_window_pair_once_then_resolves(
 
 
 def test_alerts_reach_on_call_and_the_owning_tenants_channels(serving, personas, django_capture_on_commit_callbacks):
-    from apps.health.models import Notification, NotificationChannel
+    from apps.notifications.models import Notification, NotificationChannel
 
     NotificationChannel.objects.create(kind="webhook", target="https://chat.example/oncall")
     NotificationChannel.objects.create(tenant=personas.a, kind="email", target="llm-team@example.com")

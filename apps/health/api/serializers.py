@@ -2,18 +2,17 @@ from rest_framework import serializers
 
 from apps.core.api.serializers import StrictSerializer
 from apps.health.models import (
-    ChannelKind,
     Incident,
     IncidentEvent,
     IncidentState,
     IsolationPolicy,
-    NotificationChannel,
     Rule,
     Severity,
     SourceKind,
     TelemetrySource,
 )
 from apps.health.services.runbook import ACTIONS
+from apps.notifications.models import ChannelKind, NotificationChannel
 
 
 class IncidentSerializer(serializers.ModelSerializer):

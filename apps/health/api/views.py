@@ -24,10 +24,11 @@ from apps.health.api.serializers import (
     TransitionSerializer,
 )
 from apps.health.filtersets import IncidentFilterSet
-from apps.health.models import Incident, IsolationPolicy, NotificationChannel, Rule, TelemetrySource
+from apps.health.models import Incident, IsolationPolicy, Rule, TelemetrySource
 from apps.health.services import config, runbook
 from apps.health.services.incidents import transition_incident
 from apps.health.services.rulesets import active_ruleset, tune_rule
+from apps.notifications.models import NotificationChannel
 from apps.operations.api.serializers import OperationSerializer
 from apps.tenancy.models import Tenant
 

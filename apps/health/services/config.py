@@ -11,7 +11,8 @@ from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.core.errors import InvalidInput
-from apps.health.models import ChannelKind, IsolationPolicy, NotificationChannel, Severity, SourceKind, TelemetrySource
+from apps.health.models import IsolationPolicy, Severity, SourceKind, TelemetrySource
+from apps.notifications.models import ChannelKind, NotificationChannel
 
 
 def _http_url(value: str, field: str) -> None:
