@@ -11,6 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import datetime
 
+from django.utils import timezone
+
 from apps.backends.types import (
     ConnectionReport,
     DrainResult,
@@ -111,3 +113,10 @@ class Backend(ABC):
 
     @abstractmethod
     def usage_since(self, since: datetime) -> list[UsageRecord]: ...
+
+    # What the console asks besides the scheduler calls
+
+    def now(self) -> datetime:
+        """The backend's clock, the one its usage spans and workload times are in (a simulation runs ahead of
+        the wall clock by its offset; real clusters are on the wall clock)."""
+        return timezone.now()

@@ -1,24 +1,76 @@
-"""Settling fault credits from metered usage: the interrupted run's GPU time since its start or last checkpoint.
+"""Fault credits: opened from the runs health recorded as lost, settled from metered usage (the interrupted
+run's GPU time since its start or last checkpoint).
 
 A credit is created pending (services.credit_interruptions) with the interruption instant in the
-backend's clock. Once the cluster's usage is metered past that instant, the run is read back from
-the workload's usage records: the contiguous chain of records of one run (when the backend reports
-runs) ending at or before the interruption (a gap, another run, an earlier credited interruption or
-the last checkpoint ends the walk back). Its GPU-seconds
-are the credit, priced by the rate card in force at the interruption.
+backend's clock: by hand (API), or from the health app's records of runs a fault cost (`health.LostRun`),
+which chargeback pulls when it settles credits (`credit_lost_runs`; health knows nothing of chargeback).
+Once the cluster's usage is metered past that instant, the run is read back from the workload's usage
+records: the contiguous chain of records of one run (when the backend reports runs) ending at or before
+the interruption (a gap, another run, an earlier credited interruption or the last checkpoint ends the
+walk back). Its GPU-seconds are the credit, priced by the rate card in force at the interruption.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import defaultdict
 from decimal import Decimal
 from fractions import Fraction
 
 from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
 
 from apps.audit.services import record_event
 from apps.chargeback.fractions import SECOND_PLACES, exact_seconds, to_decimal
 from apps.chargeback.models import Credit, CreditState, MeterWatermark, Period, UsageRecord
 from apps.chargeback.rates import RateBook
+from apps.core.errors import ServiceError
+from apps.health.models import LostRun
+
+logger = logging.getLogger(__name__)
+
+
+def credit_lost_runs() -> int:
+    """Open a pending credit for each run health recorded as lost to a fault and chargeback has not taken yet.
+
+    The runs one operation recorded for one incident at one instant become one `credit_interruptions` call (one
+    audit event, by whoever handled the fault), as when health called it. Each record is marked taken with
+    what came of it, a refusal included (e.g. its period is closed): the fault's handling went on without
+    waiting for chargeback. Returns how many credits were opened.
+    """
+    from apps.chargeback.services import credit_interruptions
+
+    opened = 0
+    with transaction.atomic():
+        lost = list(
+            LostRun.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(taken_at__isnull=True)
+            .select_related("cluster", "actor")
+            .order_by("id")
+        )
+        groups: dict[tuple, list[LostRun]] = defaultdict(list)
+        for run in lost:
+            groups[(run.cluster_id, run.interrupted_at, run.incident_id, run.reason, run.actor_id)].append(run)
+        for runs in groups.values():
+            first = runs[0]
+            try:
+                credits = credit_interruptions(
+                    first.actor,
+                    cluster=first.cluster,
+                    backend_ids=[r.backend_id for r in runs],
+                    interrupted_at=first.interrupted_at,
+                    reason=first.reason,
+                    incident_ref=f"#{first.incident_id}",
+                    incident_url=reverse("health:incident_detail", args=[first.incident_id]),
+                )
+                outcome = f"{len(credits)} credit(s) opened"
+                opened += len(credits)
+            except ServiceError as exc:  # e.g. the period is already closed
+                logger.warning("no credit for %d run(s) lost on %s: %s", len(runs), first.cluster.name, exc.message)
+                outcome = f"no credit: {exc.message}"
+            LostRun.objects.filter(pk__in=[r.pk for r in runs]).update(taken_at=timezone.now(), outcome=outcome[:300])
+    return opened
 
 
 def lost_run(
@@ -61,7 +113,9 @@ def lost_run(
 
 
 def settle_credits(period: Period | None = None) -> int:
-    """Settle pending credits whose cluster is metered past the interruption. Returns how many were settled."""
+    """Settle pending credits whose cluster is metered past the interruption (first opening those of runs health
+    recorded as lost since the last time). Returns how many were settled."""
+    credit_lost_runs()
     pending = Credit.objects.filter(state=CreditState.PENDING)
     if period is not None:
         pending = pending.filter(period=period)

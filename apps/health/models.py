@@ -1,4 +1,5 @@
-"""GPU health: where telemetry comes from, what each node last reported, rules, incidents, isolation policy.
+"""GPU health: where telemetry comes from, what each node last reported, rules, incidents, isolation policy,
+and the runs faults cost their owners.
 
 Storage is per node, not per sample: `NodeHealth` holds the latest value of every DCGM series per GPU
 (one row per node, upserted in bulk each cycle) and the running 1-minute accumulator; `NodeRollup`
@@ -387,6 +388,36 @@ class IncidentEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.time:%H:%M:%S} {self.kind}: {self.message}"
+
+
+class LostRun(models.Model):
+    """A run a hardware fault killed or evicted, as health saw it: what its owner is owed GPU time for.
+
+    The runbook operations record it (apps/health/operations.py) when they stop or find dead work on a node
+    with an open incident; chargeback pulls the rows it has not taken yet and credits their owners
+    (apps/chargeback/credits.py), then notes when and with what outcome. `interrupted_at` is in the backend's
+    clock, as usage is. Health knows nothing of what a credit is worth, or of chargeback.
+    """
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="lost_runs")
+    cluster = models.ForeignKey("fleet.Cluster", on_delete=models.CASCADE, related_name="+")
+    backend_id = models.CharField(max_length=253, help_text="the interrupted run as the backend names it")
+    interrupted_at = models.DateTimeField()
+    reason = models.CharField(max_length=500)
+    actor = models.ForeignKey("accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    taken_at = models.DateTimeField(null=True, blank=True, help_text="when chargeback took it into account")
+    outcome = models.CharField(max_length=300, blank=True, help_text="what chargeback made of it")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "backend_id", "interrupted_at"], name="lostrun_one_per_run")
+        ]
+        indexes = [models.Index(fields=["id"], condition=Q(taken_at__isnull=True), name="lostrun_not_taken")]
+
+    def __str__(self) -> str:
+        return f"{self.backend_id} at {self.interrupted_at:%Y-%m-%d %H:%M}"
 
 
 class StormAlert(models.Model):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -14,7 +13,7 @@ from apps.backends.base import BackendError, RetryableBackendError
 from apps.backends.registry import get_backend
 from apps.backends.types import Taint, WorkloadState
 from apps.fleet.models import Node
-from apps.health.models import Incident, IncidentState, IsolationOwner, NodeHealth
+from apps.health.models import Incident, IncidentState, IsolationOwner, LostRun, NodeHealth
 from apps.health.rules import INCIDENT_REASON, OPERATION_DONE
 from apps.health.services.incidents import FAULT_LOOKBACK, add_event, advance_incident
 from apps.operations.runner import OperationFailed, OperationHandler, register
@@ -98,7 +97,7 @@ class NodeAction(OperationHandler):
         for workload in hit:
             status = statuses.get(workload.backend_name)
             if status is not None and status.state in _DEAD:
-                self.credit_lost_runs([workload.backend_name], at=status.finished_at)
+                self.record_lost_runs([workload.backend_name], at=status.finished_at)
                 why = INCIDENT_REASON % {"title": self.incidents[0].title, "incident": self.incidents[0].pk}
                 if requeue_workload(self.actor, workload, cause=FAULT, reason=why) is not None:
                     requeued.append(str(workload))
@@ -108,31 +107,31 @@ class NodeAction(OperationHandler):
             self.log(f"requeued {len(requeued)} training job(s) killed by the fault: {', '.join(requeued)}")
         return requeued
 
-    def credit_lost_runs(self, backend_ids: list[str], at=None) -> None:
-        """Chargeback credits the owners the GPU time the fault cost them (each run since its start or last
-        checkpoint), linked to the node's incident. Only faults: a drain with no open incident credits nothing."""
-        from apps.chargeback.metering import backend_now
-        from apps.chargeback.services import credit_interruptions
-        from apps.core.errors import ServiceError
-
+    def record_lost_runs(self, backend_ids: list[str], at=None) -> None:
+        """Record the runs the fault cost (each since its start or last checkpoint), linked to the node's incident,
+        for chargeback to credit their owners (it pulls them when it settles credits). Only faults: a drain
+        with no open incident records nothing. `at` is in the backend's clock (its now when not given)."""
         if not backend_ids or not self.incidents:
             return
         incident = self.incidents[0]
-        try:
-            credits = credit_interruptions(
-                self.actor,
-                cluster=self.node.cluster,
-                backend_ids=backend_ids,
-                interrupted_at=at or backend_now(self.node.cluster),
-                reason=INCIDENT_REASON % {"title": incident.title, "incident": incident.pk},
-                incident_ref=f"#{incident.pk}",
-                incident_url=reverse("health:incident_detail", args=[incident.pk]),
-            )
-        except ServiceError as exc:  # e.g. the period is already closed: the fault's handling goes on
-            self.log(f"no chargeback credit: {exc.message}")
-            return
-        if credits:
-            self.log(f"credited {len(credits)} interrupted run(s) to their tenants (chargeback)")
+        at = at or self.backend.now()
+        reason = INCIDENT_REASON % {"title": incident.title, "incident": incident.pk}
+        actor = self.actor if getattr(self.actor, "pk", None) else None
+        LostRun.objects.bulk_create(
+            [
+                LostRun(
+                    incident=incident,
+                    cluster=self.node.cluster,
+                    backend_id=backend_id,
+                    interrupted_at=at,
+                    reason=reason[:500],
+                    actor=actor,
+                )
+                for backend_id in backend_ids
+            ],
+            ignore_conflicts=True,  # the same run at the same instant is one loss
+        )
+        self.log(f"recorded {len(backend_ids)} interrupted run(s) for their tenants' credit (chargeback)")
 
 
 @register("health.cordon")
@@ -171,7 +170,7 @@ class DrainNode(NodeAction):
             kwargs["progress"] = progress
         result = self.backend.drain(self.node.name, reason=f"gpu-console: {self.reason}", **kwargs)
         self.set_steps(len(result.evicted), max(total, len(result.evicted)), WORKLOADS_EVICTED)
-        self.credit_lost_runs(list(result.evicted))
+        self.record_lost_runs(list(result.evicted))
         self._set_node(unschedulable=True)
         for line in result.skipped:
             self.log(f"left in place: {line}")

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.utils import timezone
+
 from apps.backends.base import Backend
+from apps.backends.models import SimCluster
 from apps.backends.simulator import reports
 from apps.backends.simulator.engine import Engine
 from apps.backends.types import (
@@ -104,6 +107,12 @@ class SimulatorBackend(Backend):
     def usage_since(self, since: datetime) -> list[UsageRecord]:
         with Engine.open(self.cluster) as engine:
             return reports.usage_since(engine, since)
+
+    # What the console asks besides the scheduler calls
+
+    def now(self) -> datetime:
+        simulation = SimCluster.objects.filter(cluster=self.cluster).first()
+        return simulation.sim_now() if simulation is not None else timezone.now()
 
     # Simulator-only operations (the services and the `simulate` command use these).
 
