@@ -89,7 +89,7 @@ def test_mig_slices_are_priced_as_their_share(fleet, personas, django_capture_on
 
 
 def test_fraction_rules():
-    from apps.fleet.catalog import catalog_by_code
+    from apps.backends.catalog import catalog_by_code
 
     a100 = catalog_by_code()["a100"]
     assert mig_share(a100["mig_profiles"], "1g.10gb") == Fraction(1, 7)
