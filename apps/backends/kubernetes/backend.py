@@ -233,7 +233,7 @@ class KubernetesBackend(Backend):
         return out
 
     def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:
-        from apps.backends.models import KubeCancellation
+        from apps.backends.kubernetes.models import KubeCancellation
 
         names = {backend_id: _short(backend_id) for backend_id in backend_ids}
         found = self._workload_objects(set(names.values())) if names else {}
@@ -261,7 +261,7 @@ class KubernetesBackend(Backend):
         return out
 
     def cancel(self, backend_id: str) -> WorkloadStatus:
-        from apps.backends.models import KubeCancellation
+        from apps.backends.kubernetes.models import KubeCancellation
 
         name = _short(backend_id)
         obj = self._workload_objects({name}).get(name)
@@ -379,7 +379,7 @@ class KubernetesBackend(Backend):
     # usage
 
     def usage_since(self, since: datetime) -> list[UsageRecord]:
-        from apps.backends.models import KubeCancellation
+        from apps.backends.kubernetes.models import KubeCancellation
 
         now = self.now()
         entries = []

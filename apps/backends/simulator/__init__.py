@@ -10,7 +10,7 @@ Pure Python (no Django):
   telemetry.py  one node's dcgm-exporter text
   serving.py    an inference service's vLLM / SGLang /metrics text, shaped by load, queue and replicas
 Django:
-  ../models.py  the persistent state (SimCluster, SimNode, SimWorkload, SimEvent, SimAllocation, SimFault)
+  models.py     the persistent state (SimCluster, SimNode, SimWorkload, SimEvent, SimAllocation, SimFault)
   engine.py     load, tick (discrete events), operate, save: one locked transaction per call
   reports.py    inventory, status, usage and telemetry from a loaded engine
   backend.py    the Backend interface over the engine

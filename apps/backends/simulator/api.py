@@ -7,9 +7,9 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.backends.models import SimFault
 from apps.backends.simulator import services
 from apps.backends.simulator.faults import FaultKind
+from apps.backends.simulator.models import SimFault
 from apps.core.api.serializers import StrictSerializer
 from apps.fleet.models import Cluster
 

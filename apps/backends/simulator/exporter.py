@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apps.backends.models import SimAllocation, SimCluster, SimFault, SimWorkload
 from apps.backends.simulator import reports
 from apps.backends.simulator.engine import Engine, is_due
 from apps.backends.simulator.faults import EFFECTS, SILENCES_EXPORTER, FaultKind
 from apps.backends.simulator.hardware import MODELS
+from apps.backends.simulator.models import SimAllocation, SimCluster, SimFault, SimWorkload
 from apps.backends.simulator.placement import GpuSlot, occupy
 from apps.backends.simulator.serving import ENGINES, ServiceProfile, render_service_metrics
 from apps.backends.simulator.shape import nodes_by_name

@@ -18,9 +18,9 @@ from django.utils.translation import gettext as _
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
-from apps.backends.models import SimCluster, SimFault
 from apps.backends.simulator.engine import Engine
 from apps.backends.simulator.faults import EFFECTS, GPU_KINDS, parse_kind
+from apps.backends.simulator.models import SimCluster, SimFault
 from apps.backends.simulator.seeding import rng
 from apps.backends.simulator.shape import FleetShape, ShapeError, nodes_by_name
 from apps.core.errors import Conflict, InvalidInput, NotFound
