@@ -68,8 +68,8 @@ def ensure_database() -> None:
 
 
 def fresh_cluster(name: str):
-    from apps.backends.simulator.services import create_simulated_cluster
     from apps.fleet.models import Cluster
+    from apps.fleet.services import create_simulated_cluster
 
     Cluster.objects.filter(name=name).delete()
     return create_simulated_cluster(

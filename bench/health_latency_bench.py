@@ -59,9 +59,9 @@ def stop(children: list[subprocess.Popen]) -> None:
 
 
 def main() -> None:
-    from apps.backends.simulator.services import create_simulated_cluster, inject_fault
+    from apps.backends.simulator.services import inject_fault
     from apps.fleet.models import Cluster, Node
-    from apps.fleet.services import sync_inventory
+    from apps.fleet.services import create_simulated_cluster, sync_inventory
     from apps.health.models import Incident, IsolationPolicy, NodeHealth
     from console.celery import app
 

@@ -73,9 +73,8 @@ def engine_text() -> None:
 
 def cycle() -> None:
     from apps.accounts.services import bootstrap_platform_admin
-    from apps.backends.simulator.services import create_simulated_cluster
     from apps.fleet.models import Cluster, GpuModel
-    from apps.fleet.services import sync_inventory
+    from apps.fleet.services import create_simulated_cluster, sync_inventory
     from apps.inference.scrape import scrape_services
     from apps.inference.sources import fetch_simulated
     from apps.tenancy import services as tenancy

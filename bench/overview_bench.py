@@ -177,11 +177,10 @@ def seed_spend(orgs, queues, models, clusters) -> int:
 def seed_fleet(nodes: int, teams, queues, models) -> dict:
     from apps.backends.simulator import reports
     from apps.backends.simulator.engine import Engine
-    from apps.backends.simulator.services import create_simulated_cluster
     from apps.backends.types import Topology, WorkloadSpec
     from apps.chargeback.models import UsageDay
     from apps.fleet.models import Cluster, Node
-    from apps.fleet.services import sync_inventory
+    from apps.fleet.services import create_simulated_cluster, sync_inventory
     from apps.health.ingest import ingest
     from apps.health.models import Incident
     from apps.health.parsing import parse_exporter

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from apps.fleet.catalog import catalog_by_code  # noqa: E402
+from apps.backends.catalog import catalog_by_code  # noqa: E402
 from apps.workloads.render import (  # noqa: E402
     RenderContext,
     SlurmContext,

@@ -52,9 +52,8 @@ def setup() -> str:
     warm-up, so that the measured 1,000 all fit the first), a member and a token."""
     from apps.accounts import services as accounts
     from apps.accounts.models import User
-    from apps.backends.simulator.services import create_simulated_cluster
     from apps.fleet.models import Cluster, GpuModel
-    from apps.fleet.services import sync_inventory
+    from apps.fleet.services import create_simulated_cluster, sync_inventory
     from apps.tenancy.models import Queue, QueueBinding, Quota, Tenant
     from apps.workloads.models import OutboxEntry, Workload
     from bench.fleet_bench import ensure_database

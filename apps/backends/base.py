@@ -4,6 +4,10 @@ Backends are called outside any database transaction or lock (a Kubernetes or Sl
 seconds). Each error says whether trying again later can help: retryable errors (timeouts,
 connection refused, 5xx, throttling) make work wait and retry with backoff; permanent ones
 (validation, 4xx, unknown node) are reported to the user and not retried.
+
+The interface is the only code that knows a cluster's kind: besides the scheduler calls it answers what the
+rest of the console would otherwise branch on the kind for (the backend's clock, where a workload's logs are,
+its own telemetry, whether the cluster is a simulation), each with a default that fits a real cluster.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ from apps.backends.types import (
     ConnectionReport,
     DrainResult,
     Inventory,
+    MetricsAnswer,
     PushResult,
     QuotaSpec,
     SubmitResult,
     Taint,
     UsageRecord,
+    UtilizationSpan,
+    WorkloadLogs,
     WorkloadSpec,
     WorkloadStatus,
 )
@@ -55,7 +62,8 @@ class NotFoundError(PermanentBackendError):
 
 
 class Backend(ABC):
-    """A cluster's scheduler as the console sees it. One instance per cluster, cheap to create."""
+    """A cluster's scheduler as the console sees it. One instance per cluster, cheap to create: creating one
+    never connects nor fails (a backend reads its connection settings on first use)."""
 
     kind: str = ""
 
@@ -114,9 +122,56 @@ class Backend(ABC):
     @abstractmethod
     def usage_since(self, since: datetime) -> list[UsageRecord]: ...
 
-    # What the console asks besides the scheduler calls
+    # What the console asks besides the scheduler calls. None of these is timed as a backend call, and none
+    # needs the cluster's connection: they answer from the cluster row, the console's database or the
+    # backend's own state.
 
     def now(self) -> datetime:
         """The backend's clock, the one its usage spans and workload times are in (a simulation runs ahead of
         the wall clock by its offset; real clusters are on the wall clock)."""
         return timezone.now()
+
+    #: Workloads run in namespaces (Kubernetes): `workload_logs` needs the one the workload runs in.
+    namespaced = False
+
+    def workload_logs(self, name: str, workload_id: str, namespace: str = "") -> WorkloadLogs:
+        """How to read the logs of workload `name` (the backend id; `workload_id` is the console's id, which the
+        workload carries as a label) when the cluster's connection names no log system."""
+        return WorkloadLogs()
+
+    #: The backend produces its own telemetry (the simulator): every node's DCGM text (`node_metrics`), its
+    #: inference services' engine metrics (`service_metrics`), read in process, and its GPUs' past utilization
+    #: (`gpu_utilization`). Real clusters are read at the exporters their operators run, and their utilization
+    #: comes from the console's own DCGM rollups.
+    telemetry_in_process = False
+
+    def node_metrics(self, nodes: list[str]) -> dict[str, MetricsAnswer]:
+        """What each node's dcgm-exporter answers, read in process (backends with `telemetry_in_process`)."""
+        raise PermanentBackendError(f"cluster {self.cluster.name}: no DCGM telemetry in process")
+
+    def service_metrics(self, name: str) -> MetricsAnswer:
+        """What inference service `name`'s engines answer on /metrics, read in process (`telemetry_in_process`)."""
+        raise PermanentBackendError(f"cluster {self.cluster.name}: no engine metrics in process")
+
+    def gpu_utilization(
+        self, gpus: dict[str, tuple[str, int]], start: datetime, end: datetime
+    ) -> dict[str, list[UtilizationSpan]]:
+        """Per GPU UUID (`gpus` maps it to its node and index), its utilization over [start, end) as 1-minute
+        rollups would give it, minutes without data left out (`telemetry_in_process` backends)."""
+        return {}
+
+    def service_metrics_url(self, name: str, values: dict[str, str]) -> str:
+        """Where inference service `name`'s engines answer /metrics when the cluster's connection names no
+        `inference_metrics_url`; '' when the backend knows no such place. `values` are those the template may
+        use ({name}, {service}, {namespace}, {port}, {cluster}), not yet URL-quoted."""
+        return ""
+
+    # A simulation: the controls of a backend that simulates its cluster (faults, its clock, the fleet shape)
+
+    #: The class of the controls `simulation()` returns, for a backend that simulates its cluster; None for
+    #: backends of real clusters. Its class-level helpers (the fleet shape's checks) serve cluster creation.
+    simulation_class: type | None = None
+
+    def simulation(self):
+        """The controls of this cluster's simulation, or None when the cluster is real."""
+        return None if self.simulation_class is None else self.simulation_class(self.cluster)

@@ -209,3 +209,33 @@ class UsageRecord:
     @property
     def gpu_seconds(self) -> float:
         return self.gpu_fraction * (self.end - self.start).total_seconds()
+
+
+# What the console reads from a backend besides the scheduler calls (see Backend: logs, telemetry).
+
+
+@dataclass
+class WorkloadLogs:
+    """How to read a workload's logs when its cluster names no log system: a command to run on the cluster,
+    or the log itself (from a backend that keeps it, the simulator). Both empty: the backend knows neither."""
+
+    command: str = ""
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class UtilizationSpan:
+    """A GPU's DCGM utilization (DCGM_FI_DEV_GPU_UTIL, %) over [start, end), as 1-minute rollups give it."""
+
+    start: datetime
+    end: datetime
+    utilization_pct: float
+
+
+@dataclass(frozen=True)
+class MetricsAnswer:
+    """What an exporter read in process answered, as its HTTP endpoint would: a node's dcgm-exporter or a
+    service's engines."""
+
+    status: int  # 200; 404 no such cluster, node or service; 503 the exporter, the node or the service is down
+    body: str

@@ -32,14 +32,13 @@ DAILY_WORK = [
 
 def seed_chargeback(admin) -> None:
     """Idempotent: does nothing once the history cluster exists."""
-    from apps.backends.models import SimCluster
-    from apps.backends.simulator.services import create_simulated_cluster
+    from apps.backends.registry import get_backend
     from apps.chargeback import services
     from apps.chargeback.metering import meter_cluster
     from apps.chargeback.models import Period, RateCard, SpendBudget
     from apps.chargeback.periods import month_start, next_month
     from apps.fleet.models import Cluster, GpuModel
-    from apps.fleet.services import sync_inventory
+    from apps.fleet.services import create_simulated_cluster, sync_inventory
     from apps.tenancy.models import PriorityTier, Tenant
 
     if Cluster.objects.filter(name=HISTORY_CLUSTER).exists():
@@ -64,10 +63,7 @@ def seed_chargeback(admin) -> None:
         admin, HISTORY_CLUSTER, HISTORY_SHAPE, description="Last month's demo usage, replayed for chargeback."
     )
     # A replay: the cluster's clock starts at the start of last month (the simulator only moves it forward after).
-    sim = SimCluster.objects.get(cluster=cluster)
-    sim.clock_offset_s = (start - timezone.now()).total_seconds()
-    sim.booted_at = start - timedelta(days=1)
-    sim.save(update_fields=["clock_offset_s", "booted_at"])
+    get_backend(cluster).simulation().replay_from(start, booted_at=start - timedelta(days=1))
     sync_inventory(cluster.pk)
     meter_cluster(cluster.pk)  # the watermark starts at the replay's first instant
     _replay_month(admin, cluster, next_month(start))
@@ -106,7 +102,7 @@ def _replay_month(admin, cluster, end: datetime) -> None:
                 )
         if day == 11:  # a GPU falls off the bus: the node is drained and its runs are credited
             backend.advance(5 * 3600)
-            node = _busy_node(cluster)
+            node = backend.simulation().busy_node("h100")
             if node:
                 result = backend.drain(node, "XID 79: GPU fell off the bus")
                 meter_cluster(cluster.pk)
@@ -126,14 +122,3 @@ def _replay_month(admin, cluster, end: datetime) -> None:
     from apps.chargeback.credits import settle_credits
 
     settle_credits()
-
-
-def _busy_node(cluster) -> str:
-    from apps.backends.models import SimAllocation
-
-    row = (
-        SimAllocation.objects.filter(sim__cluster=cluster, ended_at__isnull=True, gpu_model="h100")
-        .values_list("node", flat=True)
-        .first()
-    )
-    return row or ""

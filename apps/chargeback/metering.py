@@ -19,7 +19,6 @@ from datetime import datetime
 from fractions import Fraction
 
 from django.db import transaction
-from django.utils import timezone
 
 from apps.backends.base import BackendError
 from apps.backends.registry import get_backend
@@ -117,14 +116,8 @@ def merge_pieces(usage: list[BackendUsage]) -> list[BackendUsage]:
 
 
 def backend_now(cluster: Cluster) -> datetime:
-    """The cluster's clock: simulated time for a simulated cluster (its usage is in that clock), else now."""
-    if cluster.kind == "simulated":
-        from apps.backends.models import SimCluster
-
-        simulation = SimCluster.objects.filter(cluster=cluster).first()
-        if simulation is not None:
-            return simulation.sim_now()
-    return timezone.now()
+    """The cluster's clock, the one its usage is in (`Backend.now`: simulated time for a simulated cluster)."""
+    return get_backend(cluster).now()
 
 
 def meter_all_clusters() -> list[MeterResult]:

@@ -1,113 +1,46 @@
-"""GPU utilization over time, for idle waste: one small interface, one source per kind of cluster.
+"""GPU utilization over time, for idle waste: from the cluster's backend when it has its own, else from the
+health app's DCGM rollups.
 
 `utilization_rollups(cluster, gpu_uuids, start, end)` answers, per GPU UUID, spans of [start, end)
 with the GPU's DCGM utilization (DCGM_FI_DEV_GPU_UTIL, %) as 1-minute rollups would give it; minutes
 with no data are left out (unknown, never counted as idle).
 
 Sources:
-- simulated clusters: the simulator's own telemetry model, recomputed for past minutes from its
-  allocation history (the same figure its exporter serves for that minute);
-- Kubernetes and Slurm clusters: the health app's 1-minute DCGM rollups (apps/health NodeRollup).
-Another source plugs in through `register_source`, with no change to metering or statements.
+- a backend with its own telemetry (`Backend.telemetry_in_process`, the simulator): its `gpu_utilization`,
+  recomputed for past minutes from its allocation history (the same figure its exporter serves for that minute);
+- every other cluster (Kubernetes, Slurm): the health app's 1-minute DCGM rollups (apps/health NodeRollup).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Q
+from apps.backends.registry import get_backend
+from apps.backends.types import UtilizationSpan
 
 MINUTE = timedelta(minutes=1)
-# Above this load, the simulator's per-minute jitter (85-99 % of the load) cannot take a GPU below a
-# few percent, so a constant-load stretch is one span at its mean; below it, minute by minute.
-_FINE_LOAD = 0.06
 
-
-@dataclass(frozen=True)
-class UtilizationSpan:
-    start: datetime
-    end: datetime
-    utilization_pct: float
-
-
-Source = Callable[[object, list[str], datetime, datetime], dict[str, list[UtilizationSpan]]]
-_SOURCES: dict[str, Source] = {}
-
-
-def register_source(cluster_kind: str, source: Source) -> None:
-    """Use `source` for clusters of `cluster_kind` (the health app registers its DCGM rollups here)."""
-    _SOURCES[cluster_kind] = source
+__all__ = ["UtilizationSpan", "health_rollups", "utilization_rollups"]
 
 
 def utilization_rollups(
     cluster, gpu_uuids: list[str], start: datetime, end: datetime
 ) -> dict[str, list[UtilizationSpan]]:
-    source = _SOURCES.get(cluster.kind)
-    if source is None or not gpu_uuids or end <= start:
+    if not gpu_uuids or end <= start:
         return {}
-    return source(cluster, gpu_uuids, start, end)
-
-
-def simulator_rollups(
-    cluster, gpu_uuids: list[str], start: datetime, end: datetime
-) -> dict[str, list[UtilizationSpan]]:
-    """The simulator's utilization: each GPU's load from its allocation history, with its telemetry jitter."""
-    from apps.backends.models import SimAllocation, SimCluster
-    from apps.backends.simulator.seeding import stable_hash
-    from apps.backends.simulator.telemetry import utilization_pct
+    backend = get_backend(cluster)
+    if not backend.telemetry_in_process:
+        return health_rollups(cluster, gpu_uuids, start, end)
     from apps.fleet.models import Gpu
 
-    sim = SimCluster.objects.filter(cluster=cluster).first()
-    if sim is None:
-        return {}
-    seed = sim.fleet_shape().seed
-    where = dict(Gpu.objects.filter(node__cluster=cluster, uuid__in=gpu_uuids).values_list("uuid", "node__name"))
-    index_of = dict(Gpu.objects.filter(node__cluster=cluster, uuid__in=gpu_uuids).values_list("uuid", "index"))
-    by_gpu: dict[tuple[str, int], list[tuple[datetime, datetime, float]]] = defaultdict(list)
-    for node, indexes, share, started, ended in (
-        SimAllocation.objects.filter(sim=sim, node__in=set(where.values()), started_at__lt=end)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
-        .values_list("node", "gpu_indexes", "share", "started_at", "ended_at")
-    ):
-        for index in indexes:
-            by_gpu[(node, index)].append((max(started, start), min(ended or end, end), share))
-    out: dict[str, list[UtilizationSpan]] = {}
-    for uuid, node in where.items():
-        spans = []
-        for seg_start, seg_end, load in _constant_loads(by_gpu.get((node, index_of[uuid]), []), start, end):
-            if load <= 0 or load >= _FINE_LOAD:
-                spans.append(UtilizationSpan(seg_start, seg_end, min(100.0, load * 92)))
-                continue
-            minute = seg_start.replace(second=0, microsecond=0)
-            while minute < seg_end:
-                jitter = stable_hash(seed, uuid, int(minute.timestamp() // 60))
-                spans.append(
-                    UtilizationSpan(
-                        max(minute, seg_start), min(minute + MINUTE, seg_end), utilization_pct(load, jitter)
-                    )
-                )
-                minute += MINUTE
-        out[uuid] = spans
-    return out
-
-
-def _constant_loads(allocations, start: datetime, end: datetime):
-    """(start, end, load) stretches of constant summed load over [start, end), from (start, end, share) allocations."""
-    changes: dict[datetime, float] = defaultdict(float)
-    for seg_start, seg_end, share in allocations:
-        if seg_end > seg_start:
-            changes[seg_start] += share
-            changes[seg_end] -= share
-    points = sorted({start, end, *changes})
-    load = 0.0
-    for left, right in itertools.pairwise(points):
-        load += changes.get(left, 0.0)
-        if left >= start and right <= end and right > left:
-            yield left, right, round(load, 9)
+    gpus = {
+        uuid: (node, index)
+        for uuid, node, index in Gpu.objects.filter(node__cluster=cluster, uuid__in=gpu_uuids).values_list(
+            "uuid", "node__name", "index"
+        )
+    }
+    return backend.gpu_utilization(gpus, start, end)
 
 
 def health_rollups(cluster, gpu_uuids: list[str], start: datetime, end: datetime) -> dict[str, list[UtilizationSpan]]:
@@ -143,6 +76,3 @@ def health_rollups(cluster, gpu_uuids: list[str], start: datetime, end: datetime
 
 
 UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
-register_source("simulated", simulator_rollups)
-register_source("kubernetes", health_rollups)
-register_source("slurm", health_rollups)

@@ -72,9 +72,8 @@ DEMO_SHAPE = {"nodes": 32, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0
 
 def seed_fleet(admin) -> None:
     """A simulated 32 × 8 GPU cluster with some work on it, synced once so the pages show it at once."""
-    from apps.backends.simulator.services import create_simulated_cluster
     from apps.fleet.models import Cluster
-    from apps.fleet.services import sync_inventory
+    from apps.fleet.services import create_simulated_cluster, sync_inventory
 
     cluster = Cluster.objects.filter(name=DEMO_CLUSTER).first()
     if cluster is None:

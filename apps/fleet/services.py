@@ -96,12 +96,10 @@ def create_cluster(
     description: str = "",
     reason: str = "",
 ) -> Cluster:
-    """Register a cluster. For `simulated`, `connection` is the fleet shape and the simulator creates it."""
+    """Register a cluster. For a simulated one, `connection` is the fleet shape and its simulation is set up."""
     require(actor, Action.ADMINISTER, None, _("Only platform admins add clusters."))
-    if kind == ClusterKind.SIMULATED:
-        from apps.backends.simulator.services import create_simulated_cluster
-
-        return create_simulated_cluster(actor, name, connection or {}, description=description)
+    if _simulation_of(kind) is not None:
+        return _create_simulated(actor, name, kind, connection or {}, description)
     cluster = Cluster(name=name, kind=kind, connection=connection or {}, secret_env=secret_env, description=description)
     _validated(cluster)
     with transaction.atomic():
@@ -113,6 +111,49 @@ def create_cluster(
                 _("A cluster named %(name)s already exists.") % {"name": repr(name)}, {"name": _("Already taken.")}
             ) from exc
         record_event(actor, "cluster.create", cluster, reason=reason, after=snapshot(cluster))
+    return cluster
+
+
+def _simulation_of(kind: str):
+    """The simulation controls' class of a kind of cluster whose backend simulates it; None for real clusters."""
+    try:
+        return backend_class(kind).simulation_class
+    except BackendError:  # no such kind: the cluster's own validation says so
+        return None
+
+
+def create_simulated_cluster(actor, name: str, shape: dict, description: str = "") -> Cluster:
+    """Create a `simulated` cluster with the fleet `shape` (platform admins; `actor=None` is the system, from
+    `manage.py simulate` or the demo). Returns the fleet Cluster; its simulation is set up with it."""
+    return _create_simulated(actor, name, ClusterKind.SIMULATED, shape, description)
+
+
+def _create_simulated(actor, name: str, kind: str, shape: dict, description: str) -> Cluster:
+    if actor is not None:
+        require(actor, Action.ADMINISTER, None, "Only platform admins create clusters.")
+    simulation = _simulation_of(kind)
+    shape = simulation.clean_shape(shape)
+    cluster = Cluster(name=name, kind=kind, description=description, connection=shape)
+    try:
+        cluster.full_clean(validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        raise InvalidInput(_("Invalid cluster."), exc.message_dict) from exc
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                cluster.save()
+        except IntegrityError as exc:
+            raise Conflict(
+                _("A cluster named %(name)s already exists.") % {"name": repr(name)}, {"name": _("Already taken.")}
+            ) from exc
+        get_backend(cluster).simulation().set_up()
+        record_event(
+            actor,
+            "cluster.create",
+            cluster,
+            reason=f"simulated fleet: {simulation.describe_shape(shape)}",
+            after=snapshot(cluster),
+        )
     return cluster
 
 

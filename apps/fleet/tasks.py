@@ -22,10 +22,12 @@ def sync_cluster_task(cluster_id: int) -> dict:
 
 @shared_task
 def quota_drift_all_task() -> int:
-    """A drift report operation per enabled Kubernetes cluster, started by the system."""
+    """A drift report operation per enabled cluster whose backend reports quota drift (Kubernetes), started by
+    the system."""
+    from apps.backends.registry import get_backend
     from apps.operations.services import start_operation
 
-    clusters = list(Cluster.objects.filter(sync_enabled=True, kind="kubernetes"))
+    clusters = [c for c in Cluster.objects.filter(sync_enabled=True) if hasattr(get_backend(c), "quota_drift")]
     for cluster in clusters:
         start_operation(
             None,

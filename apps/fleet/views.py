@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Case, Count, F, IntegerField, Q, Value, When
 from django.db.models.functions import Greatest
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.shortcuts import render as render_page
 from django.utils.translation import gettext as _
@@ -71,6 +72,8 @@ def cluster_detail(request, name: str):
             "can_administer": has_perm(request.user, "administer"),
             "operations": Operation.objects.filter(target_type="fleet.cluster", target_id=str(cluster.pk))[:5],
             "caveats": _caveats(cluster),
+            # The drift report, the push preview and the push button: for backends that report drift (Kubernetes).
+            "quota_drift": hasattr(get_backend(cluster), "quota_drift"),
         },
     )
 
@@ -228,12 +231,7 @@ def node_detail(request, cluster: str, name: str):
         name=name,
     )
     gpus = Gpu.objects.filter(node=node).select_related("model").order_by("index")
-    simulated = node.cluster.kind == "simulated"
-    faults = []
-    if simulated:
-        from apps.backends.models import SimFault
-
-        faults = SimFault.objects.filter(sim__cluster=node.cluster, node=node.name).order_by("-id")[:20]
+    simulation = get_backend(node.cluster).simulation()
     return render(
         request,
         "fleet/node_detail.html",
@@ -242,36 +240,32 @@ def node_detail(request, cluster: str, name: str):
             "gpus": gpus,
             "can_operate": has_perm(request.user, "operate"),
             "can_administer": has_perm(request.user, "administer"),
-            "simulated": simulated,
-            "faults": faults,
-            "fault_kinds": _fault_kinds(),
+            "simulated": simulation is not None,
+            "faults": simulation.faults_on(node.name) if simulation else [],
+            "fault_kinds": simulation.fault_choices() if simulation else [],
         },
     )
-
-
-def _fault_kinds() -> list[tuple[str, str]]:
-    from apps.backends.simulator.faults import EFFECTS
-
-    return [(kind.value, _(effect.message)) for kind, effect in EFFECTS.items()]
 
 
 @require_POST
 @login_required
 def node_fault(request, cluster: str, name: str):
-    """Inject (or, with `clear=<id>`, clear) a simulated fault on this node."""
-    from apps.backends.models import SimFault
-    from apps.backends.simulator import services as simulator
-
+    """Inject (or, with `clear=<id>`, clear) a simulated fault on this node (only a simulated cluster has faults)."""
     node = get_object_or_404(
         Node.objects.for_user(request.user, "view").select_related("cluster"), cluster__name=cluster, name=name
     )
+    simulator = get_backend(node.cluster).simulation()
+    if simulator is None:
+        raise Http404("not a simulated cluster")
     reason = request.POST.get("reason", "")[:500]
     try:
         clear = request.POST.get("clear", "")
         if clear:
             if not clear.isdigit():
                 raise InvalidInput(_("Which fault? Give its id."), {"clear": _("A fault id.")})
-            fault = get_object_or_404(SimFault, pk=int(clear), sim__cluster=node.cluster, node=node.name)
+            fault = simulator.fault(int(clear), node.name)
+            if fault is None:
+                raise Http404("no such fault on this node")
             simulator.clear_fault(request.user, fault, reason)
             messages.success(
                 request, _("Cleared %(fault)s. The next sync shows the node's new state.") % {"fault": fault.label}
@@ -281,7 +275,7 @@ def node_fault(request, cluster: str, name: str):
             if gpu and not gpu.isdigit():
                 raise InvalidInput(_("GPU must be an index."), {"gpu": _("A number.")})
             fault = simulator.inject_fault(
-                request.user, node.cluster, node.name, request.POST.get("kind", ""), int(gpu) if gpu else None, reason
+                request.user, node.name, request.POST.get("kind", ""), int(gpu) if gpu else None, reason
             )
             messages.success(request, _("Injected %(fault)s. The next sync shows its effect.") % {"fault": fault.label})
     except ServiceError as exc:

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.backends.registry import get_backend
 from apps.fleet.models import Cluster, Gpu, Node, NodeState
 from apps.health.models import (
     SEVERITY_RANK,
@@ -69,9 +70,10 @@ class CycleResult:
 
 
 def default_source(cluster: Cluster) -> TelemetrySource:
-    """The cluster's source row; a simulated cluster gets one reading its simulator (the system's bookkeeping)."""
+    """The cluster's source row; a cluster whose backend has its own telemetry (a simulated one) gets one reading
+    it in process (the system's bookkeeping)."""
     source = TelemetrySource.objects.filter(cluster=cluster).first()
-    if source is None and cluster.kind == "simulated":
+    if source is None and get_backend(cluster).telemetry_in_process:
         source, _ = TelemetrySource.objects.get_or_create(cluster=cluster, defaults={"kind": SourceKind.SIMULATOR})
     return source
 
@@ -93,7 +95,7 @@ def collect(source: TelemetrySource, cluster: Cluster, nodes: list[str], wanted)
         return sources.scrape_exporters(source.url_pattern, cluster.name, nodes, wanted, source.timeout_s)
     if source.kind == SourceKind.PROMETHEUS:
         return sources.query_prometheus(source.prometheus_url, nodes, wanted, source.timeout_s)
-    return sources.read_simulator(cluster, nodes, wanted)
+    return sources.read_in_process(cluster, nodes, wanted)
 
 
 def run_cycle(cluster_id: int) -> CycleResult:

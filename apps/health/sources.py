@@ -1,4 +1,5 @@
-"""Reading a cluster's DCGM telemetry: exporter endpoints over HTTP, a Prometheus server, or the simulator.
+"""Reading a cluster's DCGM telemetry: exporter endpoints over HTTP, a Prometheus server, or in process from a
+backend with its own telemetry (the simulator).
 
 No database writes here and no transaction is held: the result is handed to ingestion. Each node's
 outcome is either a ParsedScrape or a ScrapeError (unreachable, timeout, HTTP error), so one dead
@@ -85,13 +86,14 @@ def query_prometheus(base_url: str, nodes: list[str], wanted, timeout: float) ->
     return {node: hosts.get(node, missing) for node in nodes}
 
 
-def read_simulator(cluster, nodes: list[str], wanted) -> dict[str, Outcome]:
-    """A simulated cluster's exporter text for every node, as its HTTP endpoints would answer (read in process,
-    from one load of the simulation); parsed after the simulation's lock is released."""
-    from apps.backends.simulator.exporter import scrape_many
+def read_in_process(cluster, nodes: list[str], wanted) -> dict[str, Outcome]:
+    """The exporter text of every node of a cluster whose backend has its own telemetry (a simulated one), as its
+    HTTP endpoints would answer, read in process (the simulator renders it from one load of the simulation);
+    parsed after the backend's lock is released."""
+    from apps.backends.registry import get_backend
 
     out: dict[str, Outcome] = {}
-    for node, answer in scrape_many(cluster, nodes).items():
+    for node, answer in get_backend(cluster).node_metrics(nodes).items():
         if answer.status == 200:
             out[node] = parse_exporter(answer.body, wanted)
         else:

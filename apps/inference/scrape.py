@@ -23,7 +23,7 @@ from django.utils import timezone
 from apps.inference.models import ServiceSlo, ServiceTelemetry, TelemetrySample, TelemetryStatus
 from apps.inference.parsing import EngineScrape, ExpositionError, parse_engine_metrics
 from apps.inference.quantiles import count_above, histogram_quantile, series_delta
-from apps.inference.sources import HTTP, NONE, SIMULATOR, FetchError, fetch_http, fetch_simulated, source_for
+from apps.inference.sources import HTTP, IN_PROCESS, NONE, FetchError, fetch_http, fetch_in_process, source_for
 from apps.workloads.models import Workload, WorkloadKind, WorkloadState
 
 logger = logging.getLogger(__name__)
@@ -83,8 +83,8 @@ def scrape_services(now: datetime | None = None) -> dict:
     sources = {w.pk: source_for(w, namespaces[w.pk]) for w in workloads}
     answers: dict[int, str | FetchError] = fetch_http({pk: s.url for pk, s in sources.items() if s.kind == HTTP})
     for workload in workloads:
-        if sources[workload.pk].kind == SIMULATOR:
-            answers[workload.pk] = fetch_simulated(workload.cluster, workload.backend_name)
+        if sources[workload.pk].kind == IN_PROCESS:
+            answers[workload.pk] = fetch_in_process(workload.cluster, workload.backend_name)
     slos = slo_targets(claimed)
     samples, counts = [], {"services": len(workloads), "ok": 0, "stale": 0, "no_source": 0, "histogram_errors": 0}
     for workload in workloads:

@@ -1,4 +1,4 @@
-"""Where a service's engine metrics are, and reading them: over HTTP, or in-process for simulated clusters.
+"""Where a service's engine metrics are, and reading them: over HTTP, or in process for simulated clusters.
 
 The URL comes from the cluster's `connection`:
 * `inference_metrics_url`: a template (checked when the cluster is saved) with {name} (the backend name),
@@ -6,8 +6,9 @@ The URL comes from the cluster's `connection`:
   URL-quoted; `{{`/`}}` are literal braces. Point it at anything that answers the engines' exposition text,
   e.g. a Prometheus federation, which also carries each pod's `pod` label (then the page counts replicas):
   `http://prometheus-operated.monitoring.svc:9090/federate?match[]={{namespace="{namespace}"}}`.
-* otherwise, Kubernetes clusters: DEFAULT_PATTERN, the service's own port (one replica answers each scrape);
-* simulated clusters: the simulator's /simulator/<cluster>/services/<name>/metrics, read in-process;
+* otherwise, where the cluster's backend says (`Backend.service_metrics_url`): on Kubernetes the service's own
+  port (one replica answers each scrape); on a simulated cluster the simulator's
+  /simulator/<cluster>/services/<name>/metrics, read in process (`Backend.service_metrics`);
 * Slurm clusters without a pattern have no known endpoint: the telemetry says so.
 
 No database writes and no transaction here. Every outcome is text or a FetchError; a timeout is short, so a
@@ -23,17 +24,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.urls import reverse
 
-DEFAULT_PATTERN = "http://{service}.{namespace}.svc:{port}/metrics"
 MAX_BODY = 8 * 1024 * 1024  # a federation of a big service's pods; one engine answers ~50 kB
 HTTP_THREADS = 16
-HTTP, SIMULATOR, NONE = "http", "simulator", "none"
+HTTP, IN_PROCESS, NONE = "http", "in-process", "none"
 
 
 @dataclass(frozen=True)
 class Source:
-    kind: str  # http | simulator | none
+    kind: str  # http | in-process | none
     url: str
 
 
@@ -47,6 +46,7 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 def source_for(workload, namespace: str) -> Source:
     """The metrics source of an inference workload running in `namespace` (Kubernetes) on its cluster."""
+    from apps.backends.registry import get_backend
     from apps.workloads.render.common import short_name
 
     cluster = workload.cluster
@@ -62,11 +62,11 @@ def source_for(workload, namespace: str) -> Source:
     }
     if pattern and not url_template_error(pattern, METRICS_URL_PLACEHOLDERS):
         return Source(HTTP, _fill(pattern, values))
-    if cluster.kind == "simulated":
-        return Source(SIMULATOR, reverse("simulator:service_metrics", args=[cluster.name, workload.backend_name]))
-    if cluster.kind == "kubernetes":
-        return Source(HTTP, _fill(DEFAULT_PATTERN, values))
-    return Source(NONE, "")
+    backend = get_backend(cluster)
+    url = backend.service_metrics_url(workload.backend_name, values)
+    if not url:
+        return Source(NONE, "")
+    return Source(IN_PROCESS if backend.telemetry_in_process else HTTP, url)
 
 
 def _get(url: str, timeout: float) -> str:
@@ -105,11 +105,12 @@ def fetch_http(urls: dict[int, str]) -> dict[int, str | FetchError]:
         return dict(pool.map(one, urls.items()))
 
 
-def fetch_simulated(cluster, name: str) -> str | FetchError:
-    """The simulator's answer for a service, without HTTP (the same code the /simulator/ URL runs)."""
-    from apps.backends.simulator.exporter import scrape_service
+def fetch_in_process(cluster, name: str) -> str | FetchError:
+    """The answer of a service on a cluster whose backend has its own telemetry (the simulator), without HTTP (the
+    same code its /simulator/ URL runs)."""
+    from apps.backends.registry import get_backend
 
-    answer = scrape_service(cluster.name, name)
+    answer = get_backend(cluster).service_metrics(name)
     if answer.status != 200:
         return FetchError(f"HTTP {answer.status}: {answer.body.strip()}")
     return answer.body

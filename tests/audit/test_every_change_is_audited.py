@@ -65,8 +65,8 @@ def _sample_kwargs(route: str, personas) -> dict:
 
 
 def _walk_cluster():
-    from apps.backends.simulator.services import create_simulated_cluster
     from apps.fleet.models import Cluster, Node
+    from apps.fleet.services import create_simulated_cluster
 
     cluster = Cluster.objects.filter(name="walk").first() or create_simulated_cluster(
         None, "walk", {"nodes": 2, "gpus_per_node": 2, "models": {"h100": 1.0}, "seed": 3}

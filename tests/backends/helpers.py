@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from apps.backends.registry import get_backend
 from apps.backends.simulator.backend import SimulatorBackend
-from apps.backends.simulator.services import create_simulated_cluster
 from apps.backends.simulator.specs import OUTCOME_LABEL
 from apps.backends.types import WorkloadSpec
 from apps.fleet.models import Cluster
+from apps.fleet.services import create_simulated_cluster
 
 
 def make_cluster(

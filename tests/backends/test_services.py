@@ -6,9 +6,10 @@ import pytest
 
 from apps.audit.models import AuditEvent
 from apps.backends.models import SimCluster, SimFault
-from apps.backends.simulator.services import advance_time, clear_fault, create_simulated_cluster, inject_fault
+from apps.backends.simulator.services import advance_time, clear_fault, inject_fault
 from apps.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from apps.fleet.models import Cluster
+from apps.fleet.services import create_simulated_cluster
 from tests.utils.personas import fresh
 
 SHAPE = {"nodes": 4, "gpus_per_node": 8, "models": {"h100": 0.5, "l40s": 0.5}, "seed": 3}

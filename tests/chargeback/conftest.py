@@ -9,11 +9,10 @@ from django.utils import timezone
 
 from apps.backends.models import SimCluster
 from apps.backends.registry import get_backend
-from apps.backends.simulator.services import create_simulated_cluster
 from apps.chargeback import services as chargeback
 from apps.chargeback.periods import month_start, next_month
 from apps.fleet.models import GpuModel
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.tenancy import services as tenancy
 from apps.workloads import services as workloads
 from apps.workloads.models import Workload

@@ -89,7 +89,7 @@ def test_mig_slices_are_priced_as_their_share(fleet, personas, django_capture_on
 
 
 def test_fraction_rules():
-    from apps.fleet.catalog import catalog_by_code
+    from apps.backends.catalog import catalog_by_code
 
     a100 = catalog_by_code()["a100"]
     assert mig_share(a100["mig_profiles"], "1g.10gb") == Fraction(1, 7)
@@ -167,7 +167,7 @@ def test_a_closed_period_cannot_change(fleet, personas, django_capture_on_commit
     assert record.gpu_seconds > 0 and Period.objects.get(pk=period.pk).is_closed
 
 
-def test_idle_minutes_from_the_health_apps_dcgm_rollups(fleet):
+def test_idle_minutes_from_the_health_apps_dcgm_rollups(fleet, monkeypatch):
     from datetime import timedelta
 
     from apps.backends.types import Placement
@@ -189,13 +189,11 @@ def test_idle_minutes_from_the_health_apps_dcgm_rollups(fleet):
     assert [s.utilization_pct for s in spans[gpu.uuid]] == [2.0, 50.0, 3.5]
     record = UsageRecord(start=start, end=start + timedelta(minutes=3), gpus=Decimal(1), gpu_seconds=Decimal(180))
     record._placements = [Placement(node=gpu.node.name, gpu_indexes=[gpu.index])]
-    from apps.chargeback import utilization
+    from apps.backends.registry import backend_class
 
-    utilization.register_source("simulated", health_rollups)  # as a Kubernetes or Slurm cluster reads them
-    try:
-        assess_waste(cluster, [record])
-    finally:
-        utilization.register_source("simulated", utilization.simulator_rollups)
+    # Read the health app's rollups, as a Kubernetes or Slurm cluster does (a backend without its own telemetry).
+    monkeypatch.setattr(backend_class(cluster.kind), "telemetry_in_process", False)
+    assess_waste(cluster, [record])
     assert record.idle_gpu_seconds == Decimal(120) and record.used_gpu_seconds == Decimal("33.300000")
 
 

@@ -7,8 +7,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from apps.backends.simulator.services import create_simulated_cluster
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.health.ingest import run_cycle
 from tests.e2e.browser import PageProblems, log_in, screenshot
 

@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from apps.backends.simulator.services import advance_time, create_simulated_cluster
+from apps.backends.simulator.services import advance_time
 from apps.fleet.models import GpuModel
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.inference.models import ServiceSlo
 from apps.inference.scrape import scrape_services
 from apps.tenancy import services as tenancy

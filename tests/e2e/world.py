@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from apps.backends.simulator.services import advance_time, create_simulated_cluster
+from apps.backends.simulator.services import advance_time
 from apps.backends.types import UsageRecord as BackendUsage
 from apps.chargeback import services as chargeback
 from apps.chargeback.metering import build_records, meter_cluster
@@ -23,7 +23,7 @@ from apps.chargeback.models import MeterWatermark, UsageRecord
 from apps.chargeback.periods import month_start, next_month
 from apps.chargeback.rollup import add_to_rollup
 from apps.fleet.models import Cluster, GpuModel
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.health.ingest import run_cycle
 from apps.health.models import NodeHealth
 from apps.tenancy import services as tenancy

@@ -4,9 +4,8 @@ import pytest
 from django.urls import reverse
 
 from apps.audit.models import AuditEvent
-from apps.backends.simulator.services import create_simulated_cluster
 from apps.fleet.models import Cluster, Node
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from tests.utils.personas import fresh
 
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from django.db.models import F
 
-from apps.backends.simulator.services import create_simulated_cluster, inject_fault
+from apps.backends.simulator.services import inject_fault
 from apps.fleet.models import GpuModel, Node
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.health.ingest import run_cycle
 from apps.health.models import NodeHealth
 from apps.tenancy import services as tenancy

@@ -99,8 +99,7 @@ def test_fleet_health_queries_do_not_grow_with_pools_or_nodes(fleet, personas, c
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from apps.backends.simulator.services import create_simulated_cluster
-    from apps.fleet.services import sync_inventory
+    from apps.fleet.services import create_simulated_cluster, sync_inventory
 
     client.force_login(fresh(personas.oncall))
     cycle(fleet["cluster"])

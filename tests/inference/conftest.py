@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from apps.backends.simulator.services import create_simulated_cluster
 from apps.fleet.models import Cluster, GpuModel
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.tenancy import services as tenancy
 from apps.workloads import services as workloads
 from apps.workloads.models import Workload

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from apps.backends.simulator.services import create_simulated_cluster, inject_fault
+from apps.backends.simulator.services import inject_fault
 from apps.fleet.models import Node
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.health.models import Incident, NodeHealth
 from apps.health.tasks import ingest_cluster_task
 from tests.utils.waiting import wait_until

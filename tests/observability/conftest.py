@@ -2,9 +2,8 @@
 
 import pytest
 
-from apps.backends.simulator.services import create_simulated_cluster
 from apps.fleet.models import GpuModel
-from apps.fleet.services import sync_inventory
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.tenancy import services as tenancy
 from tests.utils.personas import fresh
 

@@ -247,7 +247,7 @@ def test_tiers_page_edits(setup, personas, client):
 def test_desired_state_of_a_cluster_renders_and_validates(setup, personas, client):
     from apps.backends.render import render
     from apps.backends.render.validate import validate_objects
-    from apps.backends.simulator.services import create_simulated_cluster
+    from apps.fleet.services import create_simulated_cluster
     from apps.tenancy.desired_state import build_desired_state
 
     cluster = create_simulated_cluster(None, "kube", {"nodes": 1, "models": {"h100": 1.0}})
@@ -272,7 +272,7 @@ def test_desired_state_of_a_cluster_renders_and_validates(setup, personas, clien
 
 
 def test_bind_queue_rules(setup, personas):
-    from apps.backends.simulator.services import create_simulated_cluster
+    from apps.fleet.services import create_simulated_cluster
 
     cluster = create_simulated_cluster(None, "kube2", {"nodes": 1, "models": {"h100": 1.0}})
     with pytest.raises(Forbidden):

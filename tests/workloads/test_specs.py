@@ -1,6 +1,6 @@
 """Training and inference specs: every validation error names its exact field; round trips; conversions.
 
-Pure tests (no database): the catalog is apps.fleet.catalog's, as the GpuModel table is seeded from it.
+Pure tests (no database): the catalog is apps.backends.catalog's, as the GpuModel table is seeded from it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apps.backends.catalog import catalog_by_code
 from apps.backends.types import Sharing, Topology
-from apps.fleet.catalog import catalog_by_code
 from apps.workloads.specs import (
     DEFAULT_IMAGES,
     InferenceServiceSpec,

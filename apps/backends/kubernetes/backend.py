@@ -9,9 +9,11 @@ deterministically, so `status` and `cancel` accept either form.
 from __future__ import annotations
 
 import contextlib
+import shlex
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
+from urllib.parse import quote
 
 from apps.backends.base import Backend, NotFoundError, PermanentBackendError
 from apps.backends.kubernetes import pods as podinfo
@@ -32,6 +34,7 @@ from apps.backends.types import (
     SubmitResult,
     Taint,
     UsageRecord,
+    WorkloadLogs,
     WorkloadSpec,
     WorkloadState,
     WorkloadStatus,
@@ -54,6 +57,9 @@ HAMI_NODE_ANNOTATION = "hami.io/node-nvidia-register"
 WORKLOAD_LABEL = "gpu-console/workload"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
 SELECTOR_CHUNK = 50
+# Where an inference service's engines answer /metrics without a cluster-wide `inference_metrics_url`: the
+# Service the renderer creates for it, on the engines' port (one replica answers each scrape).
+DEFAULT_METRICS_PATTERN = "http://{service}.{namespace}.svc:{port}/metrics"
 
 
 def _short(name: str) -> str:
@@ -131,12 +137,12 @@ class KubernetesBackend(Backend):
             notes=notes,
         )
 
-    def now(self) -> datetime:
+    def _now(self) -> datetime:
         # Kubernetes timestamps have whole seconds: a span starting "now" must not look earlier than it.
         return datetime.now(UTC).replace(microsecond=0)
 
     def inventory(self) -> Inventory:
-        taken_at = self.now()
+        taken_at = self._now()
         nodes = self.api.list(NODE.path(), "list nodes")
         pods = self.api.list(
             POD.path(),
@@ -233,7 +239,7 @@ class KubernetesBackend(Backend):
         return out
 
     def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:
-        from apps.backends.models import KubeCancellation
+        from apps.backends.kubernetes.models import KubeCancellation
 
         names = {backend_id: _short(backend_id) for backend_id in backend_ids}
         found = self._workload_objects(set(names.values())) if names else {}
@@ -261,7 +267,7 @@ class KubernetesBackend(Backend):
         return out
 
     def cancel(self, backend_id: str) -> WorkloadStatus:
-        from apps.backends.models import KubeCancellation
+        from apps.backends.kubernetes.models import KubeCancellation
 
         name = _short(backend_id)
         obj = self._workload_objects({name}).get(name)
@@ -276,7 +282,7 @@ class KubernetesBackend(Backend):
         current = workload_status(backend_id, obj, pods, [])
         if current.state.finished:
             return current
-        now = self.now()
+        now = self._now()
         KubeCancellation.objects.update_or_create(
             cluster=self.cluster,
             backend_id=name,
@@ -379,9 +385,9 @@ class KubernetesBackend(Backend):
     # usage
 
     def usage_since(self, since: datetime) -> list[UsageRecord]:
-        from apps.backends.models import KubeCancellation
+        from apps.backends.kubernetes.models import KubeCancellation
 
-        now = self.now()
+        now = self._now()
         entries = []
         cancelled = set()
         for row in KubeCancellation.objects.filter(cluster=self.cluster, cancelled_at__gt=since):
@@ -412,3 +418,15 @@ class KubernetesBackend(Backend):
                 )
             )
         return records
+
+    # What the console asks besides the scheduler calls
+
+    namespaced = True
+
+    def workload_logs(self, name: str, workload_id: str, namespace: str = "") -> WorkloadLogs:
+        selector = f"{WORKLOAD_LABEL}={workload_id}"
+        argv = ["kubectl", "logs", "-n", namespace, "-l", selector, "--all-containers", "--prefix", "--tail=200"]
+        return WorkloadLogs(command=shlex.join(argv))
+
+    def service_metrics_url(self, name: str, values: dict[str, str]) -> str:
+        return DEFAULT_METRICS_PATTERN.format(**{key: quote(value, safe="") for key, value in values.items()})

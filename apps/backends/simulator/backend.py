@@ -8,21 +8,26 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.backends.base import Backend
-from apps.backends.models import SimCluster
-from apps.backends.simulator import reports
+from apps.backends.simulator import history, reports
+from apps.backends.simulator.controls import Simulation
 from apps.backends.simulator.engine import Engine
+from apps.backends.simulator.models import SimCluster
 from apps.backends.types import (
     ConnectionReport,
     DrainResult,
     Inventory,
+    MetricsAnswer,
     PushResult,
     QuotaSpec,
     SubmitResult,
     Taint,
     UsageRecord,
+    UtilizationSpan,
+    WorkloadLogs,
     WorkloadSpec,
     WorkloadStatus,
 )
@@ -114,7 +119,34 @@ class SimulatorBackend(Backend):
         simulation = SimCluster.objects.filter(cluster=self.cluster).first()
         return simulation.sim_now() if simulation is not None else timezone.now()
 
-    # Simulator-only operations (the services and the `simulate` command use these).
+    def workload_logs(self, name: str, workload_id: str, namespace: str = "") -> WorkloadLogs:
+        return WorkloadLogs(lines=history.workload_log(self.cluster, name))
+
+    telemetry_in_process = True
+
+    def node_metrics(self, nodes: list[str]) -> dict[str, MetricsAnswer]:
+        """Every node's exporter text from one load of the simulation (one short lock)."""
+        from apps.backends.simulator.exporter import scrape_many
+
+        return scrape_many(self.cluster, nodes)
+
+    def service_metrics(self, name: str) -> MetricsAnswer:
+        """The same answer GET /simulator/<cluster>/services/<name>/metrics gives, without HTTP."""
+        from apps.backends.simulator.exporter import scrape_service
+
+        return scrape_service(self.cluster.name, name)
+
+    def gpu_utilization(
+        self, gpus: dict[str, tuple[str, int]], start: datetime, end: datetime
+    ) -> dict[str, list[UtilizationSpan]]:
+        return history.gpu_utilization(self.cluster, gpus, start, end)
+
+    def service_metrics_url(self, name: str, values: dict[str, str]) -> str:
+        return reverse("simulator:service_metrics", args=[self.cluster.name, name])
+
+    simulation_class = Simulation
+
+    # Simulator-only operations (the services and the demo use these).
 
     def advance(self, seconds: float) -> None:
         with Engine.open(self.cluster) as engine:

@@ -22,9 +22,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.backends.base import NotFoundError, PermanentBackendError
-from apps.backends.models import ACTIVE_STATES, SimAllocation, SimCluster, SimEvent, SimFault, SimNode, SimWorkload
 from apps.backends.simulator.faults import EFFECTS, GPU_KINDS, FaultKind, parse_kind
 from apps.backends.simulator.hardware import MODELS
+from apps.backends.simulator.models import (
+    ACTIVE_STATES,
+    SimAllocation,
+    SimCluster,
+    SimEvent,
+    SimFault,
+    SimNode,
+    SimWorkload,
+)
 from apps.backends.simulator.placement import (
     GpuSlot,
     NodeState,

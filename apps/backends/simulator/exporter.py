@@ -11,13 +11,11 @@ A service's scrape reads the cluster row and the workload row; the engines' numb
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from apps.backends.models import SimAllocation, SimCluster, SimFault, SimWorkload
 from apps.backends.simulator import reports
 from apps.backends.simulator.engine import Engine, is_due
 from apps.backends.simulator.faults import EFFECTS, SILENCES_EXPORTER, FaultKind
 from apps.backends.simulator.hardware import MODELS
+from apps.backends.simulator.models import SimAllocation, SimCluster, SimFault, SimWorkload
 from apps.backends.simulator.placement import GpuSlot, occupy
 from apps.backends.simulator.serving import ENGINES, ServiceProfile, render_service_metrics
 from apps.backends.simulator.shape import nodes_by_name
@@ -28,14 +26,11 @@ from apps.backends.types import (
     MAX_REPLICAS_LABEL,
     MIN_REPLICAS_LABEL,
     WAITING_THRESHOLD_LABEL,
+    MetricsAnswer,
     WorkloadState,
 )
 
-
-@dataclass(frozen=True)
-class ExporterAnswer:
-    status: int  # 200, 404 (no such simulated cluster or node), 503 (exporter or node down)
-    body: str
+ExporterAnswer = MetricsAnswer  # 200, 404 (no such simulated cluster or node), 503 (exporter or node down)
 
 
 def _simulation(cluster_name: str) -> SimCluster | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apps.fleet.catalog import catalog_by_code
+from apps.backends.catalog import catalog_by_code
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from datetime import datetime
 
 from django.db.models import Q
 
-from apps.backends.models import SimAllocation, SimEvent, SimWorkload
 from apps.backends.simulator.engine import Engine
 from apps.backends.simulator.faults import EFFECTS, FaultKind
 from apps.backends.simulator.hardware import MIG_SLICES, MODELS
+from apps.backends.simulator.models import SimAllocation, SimEvent, SimWorkload
 from apps.backends.simulator.placement import GpuSlot
 from apps.backends.simulator.telemetry import GpuLoad, render_node_metrics
 from apps.backends.types import (

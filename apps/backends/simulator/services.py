@@ -1,8 +1,12 @@
-"""Services that change simulated clusters: create one, inject and clear faults, move its clock.
+"""Services that change simulated clusters: set up one's simulation, inject and clear faults, move its clock.
 
-Each checks permission, validates, runs in one transaction and writes exactly one audit event.
-`actor=None` means the system acting from the command line (`manage.py simulate`): the permission
-check is skipped and the audit event names the actor "system".
+Each of the fault and clock services checks permission, validates, runs in one transaction and writes exactly
+one audit event. `actor=None` means the system acting from the command line (`manage.py simulate`): the
+permission check is skipped and the audit event names the actor "system". Creating the simulated cluster
+itself is fleet's (apps.fleet.services.create_simulated_cluster): it checks the shape here (`clean_shape`)
+and sets up the simulation (`set_up_simulation`) in the transaction that saves the cluster.
+
+`cluster` is the fleet Cluster these services are handed (they read its pk, name and kind only).
 """
 
 from __future__ import annotations
@@ -10,22 +14,21 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
-from apps.audit.services import record_event, snapshot
-from apps.backends.models import SimCluster, SimFault
+from apps.audit.services import record_event
 from apps.backends.simulator.engine import Engine
 from apps.backends.simulator.faults import EFFECTS, GPU_KINDS, parse_kind
+from apps.backends.simulator.models import SimCluster, SimFault
 from apps.backends.simulator.seeding import rng
 from apps.backends.simulator.shape import FleetShape, ShapeError, nodes_by_name
 from apps.core.errors import Conflict, InvalidInput, NotFound
-from apps.fleet.models import Cluster, ClusterKind
 
+SIMULATED = "simulated"  # the cluster kind whose backend is this simulator (apps/backends/registry.py)
 MAX_ADVANCE_MINUTES = 30 * 24 * 60  # one call simulates at most 30 days: the event loop's work is bounded
 
 
@@ -35,8 +38,8 @@ def _authorize(actor, action: str, message: str) -> None:
     require(actor, action, None, message)
 
 
-def _simulation(cluster: Cluster) -> SimCluster:
-    if cluster.kind != ClusterKind.SIMULATED:
+def _simulation(cluster) -> SimCluster:
+    if cluster.kind != SIMULATED:
         raise InvalidInput(
             _("Cluster %(name)s is a %(kind)s cluster, not a simulated one.")
             % {"name": cluster.name, "kind": cluster.kind},
@@ -50,7 +53,8 @@ def _simulation(cluster: Cluster) -> SimCluster:
     return sim
 
 
-def _shape(shape: FleetShape | dict) -> FleetShape:
+def clean_shape(shape: FleetShape | dict) -> FleetShape:
+    """The fleet shape, checked; InvalidInput names the field that is wrong."""
     try:
         value = shape if isinstance(shape, FleetShape) else FleetShape.from_dict(dict(shape))
         return value.validate()
@@ -62,33 +66,16 @@ def _shape(shape: FleetShape | dict) -> FleetShape:
         raise InvalidInput(_("Invalid fleet shape: %(exc)s") % {"exc": exc}, {"nodes": _("Required.")}) from exc
 
 
-def create_simulated_cluster(actor, name: str, shape: FleetShape | dict, description: str = "") -> Cluster:
-    """Create a `simulated` cluster with the fleet `shape` (platform admins). Returns the fleet Cluster."""
-    _authorize(actor, Action.ADMINISTER, "Only platform admins create clusters.")
-    shape = _shape(shape)
-    cluster = Cluster(name=name, kind=ClusterKind.SIMULATED, description=description, connection=shape.to_dict())
-    try:
-        cluster.full_clean(validate_unique=False, validate_constraints=False)
-    except ValidationError as exc:
-        raise InvalidInput(_("Invalid cluster."), exc.message_dict) from exc
+def set_up_simulation(cluster) -> SimCluster:
+    """The simulation of a newly saved simulated cluster, from the fleet shape in its `connection` (called in the
+    transaction that saves the cluster)."""
+    shape = clean_shape(cluster.connection or {})
     # Real GPUs have been up a while: boot the fleet 1-30 simulated days ago, so counters start non-zero.
     booted_at = timezone.now() - timedelta(days=rng(shape.seed, "boot").uniform(1, 30))
-    with transaction.atomic():
-        try:
-            with transaction.atomic():
-                cluster.save()
-        except IntegrityError as exc:
-            raise Conflict(
-                _("A cluster named %(name)s already exists.") % {"name": repr(name)}, {"name": _("Already taken.")}
-            ) from exc
-        SimCluster.objects.create(cluster=cluster, seed=shape.seed, shape=shape.to_dict(), booted_at=booted_at)
-        record_event(
-            actor, "cluster.create", cluster, reason=f"simulated fleet: {shape.describe()}", after=snapshot(cluster)
-        )
-    return cluster
+    return SimCluster.objects.create(cluster=cluster, seed=shape.seed, shape=shape.to_dict(), booted_at=booted_at)
 
 
-def _check_target(sim: SimCluster, cluster: Cluster, node: str, kind: str, gpu: int | None) -> None:
+def _check_target(sim: SimCluster, cluster, node: str, kind: str, gpu: int | None) -> None:
     spec = nodes_by_name(sim.fleet_shape()).get(node)
     if spec is None:
         raise NotFound(
@@ -107,7 +94,7 @@ def _check_target(sim: SimCluster, cluster: Cluster, node: str, kind: str, gpu: 
         raise NotFound(message, {"gpu": message})
 
 
-def inject_fault(actor, cluster: Cluster, node: str, kind: str, gpu: int | None = None, reason: str = "") -> SimFault:
+def inject_fault(actor, cluster, node: str, kind: str, gpu: int | None = None, reason: str = "") -> SimFault:
     """Inject a fault on `node` (and GPU `gpu`; every GPU of the node when None) of a simulated cluster."""
     _authorize(actor, Action.OPERATE, "Only on-call engineers and platform admins inject faults.")
     try:
@@ -163,7 +150,7 @@ def clear_fault(actor, fault: SimFault, reason: str = "") -> SimFault:
     return cleared
 
 
-def advance_time(actor, cluster: Cluster, minutes: float, reason: str = "") -> SimCluster:
+def advance_time(actor, cluster, minutes: float, reason: str = "") -> SimCluster:
     """Move a simulated cluster's clock forward: runs end, queued work starts, counters grow."""
     _authorize(actor, Action.OPERATE, "Only on-call engineers and platform admins move simulated time.")
     if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not math.isfinite(minutes):

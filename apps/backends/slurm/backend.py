@@ -17,15 +17,17 @@ What Slurm lacks, and how it is bridged (test_connection lists it):
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from datetime import UTC, datetime
+from functools import cached_property
 
 from apps.backends.base import Backend, NotFoundError, PermanentBackendError, RetryableBackendError
 from apps.backends.slurm import parse
 from apps.backends.slurm.accounts import QuotaPusher
 from apps.backends.slurm.cli import Cli
 from apps.backends.slurm.script import sbatch_script
-from apps.backends.slurm.settings import CONSOLE_PREFIX, SlurmSettings
+from apps.backends.slurm.settings import CONSOLE_PREFIX, DEFAULT_OUTPUT_DIR, SlurmSettings
 from apps.backends.types import (
     ConnectionReport,
     DrainResult,
@@ -35,6 +37,7 @@ from apps.backends.types import (
     SubmitResult,
     Taint,
     UsageRecord,
+    WorkloadLogs,
     WorkloadSpec,
     WorkloadState,
     WorkloadStatus,
@@ -51,15 +54,24 @@ class SlurmBackend(Backend):
 
     kind = "slurm"
 
-    def __init__(self, cluster):
-        super().__init__(cluster)
-        self.settings = SlurmSettings.of(cluster)
-        self.cli = Cli(self.settings)
-        self.rest = None
-        if self.settings.mode == "rest":
-            from apps.backends.slurm.rest import Rest
+    # The connection settings are read on first use, so creating the backend never fails: the console asks it
+    # questions that need no connection (its clock, where logs are) even when its settings are wrong.
 
-            self.rest = Rest(self.settings)
+    @cached_property
+    def settings(self) -> SlurmSettings:
+        return SlurmSettings.of(self.cluster)
+
+    @cached_property
+    def cli(self) -> Cli:
+        return Cli(self.settings)
+
+    @cached_property
+    def rest(self):
+        if self.settings.mode != "rest":
+            return None
+        from apps.backends.slurm.rest import Rest
+
+        return Rest(self.settings)
 
     # Reads
 
@@ -358,3 +370,10 @@ class SlurmBackend(Backend):
                 )
             )
         return records
+
+    # What the console asks besides the scheduler calls
+
+    def workload_logs(self, name: str, workload_id: str, namespace: str = "") -> WorkloadLogs:
+        output_dir = (self.cluster.connection or {}).get("output_dir", DEFAULT_OUTPUT_DIR)
+        # The sbatch script writes <output_dir>/<name>-<job id>.out; the glob finds it without the job id.
+        return WorkloadLogs(command=f"tail -n 200 {shlex.quote(f'{output_dir}/{name}')}-*.out")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from apps.backends.catalog import catalog_by_code
 from apps.backends.slurm.settings import CONSOLE_PREFIX, SlurmSettings
 from apps.backends.types import GpuInfo, NodeInfo, Placement, Taint, WorkloadState, WorkloadStatus
-from apps.fleet.catalog import catalog_by_code
 
 # Job states (22.05's job_state / sacct state.current) -> the console's.
 JOB_STATES = {

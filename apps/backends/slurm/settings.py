@@ -31,6 +31,7 @@ from apps.backends.base import PermanentBackendError
 
 MODES = ("cli", "rest")
 CONSOLE_PREFIX = "console: "  # the console's node reasons start with this; it resumes only those nodes
+DEFAULT_OUTPUT_DIR = "/var/log/gpu-console"  # job output files (the sbatch script's --output); where logs are
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class SlurmSettings:
     partition: str = "gpu"
     account: str = ""
     qos: str = ""
-    output_dir: str = "/var/log/gpu-console"
+    output_dir: str = DEFAULT_OUTPUT_DIR
     job_path: str = "/usr/local/bin:/usr/bin:/bin"
     gres_models: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 30.0
@@ -85,7 +86,7 @@ class SlurmSettings:
             partition=str(conn.get("partition") or "gpu"),
             account=str(conn.get("account", "")),
             qos=str(conn.get("qos", "")),
-            output_dir=str(conn.get("output_dir") or "/var/log/gpu-console"),
+            output_dir=str(conn.get("output_dir") or DEFAULT_OUTPUT_DIR),
             job_path=str(conn.get("job_path") or "/usr/local/bin:/usr/bin:/bin"),
             gres_models=dict(conn.get("gres_models") or {}),
             timeout_s=float(conn.get("timeout_s") or 30),

@@ -1,10 +1,10 @@
-"""Seed the GPU model catalog (apps/fleet/catalog.py); platform admins may add models later."""
+"""Seed the GPU model catalog (apps/backends/catalog.py); platform admins may add models later."""
 
 from django.db import migrations
 
 
 def seed(apps, schema_editor):
-    from apps.fleet.catalog import CATALOG
+    from apps.backends.catalog import CATALOG
 
     GpuModel = apps.get_model("fleet", "GpuModel")
     for entry in CATALOG:

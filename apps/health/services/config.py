@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
+from apps.backends.registry import get_backend
 from apps.core.errors import InvalidInput
 from apps.health.models import IsolationPolicy, Severity, SourceKind, TelemetrySource
 from apps.notifications.models import ChannelKind, NotificationChannel
@@ -47,7 +48,7 @@ def configure_source(
         _http_url(url_pattern, "url_pattern")
     if kind == SourceKind.PROMETHEUS:
         _http_url(prometheus_url, "prometheus_url")
-    if kind == SourceKind.SIMULATOR and cluster.kind != "simulated":
+    if kind == SourceKind.SIMULATOR and not get_backend(cluster).telemetry_in_process:
         raise InvalidInput(_("Only simulated clusters have a simulator."), {"kind": _("Not for this cluster.")})
     if not 0.1 <= float(timeout_s) <= 60:
         raise InvalidInput(_("The timeout is 0.1 to 60 seconds."), {"timeout_s": _("0.1 to 60.")})

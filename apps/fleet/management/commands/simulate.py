@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.backends.models import SimCluster, SimWorkload
-from apps.backends.simulator import reports, services
-from apps.backends.simulator.engine import Engine
-from apps.backends.simulator.faults import KINDS
-from apps.backends.simulator.shape import HOSTNAME_LABELS, ShapeError, parse_models
+from apps.backends.registry import backend_class, get_backend
 from apps.core.errors import ServiceError
-from apps.fleet.models import Cluster
+from apps.fleet.models import Cluster, ClusterKind
+from apps.fleet.services import create_simulated_cluster
+
+# The simulated backend's controls (faults, clock, fleet shape): the command asks them, never the simulator itself.
+Simulation = backend_class(ClusterKind.SIMULATED).simulation_class
 
 
 def _error(exc: ServiceError) -> CommandError:
@@ -37,7 +37,7 @@ class Command(BaseCommand):
         create.add_argument("--seed", type=int, default=0)
         create.add_argument("--nodes-per-rack", type=int, default=8)
         create.add_argument("--racks-per-leaf", type=int, default=4)
-        create.add_argument("--hostname-label", choices=HOSTNAME_LABELS, default="Hostname")
+        create.add_argument("--hostname-label", choices=Simulation.HOSTNAME_LABELS, default="Hostname")
         create.add_argument("--description", default="")
 
         advance = sub.add_parser("advance", help="move simulated time forward")
@@ -47,7 +47,7 @@ class Command(BaseCommand):
         fault = sub.add_parser("fault", help="inject (or --clear) a fault")
         fault.add_argument("--cluster", required=True)
         fault.add_argument("--node", required=True)
-        fault.add_argument("--kind", required=True, choices=KINDS)
+        fault.add_argument("--kind", required=True, choices=Simulation.FAULT_KINDS)
         fault.add_argument("--gpu", type=int, help="GPU index (omit: every GPU of the node)")
         fault.add_argument("--reason", default="")
         fault.add_argument("--clear", action="store_true", help="clear the active fault instead")
@@ -61,18 +61,19 @@ class Command(BaseCommand):
         except ServiceError as exc:
             raise _error(exc) from exc
 
-    def _cluster(self, name: str) -> Cluster:
+    def _simulation(self, name: str):
         cluster = Cluster.objects.filter(name=name).first()
         if cluster is None:
             raise CommandError(f"No cluster {name!r}.")
-        if not SimCluster.objects.filter(cluster=cluster).exists():
+        simulation = get_backend(cluster).simulation()
+        if simulation is None or not simulation.exists():
             raise CommandError(f"Cluster {name!r} is a {cluster.kind} cluster, not a simulated one.")
-        return cluster
+        return simulation
 
     def _create(self, opts) -> None:
         try:
-            models = parse_models(opts["models"])
-        except ShapeError as exc:
+            models = Simulation.parse_models(opts["models"])
+        except ServiceError as exc:
             raise CommandError(f"--models: {exc.message}") from exc
         shape = {
             "nodes": opts["nodes"],
@@ -83,50 +84,25 @@ class Command(BaseCommand):
             "racks_per_leaf": opts["racks_per_leaf"],
             "hostname_label": opts["hostname_label"],
         }
-        cluster = services.create_simulated_cluster(None, opts["name"], shape, description=opts["description"])
-        self.stdout.write(f"Created simulated cluster {cluster.name}: {cluster.simulation.fleet_shape().describe()}")
+        cluster = create_simulated_cluster(None, opts["name"], shape, description=opts["description"])
+        self.stdout.write(f"Created simulated cluster {cluster.name}: {get_backend(cluster).simulation().describe()}")
 
     def _advance(self, opts) -> None:
-        sim = services.advance_time(None, self._cluster(opts["cluster"]), opts["minutes"], reason="manage.py simulate")
-        self.stdout.write(f"Simulated time is now {sim.sim_now().isoformat(timespec='seconds')}")
+        now = self._simulation(opts["cluster"]).advance(None, opts["minutes"], reason="manage.py simulate")
+        self.stdout.write(f"Simulated time is now {now.isoformat(timespec='seconds')}")
 
     def _fault(self, opts) -> None:
-        cluster = self._cluster(opts["cluster"])
+        simulation = self._simulation(opts["cluster"])
         if not opts["clear"]:
-            fault = services.inject_fault(None, cluster, opts["node"], opts["kind"], opts["gpu"], opts["reason"])
+            fault = simulation.inject_fault(None, opts["node"], opts["kind"], opts["gpu"], opts["reason"])
             self.stdout.write(f"Injected {fault} (fault {fault.pk})")
             return
-        fault = cluster.simulation.faults.filter(
-            node=opts["node"], kind=opts["kind"], gpu_index=opts["gpu"], cleared_at__isnull=True
-        ).first()
+        fault = simulation.active_fault(opts["node"], opts["kind"], opts["gpu"])
         if fault is None:
             where = opts["node"] if opts["gpu"] is None else f"{opts['node']} GPU {opts['gpu']}"
-            raise CommandError(f"No active {opts['kind']} fault on {where} in {cluster.name}.")
-        services.clear_fault(None, fault, opts["reason"])
+            raise CommandError(f"No active {opts['kind']} fault on {where} in {opts['cluster']}.")
+        simulation.clear_fault(None, fault, opts["reason"])
         self.stdout.write(f"Cleared {fault}")
 
     def _status(self, opts) -> None:
-        cluster = self._cluster(opts["cluster"])
-        with Engine.open(cluster) as engine:
-            inventory = reports.inventory(engine)
-            faults = engine.active_faults()
-            offset = engine.sim.clock_offset_s
-            now = engine.now
-            shape = engine.shape
-        gpus = [gpu for node in inventory.nodes for gpu in node.gpus]
-        health = {h: sum(1 for g in gpus if g.health == h) for h in ("unhealthy", "warning", "unknown")}
-        counts = dict.fromkeys(("pending", "running", "succeeded", "failed", "cancelled"), 0)
-        for state in SimWorkload.objects.filter(sim=engine.sim).values_list("state", flat=True):
-            counts[state] = counts.get(state, 0) + 1
-        lines = [
-            f"{cluster.name} (simulated): {shape.describe()}",
-            f"simulated time {now.isoformat(timespec='seconds')} (offset {offset / 60:+.0f} min)",
-            f"nodes {len(inventory.nodes)}: {sum(n.unschedulable for n in inventory.nodes)} cordoned, "
-            f"{sum(n.state == 'down' for n in inventory.nodes)} down",
-            f"GPUs {len(gpus)}: {sum(1 for g in gpus if g.allocated_fraction > 0)} in use, "
-            + ", ".join(f"{n} {h}" for h, n in health.items()),
-            "workloads: " + ", ".join(f"{n} {state}" for state, n in counts.items()),
-            f"active faults: {len(faults)}",
-            *(f"  {f} since {f.injected_at.isoformat(timespec='seconds')} (fault {f.pk})" for f in faults),
-        ]
-        self.stdout.write("\n".join(lines))
+        self.stdout.write(self._simulation(opts["cluster"]).summary())

@@ -1,0 +1,99 @@
+"""Only the backends know a cluster's kind: no code outside apps/backends branches on it or reads the simulator.
+
+Code above the backends asks the cluster's backend (`get_backend(cluster)`, apps/backends/base.py) instead: its
+clock (`now`), where a workload's logs are (`workload_logs`, `namespaced`), its own telemetry
+(`telemetry_in_process`, `node_metrics`, `service_metrics`, `gpu_utilization`, `service_metrics_url`) and its
+simulation's controls (`simulation()`: faults, clock, fleet shape). A fourth backend then touches no caller.
+
+Pure text checks over apps/ (outside apps/backends and migrations) and templates/, no database. console/ (URL
+wiring, which may mount a backend's own views) is not checked.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KIND = r"""(?:ClusterKind\.\w+|["'](?:simulated|kubernetes|slurm)["'])"""
+
+PYTHON_CHECKS = [
+    ("compares a cluster's kind", re.compile(r"\bcluster\.kind\s*(?:==|!=|\bnot\s+in\b|\bin\b)")),
+    ("compares a kind with a cluster kind", re.compile(rf"\bkind\s*(?:==|!=)\s*{KIND}|{KIND}\s*(?:==|!=)\s*\w*kind\b")),
+    ("tests a kind against cluster kinds", re.compile(rf"\bkind\s+(?:not\s+)?in\s*[(\[{{][^\n]*{KIND}")),
+    (
+        "filters clusters by kind",
+        re.compile(rf"\.(?:filter|exclude|get)\([^\n]*\bkind(?:__in)?\s*=\s*[(\[{{]?\s*{KIND}"),
+    ),
+    (
+        "imports the simulator or the backends' models",
+        re.compile(
+            r"^\s*(?:from\s+apps\.backends\.(?:models|simulator)\b|import\s+apps\.backends\.(?:models|simulator)\b"
+            r"|from\s+apps\.backends\s+import\s+[^\n]*\b(?:models|simulator)\b)"
+        ),
+    ),
+]
+TEMPLATE_CHECKS = [
+    ("compares a cluster's kind", re.compile(r"\bcluster\.kind\s*(?:==|!=)")),
+    ("compares a kind with a cluster kind", re.compile(rf"\bkind\s*(?:==|!=)\s*{KIND}")),
+]
+
+# Known, and removed by the rendering part of issue 17 (item 3: which renderer speaks for a cluster, at
+# submission and for the desired quota state). Each entry is (path, text of the line); an entry that no longer
+# matches fails too (test_pending_exceptions_are_still_there), so the list shrinks with the code.
+PENDING = {
+    ("apps/workloads/services.py", 'if workload.cluster.kind == "slurm":'),
+    ("apps/workloads/services.py", 'elif workload.cluster.kind == "kubernetes":'),
+    ("apps/workloads/rendering.py", 'if workload.cluster.kind == "slurm":'),
+    ("apps/fleet/views.py", 'return "slurm" if cluster.kind == "slurm" else "kubernetes"'),
+    ("apps/fleet/views.py", 'text = result.as_script() if kind == "slurm" else result.to_yaml()'),
+    ("templates/fleet/cluster_desired_state.html", 'kind == "slurm"'),
+    ("templates/workloads/workload_detail.html", 'workload.cluster.kind == "slurm"'),
+}
+
+
+def _files():
+    for path in sorted((ROOT / "apps").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("apps/backends/") or "/migrations/" in relative:
+            continue
+        yield relative, path, PYTHON_CHECKS
+    for path in sorted((ROOT / "templates").rglob("*.html")):
+        yield path.relative_to(ROOT).as_posix(), path, TEMPLATE_CHECKS
+
+
+def _findings() -> list[tuple[str, int, str, str]]:
+    found = []
+    for relative, path, checks in _files():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("#"):
+                continue
+            for what, pattern in checks:
+                if pattern.search(line):
+                    found.append((relative, number, what, line.strip()))
+                    break
+    return found
+
+
+def _pending(relative: str, line: str) -> bool:
+    return any(relative == path and text in line for path, text in PENDING)
+
+
+def test_only_the_backends_know_a_clusters_kind():
+    offenders = [f for f in _findings() if not _pending(f[0], f[3])]
+    assert not offenders, (
+        "Outside apps/backends, code branches on a cluster's kind or reads the simulator. Ask the cluster's "
+        "backend instead (get_backend(cluster): now(), workload_logs(), telemetry_in_process, node_metrics(), "
+        "service_metrics(), gpu_utilization(), service_metrics_url(), simulation()), or add what you need to the "
+        "Backend interface (apps/backends/base.py) with a default and implement it in each backend:\n"
+        + "\n".join(f"  {path}:{number}: {what}: {text}" for path, number, what, text in offenders)
+    )
+
+
+def test_pending_exceptions_are_still_there():
+    """The rendering work removes these branches; then its entries here must go too."""
+    findings = _findings()
+    stale = [(path, text) for path, text in sorted(PENDING) if not any(f[0] == path and text in f[3] for f in findings)]
+    assert not stale, "These PENDING entries no longer match any line: remove them from PENDING:\n" + "\n".join(
+        f"  {path}: {text}" for path, text in stale
+    )
