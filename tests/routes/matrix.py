@@ -97,21 +97,22 @@ def fill(route: str, args: dict) -> str:
     return path if path.startswith("/") else "/" + path
 
 
-def entries(table: dict[str, Spec], key: str, prefixes: dict[str, Spec] | None = None) -> list[str]:
-    """The table keys that describe route `key`: the key itself and its variants (`key#variant`), or a prefix
-    rule covering a whole family of routes."""
-    found = [k for k in table if k == key or k.startswith(key + "#")]
+def entries(table: dict[str, Spec], key: str, pattern: str = "", prefixes: dict[str, Spec] | None = None) -> list[str]:
+    """The table keys that describe a route: its key (URL name) or its pattern (for a route whose name may change
+    while its URL stays), each with its variants (`key#variant`); else a prefix rule covering a whole family."""
+    names = {key, pattern} - {""}
+    found = [k for k in table if k.split("#")[0] in names]
     if not found and prefixes:
         found = [prefix for prefix in prefixes if key.startswith(prefix)][:1]
     return found
 
 
-def cases(table: dict[str, Spec], keys: list[str], personas: list[str], prefixes=None) -> list:
-    """pytest params (route key, table entry, persona, target) for every route offered, known bugs marked
-    xfail(strict). A route without an entry still gets a case: it fails, saying to add it to the table."""
+def cases(table: dict[str, Spec], routes: dict[str, str], personas: list[str], prefixes=None) -> list:
+    """pytest params (route key, table entry, persona, target) for every route offered (key -> pattern), known
+    bugs marked xfail(strict). A route without an entry still gets a case: it fails, saying to add it."""
     params = []
-    for key in keys:
-        found = entries(table, key, prefixes)
+    for key, pattern in routes.items():
+        found = entries(table, key, pattern, prefixes)
         if not found:
             params.append(pytest.param(key, None, "-", SHARED, id=f"{key}|missing"))
             continue

@@ -173,7 +173,8 @@ TABLE: dict[str, Spec] = {
     "fleet:gpu_models": Spec(LOGGED_IN),
     "fleet:node_list": Spec(LOGGED_IN),
     "fleet:cluster_detail": Spec(LOGGED_IN, shared=lambda w: {"name": w.cluster.name}),
-    "fleet:cluster_desired_state": Spec(
+    # Keyed by its URL, which stays while the page moves from fleet to tenancy (and its URL name may change).
+    "fleet/clusters/<str:name>/desired-state/": Spec(
         LOGGED_IN, shared=lambda w: {"name": w.cluster.name}, known=_leaks_to_tenant_personas(ISSUE_20_DESIRED_STATE)
     ),
     "fleet:cluster_sync#post": post(console(OPERATE), shared=lambda w: {"name": w.cluster.name}),

@@ -52,7 +52,7 @@ def api_client(world, persona: str) -> APIClient:
 
 
 @pytest.mark.parametrize(
-    ("operation", "entry", "persona", "target"), cases(TABLE, list(schema_operations()), API_PERSONAS)
+    ("operation", "entry", "persona", "target"), cases(TABLE, {key: key for key in schema_operations()}, API_PERSONAS)
 )
 def test_operation(world, db, operation, entry, persona, target):
     if entry is None:

@@ -34,14 +34,22 @@ UPDATE = os.environ.get("UPDATE_QUERY_BASELINES") == "1"
 PERSONA = "platform_admin"
 
 
-def _pages() -> list[str]:
+def _route_of(entry: str) -> str | None:
+    """The pattern of a page table entry (keyed by URL name or by pattern), None if the URL conf lacks it."""
     routes = page_routes()
+    base = entry.split("#")[0]
+    if base in routes:
+        return routes[base]
+    return base if base in routes.values() else None
+
+
+def _pages() -> list[str]:
     return sorted(
         key
         for key, spec in PAGE_TABLE.items()
         if spec.method == "GET"
         and 200 in spec.ok
-        and key.split("#")[0] in routes
+        and _route_of(key) is not None
         and spec.rule.outcome(PERSONA, None) == OK
     )
 
@@ -77,7 +85,7 @@ def _path(world, key: str) -> str:
     kind, _, entry = key.partition(" ")
     if kind == "page":
         spec = PAGE_TABLE[entry]
-        route = page_routes()[entry.split("#")[0]]
+        route = _route_of(entry)
     else:
         spec = API_TABLE[entry]
         route = schema_operations()[entry][1]

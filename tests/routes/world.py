@@ -12,36 +12,46 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.test import TestCase
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from apps.accounts import services as accounts
-from apps.accounts.models import ApiToken, Membership, User
+from apps.accounts.models import Membership
 from apps.accounts.roles import Role
 from apps.audit.models import AuditEvent
-from apps.backends.models import SimFault
 from apps.backends.simulator.services import create_simulated_cluster, inject_fault
 from apps.backends.types import UsageRecord as BackendUsage
 from apps.chargeback import services as chargeback
 from apps.chargeback.metering import build_records
-from apps.chargeback.models import Credit, MeterWatermark, Period, SpendBudget, Statement, UsageRecord
+from apps.chargeback.models import MeterWatermark, Period, Statement, UsageRecord
 from apps.chargeback.periods import current_period, month_start, next_month
 from apps.chargeback.rollup import add_to_rollup
-from apps.fleet.models import Cluster, Gpu, GpuModel, Node
+from apps.fleet.models import GpuModel, Node
 from apps.fleet.services import sync_inventory
 from apps.health.ingest import run_cycle
-from apps.health.models import Incident, IsolationPolicy, NotificationChannel, Rule, TelemetrySource
+from apps.health.models import Incident
 from apps.health.services import config as health_config
 from apps.health.services.rulesets import active_ruleset
 from apps.operations.models import Operation
 from apps.tenancy import services as tenancy
-from apps.tenancy.models import Admission, PriorityTier, Queue, Quota, QuotaRequest, Tenant, TenantBudget
+from apps.tenancy.models import Admission, PriorityTier, TenantBudget
 from apps.workloads import services as workloads
-from apps.workloads.models import Workload, WorkloadTemplate
+from apps.workloads.models import Workload
 from tests.utils.personas import PASSWORD, Personas, build_personas, fresh
 from tests.utils.simulator import runs_to_the_end
+
+if TYPE_CHECKING:  # the types of the world's rows; where each model lives may change, the world does not care
+    from apps.accounts.models import ApiToken, User
+    from apps.backends.models import SimFault
+    from apps.chargeback.models import Credit, SpendBudget
+    from apps.fleet.models import Cluster
+    from apps.health.models import IsolationPolicy, NotificationChannel, Rule, TelemetrySource
+    from apps.tenancy.models import Queue, Quota, QuotaRequest, Tenant
+    from apps.workloads.models import WorkloadTemplate
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
 CLUSTER = "rt-sim"
@@ -90,7 +100,6 @@ class World:
     cluster: Cluster
     node: Node  # a node with no incident and no operation: runbook actions start cleanly here
     cordoned_node: Node  # cordoned, no incident: uncordon and resume start cleanly here
-    gpu: Gpu
     gpu_model: GpuModel
     tier: PriorityTier
     rule: Rule
@@ -152,7 +161,7 @@ def build_world() -> World:
     )
     assert sync_inventory(cluster.pk).ok
     h100 = GpuModel.objects.get(code="h100")
-    chargeback.set_rate(admin, gpu_model=h100, rate="2.50", effective_from=LONG_AGO)
+    rate_card = chargeback.set_rate(admin, gpu_model=h100, rate="2.50", effective_from=LONG_AGO)
     loner = accounts.create_user(admin, username="loner", password=PASSWORD)
 
     # Usage two months ago (closed: statements) and last month (metered to its end, still open).
@@ -285,10 +294,14 @@ def build_world() -> World:
     health_config.add_channel(admin, kind="email", target="oncall@example.com")
 
     # Teams made after the period closed, so no statement holds them: the only tenants that may be deleted.
+    # Made through the API (as a platform admin would), so this world does not depend on where tenants' code lives.
+    api = APIClient()
+    api.force_authenticate(admin)
     for key, parent, letter in (("own", p.a, "alpha"), ("foreign", p.b, "bravo")):
-        sides[key]["empty_team"] = tenancy.create_tenant(
-            admin, name=f"{letter}-empty", slug=f"{letter}-empty", parent=parent
-        )
+        body = {"name": f"{letter}-empty", "slug": f"{letter}-empty", "parent": parent.slug}
+        created = api.post("/api/v1/tenants/", body, format="json")
+        assert created.status_code == 201, created.content
+        sides[key]["empty_team"] = type(parent).objects.get(slug=body["slug"])
 
     world = World(
         personas=p,
@@ -297,8 +310,6 @@ def build_world() -> World:
         cluster=cluster,
         node=node,
         cordoned_node=Node.objects.get(pk=cordoned.pk),
-        gpu=Gpu.objects.filter(node=nodes["foreign"], allocated_to__contains="bravo").order_by("index").first()
-        or Gpu.objects.filter(node__cluster=cluster).order_by("pk").first(),
         gpu_model=h100,
         tier=PriorityTier.objects.get(name="training"),
         rule=active_ruleset().rules.order_by("key").first(),
@@ -308,7 +319,7 @@ def build_world() -> World:
         closed_period=closed,
         open_period=open_period,
         current_period=current_period(),
-        rate_card_id=chargeback.RateCard.objects.get(gpu_model=h100).pk,
+        rate_card_id=rate_card.pk,
         loner=loner,
     )
     assert world.own.training.state == "running" and world.foreign.training.state == "running", (
