@@ -2,8 +2,8 @@
 the request for one (route, persona, target), and the checks on its answer.
 
 Routes come from the URL resolver and operations from the schema drf-spectacular generates, never from a list
-kept by hand, so a new route is a new test case; the tables (pages.py, api.py) say what each should answer and a
-route missing from them fails with "add it to the table".
+kept by hand, so a new route is a new test case; the tables (table_pages.py, table_api.py) say what each should
+answer, and a route missing from them fails with "add it to the table".
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from http.cookies import SimpleCookie
 
 import pytest
+from django.conf import settings
 from django.db import connection
+from rest_framework.test import APIClient
 
 from tests.routes.policy import DENIED, FORBIDDEN, HIDDEN, SEES_ONLY_A, SEES_ONLY_B, Rule
 from tests.routes.world import A_MARKERS, B_MARKERS, Side, World
@@ -29,14 +31,15 @@ WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 class Spec:
     """What one route (or one variant of it) answers, declared from the permission model.
 
-    `obj(world, side)`: the path's arguments for a tenant's object (run for A's and for B's; for a fleet object,
-    the one running A's work and the one running B's), or `shared(world)` for a shared object (fleet, billing,
-    policy; run once). `body(world, side)` builds a valid request body, so a
-    refusal is the permission's and not the input's. `tenant(side)` is the tenant the rule is evaluated on (by
-    default the side's tenant). `in_body`: the object is named in the body, not the path: a refusal may be
-    403 or 404. `ok`: the statuses of success. `changes`: for a write, whether success changes state (True:
-    it must, with one audit event; False: it never does; None: not checked). `known`: (persona, target) ->
-    why this pair is a known bug today: it is marked xfail(strict=True) and flips when fixed.
+    `obj(world, side)`: the path's arguments for a tenant's object, run for A's and for B's (for a fleet object:
+    the one running A's work and the one running B's); or `shared(world)` for a shared object (fleet, billing,
+    policy), run once. `body(world, side)` builds a valid request body, so that a refusal is the permission's and
+    not the input's. `tenant(side)`: the tenant the rule is evaluated on (by default the side's tenant).
+    `in_body`: the object is named in the body, not the path, and a refusal may be 403 or 404. `ok`: the
+    statuses of success. `changes`: for a write, whether success changes state (True: it must, with exactly one
+    audit event; False: it never does; None: not checked). `tenant_view`: False for an endpoint that is no
+    tenant's view at all (a scraper's), where the leak check does not apply. `known`: (persona, target) -> why
+    this pair is a known bug today: it is marked xfail(strict=True) and flips when fixed.
     """
 
     rule: Rule
@@ -49,8 +52,7 @@ class Spec:
     in_body: bool = False
     ok: tuple[int, ...] = (200,)
     changes: bool | None = True
-    audited: bool = True
-    tenant_view: bool = True  # False: not a tenant's view at all (a scraper's endpoint): no leak check
+    tenant_view: bool = True
     known: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def targets(self) -> list[str]:
@@ -199,13 +201,6 @@ def describe(response) -> str:
     return f"{response.status_code} {response.get('Location', '')} {body}"
 
 
-def json_or_none(response) -> Any:
-    try:
-        return response.json()
-    except Exception:
-        return None
-
-
 #
 # What the project offers: every resolver route, every operation of the OpenAPI schema
 #
@@ -277,3 +272,24 @@ def page_routes() -> dict[str, str]:
         key = f"{namespace}:{name}" if namespace and name else name or route
         routes.setdefault(key, route)
     return routes
+
+
+#
+# Clients
+#
+
+_CLIENTS: dict[str, APIClient] = {}
+
+
+def api_client(world, persona: str) -> APIClient:
+    """One client per persona for the whole run (a new one loads every middleware again), presenting the
+    persona's session cookie, or for token_a its bearer token and nothing else."""
+    client = _CLIENTS.get(persona)
+    if client is None:
+        client = _CLIENTS[persona] = APIClient()
+        if persona == "token_a":
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {world.personas.token_a_raw}")
+    client.cookies = SimpleCookie()
+    if persona in world.sessions:
+        client.cookies[settings.SESSION_COOKIE_NAME] = world.sessions[persona]
+    return client

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.routes.matrix import openapi_schema, schema_operations
-from tests.routes.test_api_routes import api_client
+from tests.routes.matrix import api_client, openapi_schema, schema_operations
 from tests.routes.world import training_spec
 
 ISSUE_20 = "issue 20: a tenant you may not see answers 403 'You may not manage tenant …', an unknown one 400"

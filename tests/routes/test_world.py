@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.routes.test_api_routes import api_client
+from tests.routes.matrix import api_client
 from tests.routes.world import A_MARKERS, B_MARKERS
 
 # Lists of tenant-owned rows, each showing names of the rows' own (or their tenant's name).

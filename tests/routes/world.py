@@ -281,8 +281,13 @@ def build_world() -> World:
         )
         sides[key]["event"] = AuditEvent.objects.filter(tenant=sides[key]["tenant"]).order_by("id").first()
         sides[key]["admission"] = Admission.objects.filter(queue=sides[key]["queue"]).order_by("id").first()
-    busy = {n.pk for n in nodes.values()} | set(Node.objects.filter(gpu_allocated__gt=0).values_list("pk", flat=True))
-    quiet = list(Node.objects.filter(cluster=cluster).exclude(pk__in=busy).order_by("name"))
+    # Idle nodes with no incident and no operation on them: a runbook action on one starts cleanly (no 409).
+    acted_on = Operation.objects.filter(target_type="fleet.node").values_list("target_id", flat=True)
+    quiet = list(
+        Node.objects.filter(cluster=cluster, gpu_allocated=0, unschedulable=False, incidents__isnull=True)
+        .exclude(pk__in=[int(pk) for pk in acted_on if pk.isdigit()])
+        .order_by("name")
+    )
     assert len(quiet) >= 2, "the world needs two idle nodes"
     node, cordoned = quiet[0], quiet[1]
     Node.objects.filter(pk=cordoned.pk).update(unschedulable=True)
