@@ -208,6 +208,8 @@ TABLE: dict[str, Spec] = {
     #
     "GET /api/v1/incidents/": Spec(LOGGED_IN),
     "GET /api/v1/incidents/{id}/": Spec(VIEW, obj=lambda w, s: {"id": s.incident.pk}),
+    # An incident touching both tenants' work: both see it, neither the other's workloads in it.
+    "GET /api/v1/incidents/{id}/#both": Spec(LOGGED_IN, shared=lambda w: {"id": w.shared_incident.pk}),
     "POST /api/v1/incidents/{id}/transition/": _write(
         view_and(OPERATE, "console"),
         ok=(200,),

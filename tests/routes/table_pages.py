@@ -32,6 +32,10 @@ ISSUE_20_NODE_PAGE = (
     "issue 20 (the fleet-views leak; this page is not listed there): the fleet node page shows other tenants' "
     "workload names (GPU allocated_to)"
 )
+ISSUE_20_INCIDENT = (
+    "issue 20 (the fleet-views leak; this page is not listed there): the incident page names every affected "
+    "workload, other tenants' included"
+)
 NEW_USER_PICKER = (
     "new (not in issue 20): the Memberships page's grant form lists every user of the console, other tenants' "
     "people and service accounts included, to anyone who manages a tenant"
@@ -255,6 +259,12 @@ TABLE: dict[str, Spec] = {
     "health:fleet_health": Spec(LOGGED_IN),
     "health:incident_list": Spec(LOGGED_IN),
     "health:incident_detail": Spec(VIEW, obj=lambda w, s: {"pk": s.incident.pk}),
+    # An incident touching both tenants' work: both see it, neither the other's workloads in it.
+    "health:incident_detail#both": Spec(
+        LOGGED_IN,
+        shared=lambda w: {"pk": w.shared_incident.pk},
+        known=_leaks_to_tenant_personas(ISSUE_20_INCIDENT),
+    ),
     "health:incident_transition#post": post(
         view_and(OPERATE, "console"),
         obj=lambda w, s: {"pk": s.incident.pk},

@@ -100,6 +100,7 @@ class World:
     cluster: Cluster
     node: Node  # a node with no incident and no operation: runbook actions start cleanly here
     cordoned_node: Node  # cordoned, no incident: uncordon and resume start cleanly here
+    shared_incident: Incident  # touches A's work and B's
     gpu_model: GpuModel
     tier: PriorityTier
     rule: Rule
@@ -281,6 +282,21 @@ def build_world() -> World:
         )
         sides[key]["event"] = AuditEvent.objects.filter(tenant=sides[key]["tenant"]).order_by("id").first()
         sides[key]["admission"] = Admission.objects.filter(queue=sides[key]["queue"]).order_by("id").first()
+    # And one on a node both tenants' work ran on: each tenant sees it; neither may see the other's work in it.
+    shared_incident = Incident.objects.create(
+        node=nodes["own"],
+        cause="nvlink",
+        rule_key="nvlink",
+        ruleset_version=1,
+        title=f"NVLink errors on {nodes['own'].name}",
+        severity="critical",
+        action="alert",
+        state="detected",
+        detected_at=now,
+        last_seen_at=now,
+    )
+    shared_incident.workloads.add(sides["own"]["service"], sides["foreign"]["service"])
+    shared_incident.tenants.add(p.a, p.b)
     # Idle nodes with no incident and no operation on them: a runbook action on one starts cleanly (no 409).
     acted_on = Operation.objects.filter(target_type="fleet.node").values_list("target_id", flat=True)
     quiet = list(
@@ -315,6 +331,7 @@ def build_world() -> World:
         cluster=cluster,
         node=node,
         cordoned_node=Node.objects.get(pk=cordoned.pk),
+        shared_incident=shared_incident,
         gpu_model=h100,
         tier=PriorityTier.objects.get(name="training"),
         rule=active_ruleset().rules.order_by("key").first(),
