@@ -166,9 +166,31 @@ def _issue_viewer_token(persona: str, tenant: str | None) -> str:
 ISSUE_VIEWER_TOKEN = Rule(custom=_issue_viewer_token)
 
 
+# Budgets (GPU and money): a team's is set by the managers of its parent, an organization's by platform admins.
+BUDGET = Rule(see=Action.VIEW, need=(Action.MANAGE, "parent"))
+
+
 def _channels(persona: str, tenant: str | None) -> str:
     """A tenant's notification channels are its managers' to see and change."""
     return OK if may(persona, Action.MANAGE, tenant) else HIDDEN
 
 
 CHANNELS = Rule(custom=_channels)
+
+
+#
+# Known bugs: the pairs a leak touches
+#
+
+
+def one_tenant_personas(reason: str, among: list[str], target: str = "shared") -> dict[tuple[str, str], str]:
+    """Every persona (`among` those of the matrix) whose view is one tenant's, on a shared answer that shows the
+    other tenant's rows."""
+    return {(persona, target): reason for persona in among if persona in SEES_ONLY_A | SEES_ONLY_B}
+
+
+def across(reason: str, among: list[str]) -> dict[tuple[str, str], str]:
+    """A fleet object seen from both sides ("own": the one running A's work, "foreign": B's): A's personas on
+    the one running B's work, B's member on A's (`among` the personas of the matrix)."""
+    pairs = {(persona, "foreign") for persona in SEES_ONLY_A} | {(persona, "own") for persona in SEES_ONLY_B}
+    return {(persona, target): reason for persona, target in pairs if persona in among}

@@ -3,8 +3,9 @@
 Written from docs/api.md's "who may call it" column and docs/permissions.md: "view scope" rows answer 404
 outside your view; a write the action does not allow answers 403; an unauthenticated call 401. Keys are
 "METHOD /path/" as in the schema; "key#variant" adds another request to the same operation (another body).
-Every body is valid, so that a refusal is the permission's and not the input's; names of new rows carry neither
-tenant's marker (`alpha-`, `bravo-`), so an answer that echoes the request is not taken for a leak.
+Every body is valid, so that a refusal is the permission's and not the input's. New rows are named `rt-…`, with
+neither tenant's marker (`alpha-`, `bravo-`); a name the request itself sent may come back in the answer and is
+not taken for a leak.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ from apps.accounts.roles import Action
 from tests.routes.matrix import Spec
 from tests.routes.policy import (
     API_PERSONAS,
+    BUDGET,
     CHANNELS,
     ISSUE_VIEWER_TOKEN,
     LOGGED_IN,
-    SEES_ONLY_A,
     TOKENS,
     VIEW,
     Rule,
+    across,
     console,
     may,
+    one_tenant_personas,
     view_and,
 )
 from tests.routes.world import training_spec
@@ -42,24 +45,6 @@ RUNBOOK = ("cordon", "uncordon", "drain", "resume", "request-reset", "mark-rma")
 def _without(action: str, reason: str, target: str = "shared") -> dict:
     """The pairs of every persona with a role but without `action` console-wide: for a known missing check."""
     return {(p, target): reason for p in API_PERSONAS if p != "anonymous" and not may(p, action, None)}
-
-
-def _tenant_personas(reason: str, target: str = "shared") -> dict:
-    """The pairs of every persona whose view is one tenant's: for a shared answer that shows another's rows."""
-    return {(p, target): reason for p in (*SEES_ONLY_A, "member_b")}
-
-
-def _leaks_across(reason: str) -> dict:
-    """A fleet object seen from both sides: A's personas on the one running B's work, B's member on A's."""
-    return {**{(p, "foreign"): reason for p in SEES_ONLY_A}, ("member_b", "own"): reason}
-
-
-def _team_or_org(side) -> str:
-    """Budgets: A's team (set by A's managers) and B's organization (set by platform admins only)."""
-    return (side.team or side.tenant).slug
-
-
-BUDGET = Rule(see=Action.VIEW, need=(MANAGE, "parent"))
 
 
 def _write(rule: Rule, method: str = "POST", ok: tuple[int, ...] = (201,), **kwargs) -> Spec:
@@ -187,17 +172,17 @@ TABLE: dict[str, Spec] = {
         query="action=drain",
         known={**_without(OPERATE, ISSUE_20_PREVIEW, "own"), **_without(OPERATE, ISSUE_20_PREVIEW, "foreign")},
     ),
-    "GET /api/v1/gpus/": Spec(LOGGED_IN, known=_tenant_personas(ISSUE_20_GPUS)),
+    "GET /api/v1/gpus/": Spec(LOGGED_IN, known=one_tenant_personas(ISSUE_20_GPUS, API_PERSONAS)),
     "GET /api/v1/gpus/#node": Spec(  # the node's GPUs, as the node page asks for them
         LOGGED_IN,
         obj=lambda w, s: {},
         query=lambda w, s: f"node={s.busy_node.name}",
-        known=_leaks_across(ISSUE_20_GPUS),
+        known=across(ISSUE_20_GPUS, API_PERSONAS),
     ),
     "GET /api/v1/gpus/{id}/": Spec(
         LOGGED_IN,
         obj=lambda w, s: {"id": s.busy_node.gpus.order_by("index").first().pk},
-        known=_leaks_across(ISSUE_20_GPUS),
+        known=across(ISSUE_20_GPUS, API_PERSONAS),
     ),
     "GET /api/v1/gpu-models/": Spec(LOGGED_IN),
     "GET /api/v1/gpu-models/{id}/": Spec(LOGGED_IN, shared=lambda w: {"id": w.gpu_model.pk}),
@@ -328,9 +313,9 @@ TABLE: dict[str, Spec] = {
     "POST /api/v1/budgets/": _write(
         BUDGET,
         obj=lambda w, s: {},
-        tenant=_team_or_org,
+        tenant=lambda s: s.budget_tenant,
         # within the organization's 24 (A's team), above its queues' 12 (B)
-        body=lambda w, s: {"tenant": _team_or_org(s), "gpu_model": "h100", "guaranteed": 4 if s.team else 30},
+        body=lambda w, s: {"tenant": s.budget_tenant, "gpu_model": "h100", "guaranteed": 4 if s.team else 30},
         in_body=True,
     ),
     "GET /api/v1/budgets/{id}/": Spec(VIEW, obj=lambda w, s: {"id": s.budget.pk}),
@@ -426,8 +411,8 @@ TABLE: dict[str, Spec] = {
     "POST /api/v1/spend-budgets/": _write(
         BUDGET,
         obj=lambda w, s: {},
-        tenant=_team_or_org,
-        body=lambda w, s: {"tenant": _team_or_org(s), "monthly_amount": "1234.00"},
+        tenant=lambda s: s.budget_tenant,
+        body=lambda w, s: {"tenant": s.budget_tenant, "monthly_amount": "1234.00"},
         in_body=True,
     ),
     "GET /api/v1/spend-budgets/{id}/": Spec(VIEW, obj=lambda w, s: {"id": s.spend_budget.pk}),

@@ -13,13 +13,17 @@ import json
 from apps.accounts.roles import Action
 from tests.routes.matrix import Spec
 from tests.routes.policy import (
+    BUDGET,
     ISSUE_VIEWER_TOKEN,
     LOGGED_IN,
+    PAGE_PERSONAS,
     PUBLIC,
     TOKENS,
     VIEW,
     Rule,
+    across,
     console,
+    one_tenant_personas,
     view_and,
 )
 from tests.routes.world import training_spec
@@ -40,27 +44,6 @@ NEW_USER_PICKER = (
     "new (not in issue 20): the Memberships page's grant form lists every user of the console, other tenants' "
     "people and service accounts included, to anyone who manages a tenant"
 )
-
-
-def _leaks_to_tenant_personas(reason: str, target: str = "shared") -> dict:
-    return {(persona, target): reason for persona in ("tenant_admin_a", "member_a", "viewer_a", "member_b")}
-
-
-def _leaks_across(reason: str) -> dict:
-    """A fleet object seen from both sides: A's personas on the one running B's work, B's member on A's."""
-    return {
-        **{(persona, "foreign"): reason for persona in ("tenant_admin_a", "member_a", "viewer_a")},
-        ("member_b", "own"): reason,
-    }
-
-
-def _team_or_org(side) -> str:
-    """Budgets: A's team (set by A's managers) and B's organization (set by platform admins only)."""
-    return (side.team or side.tenant).slug
-
-
-# A rule for budgets: a team's is set by managers of its parent, an organization's by platform admins.
-BUDGET = Rule(see=Action.VIEW, need=(MANAGE, "parent"))
 
 
 def post(rule: Rule, **kwargs) -> Spec:
@@ -179,7 +162,9 @@ TABLE: dict[str, Spec] = {
     "fleet:cluster_detail": Spec(LOGGED_IN, shared=lambda w: {"name": w.cluster.name}),
     # Keyed by its URL, which stays while the page moves from fleet to tenancy (and its URL name may change).
     "fleet/clusters/<str:name>/desired-state/": Spec(
-        LOGGED_IN, shared=lambda w: {"name": w.cluster.name}, known=_leaks_to_tenant_personas(ISSUE_20_DESIRED_STATE)
+        LOGGED_IN,
+        shared=lambda w: {"name": w.cluster.name},
+        known=one_tenant_personas(ISSUE_20_DESIRED_STATE, PAGE_PERSONAS),
     ),
     "fleet:cluster_sync#post": post(console(OPERATE), shared=lambda w: {"name": w.cluster.name}),
     "fleet:cluster_test_connection#post": post(
@@ -193,7 +178,7 @@ TABLE: dict[str, Spec] = {
     "fleet:node_detail": Spec(
         LOGGED_IN,
         obj=lambda w, s: {"cluster": w.cluster.name, "name": s.busy_node.name},
-        known=_leaks_across(ISSUE_20_NODE_PAGE),
+        known=across(ISSUE_20_NODE_PAGE, PAGE_PERSONAS),
     ),
     "fleet:node_telemetry": Spec(LOGGED_IN, obj=lambda w, s: {"cluster": w.cluster.name, "name": s.busy_node.name}),
     "fleet:node_fault#post": post(
@@ -246,11 +231,11 @@ TABLE: dict[str, Spec] = {
         console(ADMINISTER),
         body=lambda w, s: {"gpu_model": "h100", "rate": "2.75", "effective_from": "2031-01-01 00:00"},
     ),
-    "chargeback:tenant_spend": Spec(VIEW, obj=lambda w, s: {"slug": _team_or_org(s)}, tenant=_team_or_org),
+    "chargeback:tenant_spend": Spec(VIEW, obj=lambda w, s: {"slug": s.budget_tenant}, tenant=lambda s: s.budget_tenant),
     "chargeback:tenant_spend#post": post(
         BUDGET,
-        obj=lambda w, s: {"slug": _team_or_org(s)},
-        tenant=_team_or_org,
+        obj=lambda w, s: {"slug": s.budget_tenant},
+        tenant=lambda s: s.budget_tenant,
         body=lambda w, s: {"monthly_amount": "1234.00", "thresholds": "50, 100"},
     ),
     #
@@ -263,7 +248,7 @@ TABLE: dict[str, Spec] = {
     "health:incident_detail#both": Spec(
         LOGGED_IN,
         shared=lambda w: {"pk": w.shared_incident.pk},
-        known=_leaks_to_tenant_personas(ISSUE_20_INCIDENT),
+        known=one_tenant_personas(ISSUE_20_INCIDENT, PAGE_PERSONAS),
     ),
     "health:incident_transition#post": post(
         view_and(OPERATE, "console"),
@@ -271,13 +256,13 @@ TABLE: dict[str, Spec] = {
         body=lambda w, s: {"to": "false-positive", "reason": "route matrix"},
     ),
     "health:node_health": Spec(
-        LOGGED_IN, obj=lambda w, s: {"pk": s.busy_node.pk}, known=_leaks_across(ISSUE_20_NODE_HEALTH)
+        LOGGED_IN, obj=lambda w, s: {"pk": s.busy_node.pk}, known=across(ISSUE_20_NODE_HEALTH, PAGE_PERSONAS)
     ),
     "health:node_health#preview": Spec(  # the drain preview on the page: which workloads it would evict
         LOGGED_IN,
         obj=lambda w, s: {"pk": s.busy_node.pk},
         query="preview=drain",
-        known=_leaks_across(ISSUE_20_NODE_HEALTH),
+        known=across(ISSUE_20_NODE_HEALTH, PAGE_PERSONAS),
     ),
     "health:node_action#post": post(
         console(OPERATE),

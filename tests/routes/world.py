@@ -91,6 +91,11 @@ class Side:
     busy_node: Node  # the node this tenant's training job runs on (and the incident is on)
     user: User  # a person with a role on this tenant only
 
+    @property
+    def budget_tenant(self) -> str:
+        """Whose budget to set: A's team (its managers may), B's organization (platform admins only)."""
+        return (self.team or self.tenant).slug
+
 
 @dataclass
 class World:
