@@ -251,9 +251,9 @@ TABLE: dict[str, Spec] = {
             "reason": "route matrix",
         },
     ),
-    "GET /api/v1/simulator/faults/{id}/": Spec(LOGGED_IN, shared=lambda w: {"id": w.fault.pk}),
+    "GET /api/v1/simulator/faults/{id}/": Spec(LOGGED_IN, shared=lambda w: {"id": w.fault_id}),
     "DELETE /api/v1/simulator/faults/{id}/": _write(
-        console(OPERATE), "DELETE", (200,), shared=lambda w: {"id": w.fault.pk}
+        console(OPERATE), "DELETE", (200,), shared=lambda w: {"id": w.fault_id}
     ),
     "POST /api/v1/simulator/advance/": _write(
         console(OPERATE), ok=(200,), body=lambda w, s: {"cluster": w.cluster.name, "minutes": 1}

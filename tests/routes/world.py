@@ -23,14 +23,13 @@ from apps.accounts import services as accounts
 from apps.accounts.models import Membership
 from apps.accounts.roles import Role
 from apps.audit.models import AuditEvent
-from apps.backends.simulator.services import create_simulated_cluster, inject_fault
 from apps.backends.types import UsageRecord as BackendUsage
 from apps.chargeback import services as chargeback
 from apps.chargeback.metering import build_records
 from apps.chargeback.models import MeterWatermark, Period, Statement, UsageRecord
 from apps.chargeback.periods import current_period, month_start, next_month
 from apps.chargeback.rollup import add_to_rollup
-from apps.fleet.models import GpuModel, Node
+from apps.fleet.models import Cluster, GpuModel, Node
 from apps.fleet.services import sync_inventory
 from apps.health.ingest import run_cycle
 from apps.health.models import Incident
@@ -46,9 +45,7 @@ from tests.utils.simulator import runs_to_the_end
 
 if TYPE_CHECKING:  # the types of the world's rows; where each model lives may change, the world does not care
     from apps.accounts.models import ApiToken, User
-    from apps.backends.models import SimFault
     from apps.chargeback.models import Credit, SpendBudget
-    from apps.fleet.models import Cluster
     from apps.health.models import IsolationPolicy, NotificationChannel, Rule, TelemetrySource
     from apps.tenancy.models import Queue, Quota, QuotaRequest, Tenant
     from apps.workloads.models import WorkloadTemplate
@@ -111,7 +108,7 @@ class World:
     rule: Rule
     telemetry_source: TelemetrySource
     isolation_policy: IsolationPolicy
-    fault: SimFault
+    fault_id: int  # a simulated fault injected on an idle node
     closed_period: Period  # has statements
     open_period: Period  # finished, metered to its end, not closed yet: may be closed
     current_period: Period
@@ -159,12 +156,22 @@ def _months_back(n: int) -> datetime:
     return start
 
 
+def _created(api: APIClient, path: str, body: dict) -> dict:
+    response = api.post(path, body, format="json")
+    assert response.status_code == 201, (path, response.content)
+    return response.json()
+
+
 def build_world() -> World:
     p = build_personas()
     admin = fresh(p.platform_admin)
-    cluster = create_simulated_cluster(
-        None, CLUSTER, {"nodes": 6, "gpus_per_node": 8, "models": {"h100": 1.0}, "seed": 11}
-    )
+    # Made through the API where a step has one (as a platform admin would), so this world does not depend on
+    # which module holds the code behind it: that moves, the API stays.
+    api = APIClient()
+    api.force_authenticate(admin)
+    shape = {"nodes": 6, "gpus_per_node": 8, "models": {"h100": 1.0}, "seed": 11}
+    _created(api, "/api/v1/clusters/", {"name": CLUSTER, "kind": "simulated", "connection": shape})
+    cluster = Cluster.objects.get(name=CLUSTER)
     assert sync_inventory(cluster.pk).ok
     h100 = GpuModel.objects.get(code="h100")
     rate_card = chargeback.set_rate(admin, gpu_model=h100, rate="2.50", effective_from=LONG_AGO)
@@ -312,7 +319,9 @@ def build_world() -> World:
     assert len(quiet) >= 2, "the world needs two idle nodes"
     node, cordoned = quiet[0], quiet[1]
     Node.objects.filter(pk=cordoned.pk).update(unschedulable=True)
-    fault = inject_fault(None, cluster, quiet[-1].name, "thermal", 0, reason="route matrix")
+    fault = _created(
+        api, "/api/v1/simulator/faults/", {"cluster": CLUSTER, "node": quiet[-1].name, "kind": "thermal", "gpu": 0}
+    )
     telemetry = health_config.configure_source(admin, cluster, kind="simulator")
     policy = health_config.set_isolation_policy(
         admin, None, cordon_severities=["fatal"], drain_severities=[], max_nodes_per_hour=1, max_percent_per_hour=5
@@ -320,14 +329,9 @@ def build_world() -> World:
     health_config.add_channel(admin, kind="email", target="oncall@example.com")
 
     # Teams made after the period closed, so no statement holds them: the only tenants that may be deleted.
-    # Made through the API (as a platform admin would), so this world does not depend on where tenants' code lives.
-    api = APIClient()
-    api.force_authenticate(admin)
     for key, parent, letter in (("own", p.a, "alpha"), ("foreign", p.b, "bravo")):
-        body = {"name": f"{letter}-empty", "slug": f"{letter}-empty", "parent": parent.slug}
-        created = api.post("/api/v1/tenants/", body, format="json")
-        assert created.status_code == 201, created.content
-        sides[key]["empty_team"] = type(parent).objects.get(slug=body["slug"])
+        _created(api, "/api/v1/tenants/", {"name": f"{letter}-empty", "slug": f"{letter}-empty", "parent": parent.slug})
+        sides[key]["empty_team"] = type(parent).objects.get(slug=f"{letter}-empty")
 
     world = World(
         personas=p,
@@ -342,7 +346,7 @@ def build_world() -> World:
         rule=active_ruleset().rules.order_by("key").first(),
         telemetry_source=telemetry,
         isolation_policy=policy,
-        fault=fault,
+        fault_id=fault["id"],
         closed_period=closed,
         open_period=open_period,
         current_period=current_period(),
