@@ -137,12 +137,14 @@ class KubernetesBackend(Backend):
             notes=notes,
         )
 
-    def _now(self) -> datetime:
-        # Kubernetes timestamps have whole seconds: a span starting "now" must not look earlier than it.
+    def now(self) -> datetime:
+        """Kubernetes timestamps have whole seconds, and so has this clock: a span starting "now" must not look
+        earlier than it, and metering's watermark (this clock at the call) must end where the spans it got
+        end, or the fraction of a second between them would go unmetered."""
         return datetime.now(UTC).replace(microsecond=0)
 
     def inventory(self) -> Inventory:
-        taken_at = self._now()
+        taken_at = self.now()
         nodes = self.api.list(NODE.path(), "list nodes")
         pods = self.api.list(
             POD.path(),
@@ -282,7 +284,7 @@ class KubernetesBackend(Backend):
         current = workload_status(backend_id, obj, pods, [])
         if current.state.finished:
             return current
-        now = self._now()
+        now = self.now()
         KubeCancellation.objects.update_or_create(
             cluster=self.cluster,
             backend_id=name,
@@ -387,7 +389,7 @@ class KubernetesBackend(Backend):
     def usage_since(self, since: datetime) -> list[UsageRecord]:
         from apps.backends.kubernetes.models import KubeCancellation
 
-        now = self._now()
+        now = self.now()
         entries = []
         cancelled = set()
         for row in KubeCancellation.objects.filter(cluster=self.cluster, cancelled_at__gt=since):
