@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from apps.backends.catalog import catalog_by_code  # noqa: E402
-from apps.workloads.render import (  # noqa: E402
+from apps.backends.render.workload import (  # noqa: E402
     RenderContext,
     SlurmContext,
     render_kubernetes,

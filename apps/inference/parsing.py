@@ -17,7 +17,7 @@ from itertools import pairwise
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from apps.workloads.render.engines import RUNNING_METRIC, WAITING_METRIC
+from apps.backends.render.workload.engines import RUNNING_METRIC, WAITING_METRIC
 
 
 @dataclass(frozen=True)

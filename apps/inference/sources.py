@@ -47,7 +47,7 @@ def _fill(template: str, values: dict[str, str]) -> str:
 def source_for(workload, namespace: str) -> Source:
     """The metrics source of an inference workload running in `namespace` (Kubernetes) on its cluster."""
     from apps.backends.registry import get_backend
-    from apps.workloads.render.common import short_name
+    from apps.backends.render.workload.common import short_name
 
     cluster = workload.cluster
     from apps.fleet.links import METRICS_URL_PLACEHOLDERS, url_template_error

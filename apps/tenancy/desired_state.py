@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.tenancy.models import PriorityTier, QueueBinding, Quota, Tenant
 
 

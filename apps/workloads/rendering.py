@@ -13,9 +13,9 @@ def kubernetes_rendering(workload: Workload, spec):
     The namespace is the queue's first namespace bound on the cluster (else the tenant's slug), the GPU
     resource and node selector follow the model, tolerations the node pool's taints.
     """
+    from apps.backends.render.workload import RenderContext, render_kubernetes
     from apps.fleet.models import NodePool
     from apps.tenancy.models import QueueBinding
-    from apps.workloads.render import RenderContext, render_kubernetes
 
     binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
     namespaces = (binding.namespaces if binding else []) or [workload.tenant.slug]
@@ -39,7 +39,7 @@ def kubernetes_rendering(workload: Workload, spec):
 
 def render_workload(workload: Workload) -> tuple[str, str]:
     """(text, error): the rendered objects as YAML or the sbatch script; error when it cannot be rendered."""
-    from apps.workloads.render import render_slurm
+    from apps.backends.render.workload import render_slurm
     from apps.workloads.specs import SpecError, parse_spec
     from apps.workloads.submission_context import catalog
 
@@ -58,8 +58,8 @@ def render_workload(workload: Workload) -> tuple[str, str]:
 def slurm_context(workload: Workload, binding=None):
     """Where the workload's sbatch script runs: the queue's Slurm account, the tier's QOS, the cluster's
     partition, GRES type and output directory (connection keys, see apps/backends/slurm/settings.py)."""
+    from apps.backends.render.workload import SlurmContext
     from apps.tenancy.models import QueueBinding
-    from apps.workloads.render import SlurmContext
 
     if binding is None:
         binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
@@ -79,7 +79,7 @@ def slurm_script(workload: Workload, spec) -> str:
     """The sbatch script the Slurm backend submits for `workload` (its parsed `spec`); a script that cannot
     be rendered for this cluster is a permanent backend error (retrying cannot help)."""
     from apps.backends.base import PermanentBackendError
-    from apps.workloads.render import render_slurm
+    from apps.backends.render.workload import render_slurm
 
     try:
         return render_slurm(spec, slurm_context(workload)).script

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 
 GPU_MODELS = (
     GpuModelRef(code="h100", name="H100-80GB-HBM3", product_label="NVIDIA-H100-80GB-HBM3", slurm_gres_type="h100"),

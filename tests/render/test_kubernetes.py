@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from apps.backends.render import RenderError, render_kubernetes, render_slurm
+from apps.backends.render.desired import GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.backends.render.kueue import ROOT_COHORT
 from apps.backends.render.validate import validate_objects
-from apps.tenancy.desired import GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from tests.render.states import QUEUES, representative_state, with_queues
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from apps.backends.render.desired import QueueSpec
 from apps.backends.render.names import dns_label, is_dns_label, is_label_value, is_qualified_name
-from apps.tenancy.desired import QueueSpec
 
 
 @pytest.mark.parametrize("name", ["a", "team-a", "a1", "1a", "x" * 63])

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from apps.backends.render import RenderError, render_slurm
+from apps.backends.render.desired import GpuModelRef, QueueSpec, TenantSpec, TierSpec
 from apps.backends.render.slurm import SAFE_ARGUMENT
-from apps.tenancy.desired import GpuModelRef, QueueSpec, TenantSpec, TierSpec
 from tests.render.states import QUEUES, representative_state, with_queues
 
 

@@ -29,7 +29,7 @@ from tests.render.states import representative_state
 QUEUEINGS = ["kueue", "volcano"]
 KUEUE = "kueue.x-k8s.io/v1beta2"
 VOLCANO = "scheduling.volcano.sh/v1beta1"
-KEDA = "keda.sh/v1alpha1"  # ScaledObject: rendered by apps/workloads/render for autoscaled services
+KEDA = "keda.sh/v1alpha1"  # ScaledObject: rendered by apps/backends/render/workload for autoscaled services
 
 
 @cache

@@ -63,7 +63,7 @@ DEFAULT_METRICS_PATTERN = "http://{service}.{namespace}.svc:{port}/metrics"
 
 
 def _short(name: str) -> str:
-    from apps.workloads.render.common import short_name
+    from apps.backends.render.workload.common import short_name
 
     return short_name(name)
 

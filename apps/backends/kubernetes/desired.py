@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from apps.backends.render.desired import DesiredState, GpuModelRef, QuotaLine
 from apps.backends.types import QuotaSpec
-from apps.tenancy.desired import DesiredState, GpuModelRef, QuotaLine
 
 
 def desired_state(cluster, quotas: list[QuotaSpec] | None) -> tuple[DesiredState, list[str]]:

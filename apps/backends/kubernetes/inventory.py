@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from apps.backends.kubernetes import pods as podinfo
 from apps.backends.kubernetes.nodes import CORDON_BY, CORDON_REASON
 from apps.backends.render.objects import PRODUCT_LABEL
+from apps.backends.render.workload.context import DEFAULT_TOPOLOGY_LABELS
 from apps.backends.types import GpuInfo, NodeInfo, Taint
-from apps.workloads.render.context import DEFAULT_TOPOLOGY_LABELS
 
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 COUNT_LABEL = "nvidia.com/gpu.count"

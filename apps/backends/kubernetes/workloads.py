@@ -2,7 +2,7 @@
 
 `objects_for` takes the manifest the console rendered for the workload (the outbox attaches it, see
 `apps.workloads.rendering.kubernetes_rendering`) or, for a bare WorkloadSpec (tests, scripts), renders a
-training job itself with `apps.workloads.render.render_kubernetes`. `workload_status` maps a Job, a
+training job itself with `apps.backends.render.workload.render_kubernetes`. `workload_status` maps a Job, a
 Volcano Job, a Deployment or a LeaderWorkerSet plus its pods and warning events onto WorkloadStatus.
 Pure functions except `render_context` (it reads the queue's namespace binding and the GPU model).
 """
@@ -22,7 +22,7 @@ KIND_LABEL = "gpu-console/kind"
 def objects_for(spec: WorkloadSpec, cluster, schema_version: str) -> list[dict]:
     """The objects to apply for `spec`, validated strictly against `schema_version` (PermanentBackendError
     with every problem)."""
-    from apps.workloads.render import RenderedWorkload, RenderError, render_kubernetes, validation_errors
+    from apps.backends.render.workload import RenderedWorkload, RenderError, render_kubernetes, validation_errors
 
     manifest = spec.manifest
     if isinstance(manifest, RenderedWorkload):
@@ -46,7 +46,7 @@ def objects_for(spec: WorkloadSpec, cluster, schema_version: str) -> list[dict]:
 
 def training_spec(spec: WorkloadSpec):
     """A TrainingJobSpec for a bare WorkloadSpec (an inference service needs the console's rendering)."""
-    from apps.workloads.specs import GpuSharing, TrainingJobSpec
+    from apps.backends.render.spec import GpuSharing, TrainingJobSpec
 
     if spec.labels.get(KIND_LABEL) == "inference":
         raise PermanentBackendError(f"{spec.name}: an inference service needs its rendered manifest")
@@ -83,10 +83,10 @@ def training_spec(spec: WorkloadSpec):
 
 def render_context(spec: WorkloadSpec, cluster):
     """Where the job goes: the queue's first bound namespace (else the tenant's), its tier, the pool's taints."""
+    from apps.backends.render.workload import RenderContext
     from apps.fleet.catalog import catalog_by_code
     from apps.fleet.models import GpuModel, NodePool
     from apps.tenancy.models import QueueBinding
-    from apps.workloads.render import RenderContext
 
     settings = cluster.connection or {}
     binding = QueueBinding.objects.filter(

@@ -4,7 +4,7 @@
     render(state, "slurm")       -> SlurmRender (sacctmgr argument vectors + caveats)
     caveats_for(kind, queueing)  -> what that backend cannot express, without rendering
 
-The input is `apps.tenancy.desired.DesiredState`; nothing here touches the database or a cluster.
+The input is `apps.backends.render.desired.DesiredState`; nothing here touches the database or a cluster.
 `apps.backends.render.validate` checks rendered objects strictly (built-ins per Kubernetes version,
 custom objects against the vendored CRDs in `crds/`, plus the CEL and webhook rules we rely on).
 """
@@ -12,11 +12,11 @@ custom objects against the vendored CRDs in `crds/`, plus the CEL and webhook ru
 from __future__ import annotations
 
 from apps.backends.render.caveats import caveats_for
+from apps.backends.render.desired import DesiredState
 from apps.backends.render.errors import RenderError
 from apps.backends.render.kubernetes import render_kubernetes
 from apps.backends.render.result import RenderResult
 from apps.backends.render.slurm import SlurmRender, render_slurm
-from apps.tenancy.desired import DesiredState
 
 KINDS = ("kubernetes", "slurm")
 

@@ -18,12 +18,12 @@ from types import ModuleType
 
 from apps.backends.render import kueue, volcano
 from apps.backends.render.caveats import caveats_for
+from apps.backends.render.desired import DesiredState, QueueSpec
 from apps.backends.render.errors import RenderError
 from apps.backends.render.model import Plan, build_plan, queue_label
 from apps.backends.render.names import require_dns_label, require_label_value
 from apps.backends.render.objects import labels, meta, namespace, obj, resource_quota
 from apps.backends.render.result import RenderResult
-from apps.tenancy.desired import DesiredState, QueueSpec
 
 QUEUEING: dict[str, ModuleType] = {"kueue": kueue, "volcano": volcano}
 # Binding these would put the console's labels and GPU quota on Kubernetes' own namespaces.

@@ -16,6 +16,7 @@ Mapping (reference §1 and §6):
 
 from __future__ import annotations
 
+from apps.backends.render.desired import QueueSpec
 from apps.backends.render.errors import RenderError
 from apps.backends.render.model import INT32_MIN, Plan, line_max, queue_label, queue_weight
 from apps.backends.render.names import dns_label
@@ -29,7 +30,6 @@ from apps.backends.render.objects import (
     obj,
     weight_quantity,
 )
-from apps.tenancy.desired import QueueSpec
 
 API = "kueue.x-k8s.io/v1beta2"
 ROOT_COHORT = "gpu-console-root"

@@ -16,9 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
 
+from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.backends.render.errors import RenderError
 from apps.backends.render.names import require_dns_label
-from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 
 # Kubernetes refuses user PriorityClasses above one billion (higher values are for system-* classes).
 MAX_USER_PRIORITY = 1_000_000_000

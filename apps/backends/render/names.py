@@ -9,9 +9,11 @@ names sharing a prefix stay distinct.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 
 from apps.backends.render.errors import RenderError
+from apps.core.text import N_, Text
 
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
@@ -22,6 +24,7 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 # alphanumerics at both ends, '-', '_' and '.' inside.
 _QUALIFIED_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _HASH_LEN = 8
+_PATH_PART = re.compile(r"[A-Za-z0-9._@+=,-]+")
 
 
 def is_dns_label(name: str) -> bool:
@@ -81,3 +84,17 @@ def require_label_value(value: str, what: str) -> str:
             "'-', '_' and '.', starting and ending with a letter or digit)",
         )
     return value
+
+
+def path_error(value: str) -> Text | None:
+    """Why `value` is not a clean absolute path (no '..', no '//', no shell or control characters), or None."""
+    if not value.startswith("/"):
+        return N_("%(path)r must be an absolute path", path=value)
+    if value != "/" and (posixpath.normpath(value) != value or "//" in value):  # normpath keeps a leading //
+        return N_("%(path)r is not normalised (no '.', '..', '//' or trailing '/')", path=value)
+    parts = [p for p in value.split("/") if p]
+    if any(p in (".", "..") for p in parts) or not all(_PATH_PART.fullmatch(p) for p in parts):
+        return N_("%(path)r may contain only letters, digits and . _ @ + = , - between '/'", path=value)
+    if len(value) > 1024:
+        return N_("a path of at most 1024 characters")
+    return None

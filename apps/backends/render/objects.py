@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apps.tenancy.desired import QueueSpec
+from apps.backends.render.desired import QueueSpec
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "gpu-console"

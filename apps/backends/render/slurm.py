@@ -33,10 +33,10 @@ import shlex
 from dataclasses import dataclass, field
 
 from apps.backends.render.caveats import caveats_for
+from apps.backends.render.desired import DesiredState, QueueSpec, QuotaLine
 from apps.backends.render.errors import RenderError
 from apps.backends.render.model import Plan, build_plan, line_max, queue_label, queue_weight
 from apps.backends.render.result import comment_block
-from apps.tenancy.desired import DesiredState, QueueSpec, QuotaLine
 
 SACCTMGR = ("sacctmgr", "-i")  # -i: commit without asking, as a program must
 ROOT_ACCOUNT = "root"

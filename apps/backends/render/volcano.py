@@ -16,11 +16,11 @@ Mapping (reference §2 and §6):
 
 from __future__ import annotations
 
+from apps.backends.render.desired import QueueSpec
 from apps.backends.render.errors import RenderError
 from apps.backends.render.model import Plan, line_max, line_never_lent, queue_label, queue_weight
 from apps.backends.render.names import dns_label, is_qualified_name
 from apps.backends.render.objects import GPU_RESOURCE, labels, meta, obj
-from apps.tenancy.desired import QueueSpec
 
 API = "scheduling.volcano.sh/v1beta1"
 ROOT_QUEUE = "root"

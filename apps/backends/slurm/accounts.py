@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.backends.render.slurm import render_slurm
 from apps.backends.slurm.cli import Cli
 from apps.backends.slurm.settings import SlurmSettings
 from apps.backends.types import PushResult, QuotaSpec
-from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 
 ASSOC_FORMAT = "account,user,parentname,fairshare,grptres,qos,defaultqos"
 QOS_FORMAT = "name,priority,preempt,preemptmode"

@@ -1,7 +1,7 @@
 """The sbatch script the backend submits for a WorkloadSpec.
 
 A workload submitted through the console arrives with `spec.manifest` set to the script the workloads
-renderer made (apps/workloads/render/slurm.py: torchrun, inference engines, hostile-input-safe quoting);
+renderer made (apps/backends/render/workload/slurm.py: torchrun, inference engines, hostile-input-safe quoting);
 it is submitted as it is. A bare WorkloadSpec (a command, workers x GPUs) gets a small script here: one
 `srun` step per node running the command as one exactly-quoted argument vector.
 """
@@ -12,10 +12,10 @@ import math
 
 from apps.backends.base import PermanentBackendError
 from apps.backends.render.errors import RenderError
+from apps.backends.render.workload.common import sh_join
+from apps.backends.render.workload.slurm import DIRECTIVE_VALUE, SRUN
 from apps.backends.slurm.settings import SlurmSettings
 from apps.backends.types import Sharing, WorkloadSpec
-from apps.workloads.render.common import sh_join
-from apps.workloads.render.slurm import DIRECTIVE_VALUE, SRUN
 
 MINUTE = 60
 

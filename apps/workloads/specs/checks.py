@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 
+from apps.backends.render.names import path_error
 from apps.core.text import N_, Text
 from apps.workloads.specs.model import (
     MAX_ENV,
@@ -21,7 +21,6 @@ from apps.workloads.specs.reader import Errors, Reader, is_text, type_name
 # Patterns are used with fullmatch: "$" alone would let a trailing newline through.
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PATH_PART = re.compile(r"[A-Za-z0-9._@+=,-]+")
 _HF_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?")
 # Image references, after github.com/distribution/reference (regexp.go).
@@ -99,20 +98,6 @@ def image_error(image: str) -> Text | None:
         return N_(
             "%(image)r has no tag or digest; pin one (e.g. :24.08-py3) so a restart runs the same image", image=image
         )
-    return None
-
-
-def path_error(value: str) -> Text | None:
-    """Why `value` is not a clean absolute path (no '..', no '//', no shell or control characters), or None."""
-    if not value.startswith("/"):
-        return N_("%(path)r must be an absolute path", path=value)
-    if value != "/" and (posixpath.normpath(value) != value or "//" in value):  # normpath keeps a leading //
-        return N_("%(path)r is not normalised (no '.', '..', '//' or trailing '/')", path=value)
-    parts = [p for p in value.split("/") if p]
-    if any(p in (".", "..") for p in parts) or not all(_PATH_PART.fullmatch(p) for p in parts):
-        return N_("%(path)r may contain only letters, digits and . _ @ + = , - between '/'", path=value)
-    if len(value) > 1024:
-        return N_("a path of at most 1024 characters")
     return None
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+from apps.backends.render.spec import Spec, TrainingJobSpec
+from apps.backends.render.workload.engines import engine_argv
 from apps.backends.types import (
     ENGINE_LABEL,
     KIND_LABEL,
@@ -14,7 +16,7 @@ from apps.backends.types import (
     Topology,
     WorkloadSpec,
 )
-from apps.workloads.specs.model import SERVICE_DURATION_S, Spec, TrainingJobSpec
+from apps.workloads.specs.model import SERVICE_DURATION_S
 
 
 def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
@@ -45,8 +47,6 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
             command=[*spec.command, *spec.args],
             labels=labels,
         )
-    from apps.workloads.render.engines import engine_argv  # render imports this module; import late
-
     labels[ENGINE_LABEL] = spec.engine
     scaling = spec.autoscaling
     if scaling.enabled:

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from apps.core.text import N_
-from apps.workloads.specs.checks import URL, check_model, check_volume, image_error, under
-from apps.workloads.specs.model import (
-    CONSOLE_PORTS,
+from apps.backends.render.spec import (
     DEFAULT_IMAGES,
     DEFAULT_PROMETHEUS,
-    ENGINE_FLAGS,
-    ENGINES,
-    MAX_EXTRA_ARGS,
-    MAX_ITEM,
-    MAX_RUNTIME_S,
     Autoscaling,
     InferenceServiceSpec,
     Readiness,
     Shutdown,
     Weights,
 )
+from apps.core.text import N_
+from apps.workloads.specs.checks import URL, check_model, check_volume, image_error, under
+from apps.workloads.specs.model import CONSOLE_PORTS, ENGINE_FLAGS, ENGINES, MAX_EXTRA_ARGS, MAX_ITEM, MAX_RUNTIME_S
 from apps.workloads.specs.reader import Errors, Reader
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from apps.backends.render.spec import DEFAULT_TIERS, Spec
 from apps.core.text import N_
 from apps.workloads.specs.checks import check_dns_label, check_env
 from apps.workloads.specs.inference import parse_inference
-from apps.workloads.specs.model import DEFAULT_TIERS, KINDS, Spec, SpecError
+from apps.workloads.specs.model import KINDS, SpecError
 from apps.workloads.specs.reader import Errors, Reader
 from apps.workloads.specs.training import parse_training
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from apps.backends.render.spec import Elastic, GpuSharing, TrainingJobSpec, Volume
 from apps.backends.types import Sharing, Topology
 from apps.core.text import N_
 from apps.workloads.specs.checks import check_volume, image_error, mig_per_gpu, mig_profiles, path_error
@@ -14,10 +15,6 @@ from apps.workloads.specs.model import (
     MIG_COMPUTE_SLICES,
     SHARING_MODES,
     TOPOLOGIES,
-    Elastic,
-    GpuSharing,
-    TrainingJobSpec,
-    Volume,
 )
 from apps.workloads.specs.reader import Errors, Reader, type_name
 

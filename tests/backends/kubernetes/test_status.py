@@ -6,8 +6,8 @@ import pytest
 
 from apps.backends.kubernetes.backend import KubernetesBackend
 from apps.backends.kubernetes.workloads import workload_status
+from apps.backends.render.workload import RenderContext, render_kubernetes
 from apps.backends.types import WorkloadSpec, WorkloadState
-from apps.workloads.render import RenderContext, render_kubernetes
 from apps.workloads.specs import InferenceServiceSpec
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from apps.backends.base import PermanentBackendError
+from apps.backends.render.workload import render_slurm
 from apps.backends.slurm import parse
 from apps.backends.slurm.rest import job_properties
 from apps.backends.slurm.script import sbatch_script
 from apps.backends.slurm.settings import SlurmSettings
 from apps.backends.types import WorkloadSpec, WorkloadState
-from apps.workloads.render import render_slurm
-from tests.workloads.render.cases import spec_of
+from tests.render.workload.cases import spec_of
 
 SETTINGS = SlurmSettings(cluster="c", output_dir="/shared/out", job_path="/opt/bin:/usr/bin")
 
@@ -77,7 +77,7 @@ def test_a_bare_spec_becomes_one_quoted_srun_step():
 
 
 def test_rest_job_description_from_the_workloads_renderer_script():
-    from tests.workloads.render.cases import slurm_context
+    from tests.render.workload.cases import slurm_context
 
     script = render_slurm(spec_of("slurm-training.sh"), slurm_context()).script
     job = job_properties(script, SETTINGS)

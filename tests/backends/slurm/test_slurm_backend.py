@@ -8,8 +8,8 @@ import re
 import pytest
 
 from apps.backends.base import NotFoundError, PermanentBackendError
+from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.backends.types import WorkloadSpec, WorkloadState
-from apps.tenancy.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from tests.backends.slurm.conftest import unique, wait_for
 
 DONE = {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}

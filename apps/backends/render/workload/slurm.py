@@ -18,13 +18,20 @@ from __future__ import annotations
 import re
 
 from apps.backends.render.errors import RenderError
+from apps.backends.render.names import is_dns_label, path_error
 from apps.backends.render.result import comment_block
+from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec
+from apps.backends.render.workload.common import check_env_names, sh_join, sh_quote
+from apps.backends.render.workload.context import RenderedScript, SlurmContext
+from apps.backends.render.workload.engines import (
+    HEALTH_PATH,
+    RAY_PORT,
+    SGLANG_DIST_PORT,
+    engine_argv,
+    ray_wait_for_nodes,
+)
+from apps.backends.render.workload.training import torchrun_argv
 from apps.backends.types import Sharing, Topology
-from apps.workloads.render.common import check_env_names, sh_join, sh_quote
-from apps.workloads.render.context import RenderedScript, SlurmContext
-from apps.workloads.render.engines import HEALTH_PATH, RAY_PORT, SGLANG_DIST_PORT, engine_argv, ray_wait_for_nodes
-from apps.workloads.render.training import torchrun_argv
-from apps.workloads.specs import InferenceServiceSpec, Spec, TrainingJobSpec, is_dns_label, path_error
 
 # Same rules as the quota renderer's sacctmgr names: never a leading '-' (an option), nothing a shell or
 # sbatch's directive parser treats specially.

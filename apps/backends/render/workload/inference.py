@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-from apps.workloads.render.common import (
+from apps.backends.render.spec import InferenceServiceSpec
+from apps.backends.render.workload.common import (
     ROLE_LABEL,
     console_labels,
     container_resources,
@@ -30,8 +31,8 @@ from apps.workloads.render.common import (
     shm_mount,
     shm_volume,
 )
-from apps.workloads.render.context import RenderContext
-from apps.workloads.render.engines import (
+from apps.backends.render.workload.context import RenderContext
+from apps.backends.render.workload.engines import (
     HEALTH_PATH,
     RAY_PORT,
     SGLANG_DIST_PORT,
@@ -40,7 +41,6 @@ from apps.workloads.render.engines import (
     engine_argv,
     ray_wait_for_nodes,
 )
-from apps.workloads.specs import InferenceServiceSpec
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 KEDA_API = "keda.sh/v1alpha1"

@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 from apps.backends.render import rules
 from apps.backends.render.errors import RenderError
 from apps.backends.render.validate import crd_index
-from apps.workloads.render import RenderedWorkload, render_kubernetes, validation_errors
-from apps.workloads.render.common import kube_literal, short_name
-from apps.workloads.render.engines import engine_argv
-from apps.workloads.render.inference import waiting_query
-from apps.workloads.render.training import torchrun_argv
+from apps.backends.render.workload import RenderedWorkload, render_kubernetes, validation_errors
+from apps.backends.render.workload.common import kube_literal, short_name
+from apps.backends.render.workload.engines import engine_argv
+from apps.backends.render.workload.inference import waiting_query
+from apps.backends.render.workload.training import torchrun_argv
 from apps.workloads.specs import apply_overrides, parse_spec
-from tests.workloads.render.cases import CATALOG, H100, SERVE, SMALL, TRAINING, kube_context
-from tests.workloads.render.fakes import base_env, hostile, kubelet_expand, recorded, write_fake
+from tests.render.workload.cases import CATALOG, H100, SERVE, SMALL, TRAINING, kube_context
+from tests.render.workload.fakes import base_env, hostile, kubelet_expand, recorded, write_fake
 
 
 def train(**overrides):

@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from apps.workloads.render.engines import DRAIN_SCRIPT, RUNNING_METRIC, WAITING_METRIC, engine_argv
+from apps.backends.render.workload.engines import DRAIN_SCRIPT, RUNNING_METRIC, WAITING_METRIC, engine_argv
 from apps.workloads.specs import apply_overrides, parse_spec
-from tests.workloads.render.cases import CATALOG, SERVE
+from tests.render.workload.cases import CATALOG, SERVE
 
 
 def serve(**overrides):

@@ -12,8 +12,8 @@ and canonical name, and the kubelet's /etc/hosts gives a pod with a subdomain ex
 
 from __future__ import annotations
 
-from apps.backends.types import Sharing, Topology
-from apps.workloads.render.common import (
+from apps.backends.render.spec import TrainingJobSpec
+from apps.backends.render.workload.common import (
     console_labels,
     container_resources,
     cpu_memory,
@@ -28,8 +28,8 @@ from apps.workloads.render.common import (
     shm_mount,
     shm_volume,
 )
-from apps.workloads.render.context import RenderContext
-from apps.workloads.specs import TrainingJobSpec
+from apps.backends.render.workload.context import RenderContext
+from apps.backends.types import Sharing, Topology
 
 RDZV_PORT = 29500
 TASK = "worker"  # the Volcano task name; pods are "<job>-worker-<index>"

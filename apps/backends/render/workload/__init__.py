@@ -12,9 +12,9 @@ Nothing here touches the database or a cluster. RenderError (a ValueError) names
 from __future__ import annotations
 
 from apps.backends.render.errors import RenderError
-from apps.workloads.render.context import RenderContext, RenderedScript, RenderedWorkload, SlurmContext
-from apps.workloads.render.kubernetes import render_kubernetes, validation_errors
-from apps.workloads.render.slurm import render_slurm
+from apps.backends.render.workload.context import RenderContext, RenderedScript, RenderedWorkload, SlurmContext
+from apps.backends.render.workload.kubernetes import render_kubernetes, validation_errors
+from apps.backends.render.workload.slurm import render_slurm
 
 __all__ = [
     "RenderContext",

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from apps.backends.render.errors import RenderError
-from apps.workloads.render import render_slurm
-from apps.workloads.render.engines import engine_argv
-from apps.workloads.render.slurm import slurm_time
+from apps.backends.render.workload import render_slurm
+from apps.backends.render.workload.engines import engine_argv
+from apps.backends.render.workload.slurm import slurm_time
 from apps.workloads.specs import DEFAULT_IMAGES, ENGINES, apply_overrides, parse_spec
 from apps.workloads.specs.model import ENGINE_FLAGS
-from tests.workloads.render.cases import CATALOG, SERVE, SMALL, TRAINING, slurm_context
-from tests.workloads.render.fakes import base_env, hostile, recorded, recorded_env, write_fake
+from tests.render.workload.cases import CATALOG, SERVE, SMALL, TRAINING, slurm_context
+from tests.render.workload.fakes import base_env, hostile, recorded, recorded_env, write_fake
 
 SLURM_ENV = {"SLURM_JOB_NODELIST": "gpu-[01-02]", "SLURM_NNODES": "2", "SLURM_JOB_ID": "4711", "SLURM_NODEID": "0"}
 # srun: record, drop srun's own options (the renderer writes each as one --option=value word), run the rest.

@@ -18,10 +18,10 @@ import shlex
 from apps.backends.render.errors import RenderError
 from apps.backends.render.names import is_dns_label, is_label_value, is_qualified_name
 from apps.backends.render.objects import GPU_RESOURCE, MANAGED_BY, MANAGER, PRODUCT_LABEL, QUEUE_LABEL, TENANT_LABEL
+from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec, Volume
 from apps.backends.render.volcano import resource_name as volcano_resource_name
+from apps.backends.render.workload.context import QUEUEINGS, RenderContext
 from apps.backends.types import Sharing
-from apps.workloads.render.context import QUEUEINGS, RenderContext
-from apps.workloads.specs import InferenceServiceSpec, Spec, TrainingJobSpec, Volume
 
 WORKLOAD_LABEL = "gpu-console/workload"
 KIND_LABEL = "gpu-console/kind"

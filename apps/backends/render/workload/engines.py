@@ -16,7 +16,7 @@ Both serve GET /health (200 once the model is loaded) and Prometheus metrics on 
 
 from __future__ import annotations
 
-from apps.workloads.specs import InferenceServiceSpec
+from apps.backends.render.spec import InferenceServiceSpec
 
 HEALTH_PATH = "/health"
 WAITING_METRIC = {"vllm": "vllm:num_requests_waiting", "sglang": "sglang:num_queue_reqs"}

@@ -1,10 +1,10 @@
 """Golden files: representative workloads rendered for Kueue, Volcano and Slurm.
 
-The expected renderings live in tests/workloads/render/golden/. After an intended change to a renderer,
+The expected renderings live in tests/render/workload/golden/. After an intended change to a renderer,
 regenerate them and review the diff like code:
 
     UPDATE_GOLDEN=1 DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_wl SECRET_KEY=x \\
-        .venv/bin/python -m pytest tests/workloads/render -q -p no:warnings
+        .venv/bin/python -m pytest tests/render/workload -q -p no:warnings
 
 Pure tests: no database, no cluster. Every Kubernetes golden file validates strictly (built-ins on
 Kubernetes 1.31-1.35, Volcano / LeaderWorkerSet / KEDA objects against the vendored CRDs).
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apps.workloads.render import render_kubernetes, render_slurm, validation_errors
-from apps.workloads.render.context import RenderedWorkload
-from tests.workloads.render.cases import CASES, kube_context, slurm_context, spec_of
+from apps.backends.render.workload import render_kubernetes, render_slurm, validation_errors
+from apps.backends.render.workload.context import RenderedWorkload
+from tests.render.workload.cases import CASES, kube_context, slurm_context, spec_of
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

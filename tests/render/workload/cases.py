@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from apps.backends.catalog import catalog_by_code
-from apps.workloads.render import RenderContext, SlurmContext
+from apps.backends.render.workload import RenderContext, SlurmContext
 from apps.workloads.specs import Spec, apply_overrides, parse_spec
 
 CATALOG = catalog_by_code()

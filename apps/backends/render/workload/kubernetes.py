@@ -11,17 +11,17 @@ from dataclasses import replace
 
 from apps.backends.render.errors import RenderError
 from apps.backends.render.objects import MANAGED_BY, MANAGER, QUEUE_LABEL, TENANT_LABEL
-from apps.workloads.render.common import (
+from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec
+from apps.backends.render.workload.common import (
     check_context,
     check_env_names,
     check_spec_labels,
     object_name,
     volcano_resource_caveat,
 )
-from apps.workloads.render.context import RenderContext, RenderedWorkload
-from apps.workloads.render.inference import inference_objects
-from apps.workloads.render.training import training_objects
-from apps.workloads.specs import InferenceServiceSpec, Spec, TrainingJobSpec
+from apps.backends.render.workload.context import RenderContext, RenderedWorkload
+from apps.backends.render.workload.inference import inference_objects
+from apps.backends.render.workload.training import training_objects
 
 
 def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:

@@ -1,8 +1,9 @@
-"""The console's quota model as plain values, the input of the backend renderers.
+"""The console's quota model as plain values: the input of the quota renderers and of `Backend.push_quota`.
 
-Built from the database by `apps.tenancy.desired_state.build_desired_state()`; renderers in
-`apps/backends/render/` turn it into Kubernetes objects (Kueue or Volcano) or Slurm sacctmgr
-operations. No Django here, so renderers are pure functions with golden-file tests.
+Built from the database by `apps.tenancy.desired_state.build_desired_state()` (tenancy owns the tables);
+the renderers in `apps/backends/render/` turn it into Kubernetes objects (Kueue or Volcano) or Slurm
+sacctmgr operations, and each backend pushes what they render. No Django here, so renderers are pure
+functions with golden-file tests.
 """
 
 from __future__ import annotations

@@ -1,0 +1,305 @@
+"""The console's typed workload specs: what the renderers turn into Kubernetes objects or an sbatch script.
+
+Frozen dataclasses with JSON-safe `to_dict()` and derived GPU counts; pure Python, no Django. The workloads
+app builds them from user input (`apps.workloads.specs.parse_spec`, with every check and limit) and hands
+them to a backend, which renders them with `apps.backends.render.workload`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from apps.backends.types import Sharing, Topology
+
+# Pinned releases (never :latest, so a redeploy runs what was tested). Both tags are published upstream:
+# vllm/vllm-openai:v0.11.0 (vLLM's own docs build FROM it) and lmsysorg/sglang:v0.5.3 (SGLang's release tag).
+DEFAULT_IMAGES = {"vllm": "vllm/vllm-openai:v0.11.0", "sglang": "lmsysorg/sglang:v0.5.3"}
+DEFAULT_TIERS = {"training": "training", "inference": "online-inference"}
+DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"  # kube-prometheus-stack's service
+
+
+# --- the specs --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuSharing:
+    """How a worker holds its GPU: whole GPUs, one MIG instance, a time-slice replica or a HAMi vGPU.
+
+    `fraction` is derived at parse time (it needs the catalog): the share of one physical GPU a worker
+    holds, used for quota and chargeback (a 1g.10gb MIG instance is 1/7, a time-slice replica 1/replicas,
+    a HAMi vGPU the larger of its memory and compute shares).
+    """
+
+    mode: str = Sharing.WHOLE.value
+    mig_profile: str = ""  # mig: e.g. "1g.10gb"
+    replicas: int | None = None  # time-slice: replicas per GPU the node pool advertises
+    gpumem_mib: int | None = None  # hami: device memory per worker
+    gpucores: int | None = None  # hami: percent of the GPU's compute
+    fraction: float = 1.0  # derived, not input
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.mode == Sharing.MIG:
+            out["mig_profile"] = self.mig_profile
+        elif self.mode == Sharing.TIME_SLICE:
+            out["replicas"] = self.replicas
+        elif self.mode == Sharing.HAMI:
+            out["gpumem_mib"] = self.gpumem_mib
+            out["gpucores"] = self.gpucores
+        return out
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A PersistentVolumeClaim mounted into every worker (data, checkpoints, weights)."""
+
+    claim: str
+    mount_path: str
+    read_only: bool = False
+
+    def to_dict(self) -> dict:
+        return {"claim": self.claim, "mount_path": self.mount_path, "read_only": self.read_only}
+
+
+@dataclass(frozen=True)
+class Elastic:
+    """torchrun's elastic range: the job keeps running with min..max workers and resumes from checkpoints."""
+
+    min_workers: int
+    max_workers: int
+    checkpoint_path: str
+
+    def to_dict(self) -> dict:
+        return {
+            "min_workers": self.min_workers,
+            "max_workers": self.max_workers,
+            "checkpoint_path": self.checkpoint_path,
+        }
+
+
+@dataclass(frozen=True)
+class TrainingJobSpec:
+    """A distributed training job: `workers` pods (or Slurm nodes), each running torchrun over its GPUs.
+
+    `gang_min` is resolved at parse time (all workers, or the elastic minimum). Lists and dicts are not
+    copied on access: treat them as read-only, as the frozen dataclass intends.
+    """
+
+    kind: ClassVar[str] = "training"
+
+    name: str
+    tenant: str
+    queue: str
+    image: str
+    command: list[str]
+    gpu_model: str
+    tier: str = DEFAULT_TIERS["training"]
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    workers: int = 1
+    gpus_per_worker: int = 1
+    sharing: GpuSharing = field(default_factory=GpuSharing)
+    gang_min: int = 1
+    topology: str = Topology.ANY.value
+    max_runtime_s: int = 86_400
+    elastic: Elastic | None = None
+    retries: int = 3
+    volumes: list[Volume] = field(default_factory=list)
+    cpu: int | None = None  # cores per worker; None: the renderer's default
+    memory_gib: int | None = None  # per worker; None: the renderer's default
+
+    @property
+    def gpus_per_pod(self) -> float:
+        """GPUs one worker holds: whole GPUs, or the share of one GPU."""
+        return self.gpus_per_worker if self.sharing.mode == Sharing.WHOLE else self.sharing.fraction
+
+    @property
+    def total_gpus(self) -> float:
+        """GPUs the whole job holds (fractions of GPUs with MIG, time-slicing and HAMi)."""
+        return float(self.workers * self.gpus_per_pod)
+
+    @property
+    def gang_gpus(self) -> float:
+        """GPUs that must be admitted together before any worker starts."""
+        return float(self.gang_min * self.gpus_per_pod)
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "tenant": self.tenant,
+            "queue": self.queue,
+            "tier": self.tier,
+            "image": self.image,
+            "command": list(self.command),
+            "args": list(self.args),
+            "env": dict(self.env),
+            "workers": self.workers,
+            "gpus_per_worker": self.gpus_per_worker,
+            "gpu_model": self.gpu_model,
+            "sharing": self.sharing.to_dict(),
+            "gang_min": self.gang_min,
+            "topology": self.topology,
+            "max_runtime_s": self.max_runtime_s,
+            "elastic": self.elastic.to_dict() if self.elastic else None,
+            "retries": self.retries,
+            "volumes": [v.to_dict() for v in self.volumes],
+            "cpu": self.cpu,
+            "memory_gib": self.memory_gib,
+        }
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """How long weights may take to load (initial_delay_s) and how often health is checked."""
+
+    initial_delay_s: int = 600
+    period_s: int = 10
+
+    def to_dict(self) -> dict:
+        return {"initial_delay_s": self.initial_delay_s, "period_s": self.period_s}
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    """Replicas follow the engine's waiting-request count (KEDA + Prometheus); min 1 keeps one warm."""
+
+    enabled: bool = False
+    min_replicas: int = 1
+    max_replicas: int | None = None
+    waiting_threshold: int = 5  # waiting requests per replica before another replica is added
+    prometheus_server_address: str = DEFAULT_PROMETHEUS
+
+    def to_dict(self) -> dict:
+        return {
+            "enabled": self.enabled,
+            "min_replicas": self.min_replicas,
+            "max_replicas": self.max_replicas,
+            "waiting_threshold": self.waiting_threshold,
+            "prometheus_server_address": self.prometheus_server_address,
+        }
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """Graceful stop: drain_seconds for in-flight requests, within terminationGracePeriodSeconds."""
+
+    termination_grace_period_s: int = 120
+    drain_seconds: int = 60
+
+    def to_dict(self) -> dict:
+        return {"termination_grace_period_s": self.termination_grace_period_s, "drain_seconds": self.drain_seconds}
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A PVC holding the model weights (or a Hugging Face cache), mounted read-only."""
+
+    claim: str
+    mount_path: str = "/models"
+
+    def to_dict(self) -> dict:
+        return {"claim": self.claim, "mount_path": self.mount_path}
+
+
+@dataclass(frozen=True)
+class InferenceServiceSpec:
+    """An OpenAI-compatible serving deployment of one model with vLLM or SGLang.
+
+    A replica needs tensor_parallel x pipeline_parallel (x data_parallel for SGLang) GPUs; when that is
+    more than a node has, a replica spans `nodes_per_replica` whole nodes (a LeaderWorkerSet group on
+    Kubernetes). `gpus_per_node` is the parse-time fleet shape those derived values use.
+    """
+
+    kind: ClassVar[str] = "inference"
+
+    name: str
+    tenant: str
+    queue: str
+    model: str
+    gpu_model: str
+    engine: str = "vllm"
+    tier: str = DEFAULT_TIERS["inference"]
+    image: str = DEFAULT_IMAGES["vllm"]
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    data_parallel: int = 1
+    replicas: int = 1
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    port: int = 8000
+    readiness: Readiness = field(default_factory=Readiness)
+    autoscaling: Autoscaling = field(default_factory=Autoscaling)
+    shutdown: Shutdown = field(default_factory=Shutdown)
+    weights: Weights | None = None
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    cpu: int | None = None  # cores per pod; None: the renderer's default
+    memory_gib: int | None = None
+    max_runtime_s: int | None = None  # None: runs until cancelled
+    gpus_per_node: int = 8  # derived from parse_spec's argument, not input
+
+    @property
+    def gpus_per_replica(self) -> int:
+        dp = self.data_parallel if self.engine == "sglang" else 1
+        return self.tensor_parallel * self.pipeline_parallel * dp
+
+    @property
+    def nodes_per_replica(self) -> int:
+        return max(1, self.gpus_per_replica // self.gpus_per_node) if self.multi_node else 1
+
+    @property
+    def multi_node(self) -> bool:
+        return self.gpus_per_replica > self.gpus_per_node
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return self.gpus_per_replica // self.nodes_per_replica
+
+    @property
+    def total_gpus(self) -> float:
+        return float(self.replicas * self.gpus_per_replica)
+
+    @property
+    def max_gpus(self) -> float:
+        """GPUs at full scale: max_replicas with autoscaling, else the fixed replicas."""
+        top = self.autoscaling.max_replicas if self.autoscaling.enabled and self.autoscaling.max_replicas else 0
+        return float(max(self.replicas, top) * self.gpus_per_replica)
+
+    @property
+    def gang_gpus(self) -> float:
+        """One replica's GPUs must be admitted together; replicas are independent of each other."""
+        return float(self.gpus_per_replica)
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "tenant": self.tenant,
+            "queue": self.queue,
+            "tier": self.tier,
+            "engine": self.engine,
+            "model": self.model,
+            "image": self.image,
+            "gpu_model": self.gpu_model,
+            "tensor_parallel": self.tensor_parallel,
+            "pipeline_parallel": self.pipeline_parallel,
+            "data_parallel": self.data_parallel,
+            "replicas": self.replicas,
+            "max_model_len": self.max_model_len,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "port": self.port,
+            "readiness": self.readiness.to_dict(),
+            "autoscaling": self.autoscaling.to_dict(),
+            "shutdown": self.shutdown.to_dict(),
+            "weights": self.weights.to_dict() if self.weights else None,
+            "extra_args": list(self.extra_args),
+            "env": dict(self.env),
+            "cpu": self.cpu,
+            "memory_gib": self.memory_gib,
+            "max_runtime_s": self.max_runtime_s,
+        }
+
+
+Spec = TrainingJobSpec | InferenceServiceSpec
