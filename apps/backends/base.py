@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
@@ -23,7 +24,6 @@ from apps.backends.types import (
     Inventory,
     MetricsAnswer,
     PushResult,
-    QuotaSpec,
     SubmitResult,
     Taint,
     UsageRecord,
@@ -32,6 +32,9 @@ from apps.backends.types import (
     WorkloadSpec,
     WorkloadStatus,
 )
+
+if TYPE_CHECKING:
+    from apps.backends.render.desired import DesiredState
 
 
 class BackendError(Exception):
@@ -66,6 +69,9 @@ class Backend(ABC):
     never connects nor fails (a backend reads its connection settings on first use)."""
 
     kind: str = ""
+    # Which renderer of apps.backends.render speaks for this backend, "kubernetes" or "slurm": the pages show
+    # its rendering of the desired quota state and its caveats (a simulated cluster shows Kubernetes').
+    renderer: str = ""
 
     def __init__(self, cluster):
         self.cluster = cluster
@@ -117,7 +123,8 @@ class Backend(ABC):
     # Quota and usage
 
     @abstractmethod
-    def push_quota(self, quotas: list[QuotaSpec]) -> PushResult: ...
+    def push_quota(self, state: DesiredState) -> PushResult:
+        """Make the cluster hold `state` (built by tenancy), rendered in the backend's own terms."""
 
     @abstractmethod
     def usage_since(self, since: datetime) -> list[UsageRecord]: ...

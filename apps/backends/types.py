@@ -169,19 +169,6 @@ class DrainResult:
 
 
 @dataclass
-class QuotaSpec:
-    """One queue's quota for one GPU model, in the console's terms; backends map it to theirs."""
-
-    tenant: str
-    queue: str
-    gpu_model: str
-    guaranteed: int
-    borrow_limit: int | None = None
-    lend_limit: int | None = None
-    weight: float = 1.0
-
-
-@dataclass
 class PushResult:
     applied: int
     unchanged: int = 0

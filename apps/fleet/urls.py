@@ -1,6 +1,7 @@
 from django.urls import path
 
 from apps.fleet import views
+from apps.fleet.pages import CLUSTER_PAGES
 
 app_name = "fleet"
 urlpatterns = [
@@ -10,7 +11,8 @@ urlpatterns = [
     path("nodes/", views.NodeListView.as_view(), name="node_list"),
     path("clusters/<str:name>/", views.cluster_detail, name="cluster_detail"),
     path("clusters/<str:name>/sync/", views.cluster_sync, name="cluster_sync"),
-    path("clusters/<str:name>/desired-state/", views.cluster_desired_state, name="cluster_desired_state"),
+    # Pages other apps register (apps/fleet/pages.py): tenancy's desired quota state at desired-state/.
+    *(path(f"clusters/<str:name>/{route}", view, name=page) for route, view, page in CLUSTER_PAGES),
     path("clusters/<str:name>/test-connection/", views.cluster_test_connection, name="cluster_test_connection"),
     path("clusters/<str:name>/quota-push/", views.cluster_quota_push, name="cluster_quota_push"),
     path("clusters/<str:name>/quota-drift/", views.cluster_quota_drift, name="cluster_quota_drift"),

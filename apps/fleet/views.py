@@ -8,14 +8,13 @@ from django.db.models import Case, Count, F, IntegerField, Q, Value, When
 from django.db.models.functions import Greatest
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.shortcuts import render as render_page
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
 from apps.backends.base import BackendError
-from apps.backends.registry import get_backend
+from apps.backends.registry import backend_class, get_backend
 from apps.core.errors import InvalidInput, ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
@@ -74,37 +73,6 @@ def cluster_detail(request, name: str):
             "caveats": _caveats(cluster),
             # The drift report, the push preview and the push button: for backends that report drift (Kubernetes).
             "quota_drift": hasattr(get_backend(cluster), "quota_drift"),
-        },
-    )
-
-
-@require_safe
-@login_required
-def cluster_desired_state(request, name: str):
-    """What the console wants on this cluster for its tenants, queues, quotas and tiers, in the backend's terms."""
-    from apps.backends.render import RenderError, caveats_for, render
-    from apps.tenancy.desired_state import build_desired_state
-
-    cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
-    kind = _render_kind(cluster)
-    state = build_desired_state(cluster)
-    text, error = "", ""
-    try:
-        result = render(state, kind)
-        text = result.as_script() if kind == "slurm" else result.to_yaml()
-    except RenderError as exc:
-        error = str(exc)
-    return render_page(
-        request,
-        "fleet/cluster_desired_state.html",
-        {
-            "cluster": cluster,
-            "kind": kind,
-            "queueing": state.queueing,
-            "text": text,
-            "error": error,
-            "caveats": caveats_for(kind, state.queueing),
-            "queues": len(state.queues),
         },
     )
 
@@ -343,12 +311,8 @@ def node_telemetry(request, cluster: str, name: str):
     return render(request, "fleet/_node_telemetry.html", {"rows": rows, "error": error})
 
 
-def _render_kind(cluster) -> str:
-    """Which renderer speaks for the cluster: Slurm's, or Kubernetes' (simulated clusters show Kubernetes')."""
-    return "slurm" if cluster.kind == "slurm" else "kubernetes"
-
-
 def _caveats(cluster) -> list[str]:
+    """What the cluster's backend cannot express of the quota model (its renderer says; simulated: Kubernetes')."""
     from apps.backends.render import caveats_for
 
-    return caveats_for(_render_kind(cluster), (cluster.connection or {}).get("queueing", "kueue"))
+    return caveats_for(backend_class(cluster.kind).renderer, (cluster.connection or {}).get("queueing", "kueue"))

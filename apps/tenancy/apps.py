@@ -12,8 +12,16 @@ class TenancyConfig(AppConfig):
         from django.utils.translation import pgettext_lazy
 
         from apps.core import stored_text, value_labels
-        from apps.tenancy import admission
+        from apps.fleet.pages import register_cluster_page
+        from apps.tenancy import (
+            admission,
+            operations,  # noqa: F401 - registers the quota push and drift operations
+        )
         from apps.tenancy.models import AdmissionState
+        from apps.tenancy.views import cluster_desired_state
+
+        # The cluster's desired quota state, under the fleet's URLs (fleet:cluster_desired_state).
+        register_cluster_page("desired-state/", cluster_desired_state, "cluster_desired_state")
 
         stored_text.register(admission)  # admission reasons
         # Marked here, not on the classes: Decision lives in the pure admission engine (no Django), and

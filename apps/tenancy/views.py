@@ -1,4 +1,5 @@
-"""Tenant pages: the tree, one tenant with its members and children, create and edit."""
+"""Tenant pages: the tree, one tenant with its members and children, create and edit; and a cluster's desired
+quota state (mounted under the fleet's URLs, see apps/fleet/pages.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,20 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_safe
 
 from apps.accounts.models import Membership
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
+from apps.backends.registry import backend_class
+from apps.backends.render import RenderError, caveats_for
+from apps.backends.render import render as render_state
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
 from apps.core.views import ScopedListView
+from apps.fleet.models import Cluster
 from apps.tenancy import services
+from apps.tenancy.desired_state import build_desired_state
 from apps.tenancy.filtersets import TenantFilterSet
 from apps.tenancy.forms import TenantForm
 from apps.tenancy.models import Tenant
@@ -270,4 +276,32 @@ def tiers(request):
         request,
         "tenancy/tiers.html",
         {"tiers": PriorityTier.objects.all(), "can_edit": has_perm(request.user, "administer")},
+    )
+
+
+@require_safe
+@login_required
+def cluster_desired_state(request, name: str):
+    """What the console wants on this cluster for its tenants, queues, quotas and tiers, in the backend's terms
+    (its renderer's: Slurm's sacctmgr commands, or Kubernetes objects; a simulated cluster shows Kubernetes')."""
+    cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
+    kind = backend_class(cluster.kind).renderer
+    state = build_desired_state(cluster)
+    text, error = "", ""
+    try:
+        text = render_state(state, kind).text
+    except RenderError as exc:
+        error = str(exc)
+    return render(
+        request,
+        "fleet/cluster_desired_state.html",
+        {
+            "cluster": cluster,
+            "kind": kind,
+            "queueing": state.queueing,
+            "text": text,
+            "error": error,
+            "caveats": caveats_for(kind, state.queueing),
+            "queues": len(state.queues),
+        },
     )

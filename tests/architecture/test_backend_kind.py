@@ -45,8 +45,6 @@ PENDING = {
     ("apps/workloads/services/outbox.py", 'if workload.cluster.kind == "slurm":'),
     ("apps/workloads/services/outbox.py", 'elif workload.cluster.kind == "kubernetes":'),
     ("apps/workloads/rendering.py", 'if workload.cluster.kind == "slurm":'),
-    ("apps/fleet/views.py", 'return "slurm" if cluster.kind == "slurm" else "kubernetes"'),
-    ("apps/fleet/views.py", 'text = result.as_script() if kind == "slurm" else result.to_yaml()'),
     ("templates/fleet/cluster_desired_state.html", 'kind == "slurm"'),
     ("templates/workloads/workload_detail.html", 'workload.cluster.kind == "slurm"'),
 }

@@ -7,6 +7,8 @@ and provides:
   `gpus_per_node` GPUs of one model, with nothing else running on it;
 - `workload_spec(name, **fields)`: a WorkloadSpec this backend can really run for about
   `fields["duration_s"]` seconds (a real backend adds its image and command);
+- `desired_state()`: a quota state this backend can push (by default queue contract/contract, bound to
+  namespace "contract" and account "contract_contract", 8 + 4 H100s);
 - `let_time_pass(backend, seconds)`: a real backend sleeps; the simulator advances its clock.
 
 Timing knobs (class attributes) let a slow real backend pass: `timeout_s` bounds every wait,
@@ -27,12 +29,12 @@ from typing import TypeVar
 import pytest
 
 from apps.backends.base import Backend, NotFoundError
+from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.backends.types import (
     ConnectionReport,
     DrainResult,
     Inventory,
     PushResult,
-    QuotaSpec,
     SubmitResult,
     Taint,
     UsageRecord,
@@ -65,6 +67,23 @@ class BackendContract:
         fields.setdefault("tenant", "contract")
         fields.setdefault("queue", "contract")
         return WorkloadSpec(name=name, **fields)
+
+    def desired_state(self) -> DesiredState:
+        return DesiredState(
+            cluster="contract",
+            tenants=(TenantSpec("contract", "contract", None, {"h100": 8}),),
+            queues=(
+                QueueSpec(
+                    "contract",
+                    "contract",
+                    namespaces=("contract",),
+                    slurm_account="contract_contract",
+                    quotas=(QuotaLine("h100", 8, borrow_limit=4),),
+                ),
+            ),
+            tiers=(TierSpec("training", 100, True, True),),
+            gpu_models=(GpuModelRef("h100", "H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3", "h100"),),
+        )
 
     def let_time_pass(self, backend: Backend, seconds: float) -> None:
         time.sleep(seconds)
@@ -306,8 +325,7 @@ class BackendContract:
         assert "no-such-node-x" in str(caught.value)
 
     def test_push_quota_returns_a_push_result(self, backend):
-        quota = QuotaSpec(tenant="contract", queue="contract", gpu_model="h100", guaranteed=8, borrow_limit=4)
-        result = backend.push_quota([quota])
+        result = backend.push_quota(self.desired_state())
         assert isinstance(result, PushResult)
         assert result.applied + result.unchanged >= 1
 

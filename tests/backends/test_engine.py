@@ -10,9 +10,10 @@ from django.test.utils import CaptureQueriesContext
 
 from apps.backends.base import NotFoundError, PermanentBackendError
 from apps.backends.models import SimCluster
+from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec
 from apps.backends.simulator.engine import Engine
 from apps.backends.simulator.specs import MAX_DURATION_S, MIN_DURATION_S
-from apps.backends.types import QuotaSpec, Sharing, WorkloadState
+from apps.backends.types import Sharing, WorkloadState
 from tests.backends.helpers import make_cluster, spec
 
 pytestmark = pytest.mark.django_db
@@ -166,9 +167,15 @@ def test_usage_of_a_drained_workload_counts_both_runs():
 
 def test_push_quota_stores_and_counts_changes():
     cluster, backend = make_cluster("quota", nodes=1)
-    quota = QuotaSpec(tenant="a", queue="train", gpu_model="h100", guaranteed=16, borrow_limit=8)
-    assert backend.push_quota([quota]).applied == 1
-    again = backend.push_quota([quota])
+    state = DesiredState(
+        cluster="quota",
+        tenants=(TenantSpec("a", "a", None),),
+        queues=(QueueSpec("a", "train", quotas=(QuotaLine("h100", guaranteed=16, borrow_limit=8),)),),
+        tiers=(),
+        gpu_models=(GpuModelRef("h100", "H100", "NVIDIA-H100-80GB-HBM3", "h100"),),
+    )
+    assert backend.push_quota(state).applied == 1
+    again = backend.push_quota(state)
     assert (again.applied, again.unchanged) == (0, 1)
     assert SimCluster.objects.get(cluster=cluster).quotas["a/train/h100"]["guaranteed"] == 16
 

@@ -24,13 +24,13 @@ from apps.backends.kubernetes.inventory import InventorySettings, group_pods, no
 from apps.backends.kubernetes.nodes import DrainSettings, NodeOps, Progress
 from apps.backends.kubernetes.resources import COMPANION_KINDS, EVENT, NODE, POD, WORKLOAD_KINDS, Kind, kind_of
 from apps.backends.kubernetes.workloads import event_lines, objects_for, usage_entries, workload_status
+from apps.backends.render.desired import DesiredState
 from apps.backends.render.objects import MANAGED_BY, MANAGER
 from apps.backends.types import (
     ConnectionReport,
     DrainResult,
     Inventory,
     PushResult,
-    QuotaSpec,
     SubmitResult,
     Taint,
     UsageRecord,
@@ -72,6 +72,7 @@ class KubernetesBackend(Backend):
     """A Kubernetes cluster through its API server."""
 
     kind = "kubernetes"
+    renderer = "kubernetes"
 
     def __init__(self, cluster, *, sleep=None):
         super().__init__(cluster)
@@ -345,20 +346,15 @@ class KubernetesBackend(Backend):
         known = [int(v.split(".")[1]) for v in K8S_VERSIONS]
         return f"1.{min(max(minor, known[0]), known[-1])}"
 
-    def quota_objects(
-        self, quotas: list[QuotaSpec] | None = None, *, validate: bool = True
-    ) -> tuple[list[dict], list[str]]:
-        """The desired quota objects for this cluster (the tenancy desired state, with `quotas` overriding the
-        queues they name) and the messages about what could not be rendered.
+    def quota_objects(self, state: DesiredState, *, validate: bool = True) -> tuple[list[dict], list[str]]:
+        """The quota objects of `state` (the tenancy desired state of this cluster) and the caveats of rendering it.
 
         `validate` checks them strictly against the server's Kubernetes version before anything is sent (a
         few seconds for hundreds of queues); the read-only drift report skips it.
         """
-        from apps.backends.kubernetes.desired import desired_state
         from apps.backends.render import RenderError, render_kubernetes
         from apps.backends.render.validate import ManifestError, check_objects
 
-        state, messages = desired_state(self.cluster, quotas)
         try:
             rendered = render_kubernetes(state)
             if validate:
@@ -367,21 +363,22 @@ class KubernetesBackend(Backend):
             raise PermanentBackendError(
                 f"cluster {self.cluster.name}: the quota objects cannot be rendered: {exc}"
             ) from exc
-        return rendered.objects, messages + rendered.caveats
+        return rendered.objects, rendered.caveats
 
-    def quota_plan(self, quotas: list[QuotaSpec] | None = None) -> list[quota_push.Change]:
-        """What a push would change on the cluster (server-side dry run), changing nothing."""
-        objects, _ = self.quota_objects(quotas)
+    def quota_plan(self, state: DesiredState) -> list[quota_push.Change]:
+        """What a push of `state` would change on the cluster (server-side dry run), changing nothing."""
+        objects, _ = self.quota_objects(state)
         return quota_push.plan(self.api, objects)
 
-    def push_quota(self, quotas: list[QuotaSpec]) -> PushResult:
-        objects, messages = self.quota_objects(quotas)
+    def push_quota(self, state: DesiredState) -> PushResult:
+        objects, messages = self.quota_objects(state)
         changes, applied = quota_push.push(self.api, objects)
         lines = [c.describe() for c in changes if c.action != "unchanged"]
         return PushResult(applied=applied, unchanged=len(changes) - applied, messages=lines + messages)
 
-    def quota_drift(self) -> quota_push.DriftReport:
-        objects, _ = self.quota_objects(validate=False)
+    def quota_drift(self, state: DesiredState) -> quota_push.DriftReport:
+        """What the cluster holds under the console's label against the objects of `state`."""
+        objects, _ = self.quota_objects(state, validate=False)
         return quota_push.drift(self.api, objects, self.addons)
 
     # usage

@@ -30,6 +30,11 @@ class RenderResult:
     objects: list[dict] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
 
+    @property
+    def text(self) -> str:
+        """What the desired-state page shows: the YAML with its caveats."""
+        return self.to_yaml()
+
     def to_yaml(self, *, with_caveats: bool = True) -> str:
         """A multi-document YAML stream; the caveats lead as comments so a preview shows them first."""
         head = ""

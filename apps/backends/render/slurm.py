@@ -60,6 +60,11 @@ class SlurmRender:
     caveats: list[str] = field(default_factory=list)
     cluster: str = ""
 
+    @property
+    def text(self) -> str:
+        """What the desired-state page shows: the commands as a script, caveats as comments."""
+        return self.as_script()
+
     def as_script(self) -> str:
         """A readable shell script for the UI preview; each argv shell-quoted with shlex.join."""
         name = re.sub(r"[^A-Za-z0-9_.-]", "?", self.cluster)  # a comment must not be able to end its line

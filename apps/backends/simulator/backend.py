@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.backends.base import Backend
+from apps.backends.render.desired import DesiredState
 from apps.backends.simulator import history, reports
 from apps.backends.simulator.controls import Simulation
 from apps.backends.simulator.engine import Engine
@@ -22,7 +23,6 @@ from apps.backends.types import (
     Inventory,
     MetricsAnswer,
     PushResult,
-    QuotaSpec,
     SubmitResult,
     Taint,
     UsageRecord,
@@ -39,6 +39,7 @@ class SimulatorBackend(Backend):
     """A seeded, in-database GPU fleet that behaves like a scheduler (see apps/backends/simulator/engine.py)."""
 
     kind = "simulated"
+    renderer = "kubernetes"
 
     def test_connection(self) -> ConnectionReport:
         with Engine.open(self.cluster) as engine:
@@ -95,15 +96,16 @@ class SimulatorBackend(Backend):
         with Engine.open(self.cluster) as engine:
             engine.untaint(node, key)
 
-    def push_quota(self, quotas: list[QuotaSpec]) -> PushResult:
+    def push_quota(self, state: DesiredState) -> PushResult:
         rows = {
-            f"{q.tenant}/{q.queue}/{q.gpu_model}": {
-                "guaranteed": q.guaranteed,
-                "borrow_limit": q.borrow_limit,
-                "lend_limit": q.lend_limit,
-                "weight": q.weight,
+            f"{q.tenant}/{q.name}/{line.gpu_model}": {
+                "guaranteed": line.guaranteed,
+                "borrow_limit": line.borrow_limit,
+                "lend_limit": line.lend_limit,
+                "weight": line.weight,
             }
-            for q in quotas
+            for q in state.queues
+            for line in q.quotas
         }
         with Engine.open(self.cluster) as engine:
             applied, unchanged = engine.push_quotas(rows)

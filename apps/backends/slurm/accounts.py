@@ -1,6 +1,8 @@
 """Quota push to Slurm: the tenancy desired state as sacctmgr operations, diffed against `sacctmgr show` first.
 
-The operations come from the quota renderer (apps/backends/render/slurm.py: accounts, QOS per tier with
+The caller passes the DesiredState (tenancy builds it); the pusher adds this cluster's own settings (its
+GRES type per GPU model, the console's submit user on every queue account). The operations come from the
+quota renderer (apps/backends/render/slurm.py: accounts, QOS per tier with
 Preempt/PreemptMode, GrpTRES per GPU type, user associations). `plan()` reads what slurmdbd holds and
 keeps only the operations that change something, each with a one-line description: that list is the
 dry-run diff. `apply()` runs them. A GPU type slurmdbd does not track as a TRES (AccountingStorageTRES
@@ -10,14 +12,13 @@ Limits only hold when slurm.conf has AccountingStorageEnforce=associations,limit
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
-from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from apps.backends.render.desired import DesiredState
 from apps.backends.render.slurm import render_slurm
 from apps.backends.slurm.cli import Cli
 from apps.backends.slurm.settings import SlurmSettings
-from apps.backends.types import PushResult, QuotaSpec
+from apps.backends.types import PushResult
 
 ASSOC_FORMAT = "account,user,parentname,fairshare,grptres,qos,defaultqos"
 QOS_FORMAT = "name,priority,preempt,preemptmode"
@@ -68,11 +69,6 @@ def _names(text: str) -> set[str]:
     return {n.lower() for n in text.split(",") if n}
 
 
-def account_name(tenant: str, queue: str) -> str:
-    """A queue's Slurm account when the console names it: <tenant>_<queue>, in Slurm's account alphabet."""
-    return re.sub(r"[^a-z0-9_-]", "_", f"{tenant}_{queue}".lower())
-
-
 class QuotaPusher:
     def __init__(self, cli: Cli, settings: SlurmSettings):
         self.cli = cli
@@ -108,7 +104,9 @@ class QuotaPusher:
             replace(q, users=tuple(sorted({*q.users, self.settings.submit_user}))) if q.slurm_account else q
             for q in state.queues
         )
-        render = render_slurm(replace(state, queues=queues))
+        # GPU models by this cluster's GRES type names (connection gres_models), where they differ from the code.
+        models = tuple(replace(m, slurm_gres_type=self.settings.gres_of(m.code)) for m in state.gpu_models)
+        render = render_slurm(replace(state, queues=queues, gpu_models=models))
         assocs, qos, tres = self.associations(), self.qos(), self.known_tres()
         plan = QuotaPlan(messages=list(render.caveats))
         dropped: set[str] = set()
@@ -135,34 +133,6 @@ class QuotaPusher:
 
     def push(self, state: DesiredState) -> PushResult:
         return self.apply(self.plan(state))
-
-    def push_quotas(self, quotas: list[QuotaSpec]) -> PushResult:
-        return self.push(self.state_of(quotas))
-
-    def state_of(self, quotas: list[QuotaSpec]) -> DesiredState:
-        """A flat desired state from quota rows: one account per tenant, one per queue (<tenant>_<queue>),
-        and a QOS per priority tier the console defines."""
-        from apps.tenancy.models import PriorityTier
-
-        tenants = sorted({q.tenant for q in quotas})
-        lines: dict[tuple[str, str], list[QuotaLine]] = {}
-        for q in quotas:
-            line = QuotaLine(q.gpu_model, q.guaranteed, q.borrow_limit, q.lend_limit, q.weight)
-            lines.setdefault((q.tenant, q.queue), []).append(line)
-        models = sorted({q.gpu_model for q in quotas})
-        return DesiredState(
-            cluster=self.settings.cluster,
-            tenants=tuple(TenantSpec(t, t, None) for t in tenants),
-            queues=tuple(
-                QueueSpec(tenant, queue, slurm_account=account_name(tenant, queue), quotas=tuple(rows))
-                for (tenant, queue), rows in sorted(lines.items())
-            ),
-            tiers=tuple(
-                TierSpec(t.name, t.value, t.preemptible, t.may_borrow, t.description)
-                for t in PriorityTier.objects.all()
-            ),
-            gpu_models=tuple(GpuModelRef(m, m, m, self.settings.gres_of(m)) for m in models),
-        )
 
     @staticmethod
     def _known_tres_only(argv: list[str], tres: set[str], dropped: set[str]) -> list[str]:

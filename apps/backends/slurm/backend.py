@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 
 from apps.backends.base import Backend, NotFoundError, PermanentBackendError, RetryableBackendError
+from apps.backends.render.desired import DesiredState
 from apps.backends.slurm import parse
 from apps.backends.slurm.accounts import QuotaPusher
 from apps.backends.slurm.cli import Cli
@@ -33,7 +34,6 @@ from apps.backends.types import (
     DrainResult,
     Inventory,
     PushResult,
-    QuotaSpec,
     SubmitResult,
     Taint,
     UsageRecord,
@@ -53,6 +53,7 @@ class SlurmBackend(Backend):
     with slurmrestd (JWT) for reads, submission and cancel in mode "rest"."""
 
     kind = "slurm"
+    renderer = "slurm"
 
     # The connection settings are read on first use, so creating the backend never fails: the console asks it
     # questions that need no connection (its clock, where logs are) even when its settings are wrong.
@@ -311,16 +312,16 @@ class SlurmBackend(Backend):
 
     # Quota and usage
 
-    def push_quota(self, quotas: list[QuotaSpec]) -> PushResult:
-        return QuotaPusher(self.cli, self.settings).push_quotas(quotas)
+    def push_quota(self, state: DesiredState) -> PushResult:
+        return self.quota_pusher().push(state)
 
-    def quota_plan(self, quotas: list[QuotaSpec]) -> list:
-        """What a push of `quotas` would change, diffed against `sacctmgr show`, changing nothing."""
-        pusher = QuotaPusher(self.cli, self.settings)
-        return pusher.plan(pusher.state_of(quotas)).preview()
+    def quota_plan(self, state: DesiredState) -> list:
+        """What a push of `state` would change, diffed against `sacctmgr show`, changing nothing."""
+        pusher = self.quota_pusher()
+        return pusher.plan(state).preview()
 
     def quota_pusher(self) -> QuotaPusher:
-        """Dry-run and apply a tenancy DesiredState (what the quota push operation uses)."""
+        """Dry-run (`plan`) and apply (`push`) a tenancy DesiredState, with the diff in between."""
         return QuotaPusher(self.cli, self.settings)
 
     def usage_since(self, since: datetime) -> list[UsageRecord]:

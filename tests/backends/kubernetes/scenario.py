@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from apps.backends.kubernetes.backend import KubernetesBackend
-from apps.backends.types import QuotaSpec, Taint, WorkloadSpec
+from apps.backends.types import Taint, WorkloadSpec
+from apps.fleet.models import GpuModel
+from apps.tenancy.desired_state import build_desired_state
+from apps.tenancy.models import Quota
 from tests.backends.k8s_fake import FakeKubernetes
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 
@@ -13,14 +16,15 @@ def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "e
     resource = "nvidia.com/gpu-h100" if queueing == "volcano" else "nvidia.com/gpu"
     seed_nodes(fake, count=2, gpus=4, resource=resource)
     cluster = make_cluster(fake, name=name, queueing=queueing, drain_grace_period_s=10)
-    bind_queue(cluster, "team-a", "train", ["team-a-train"])
+    queue = bind_queue(cluster, "team-a", "train", ["team-a-train"])
     backend = KubernetesBackend(cluster, sleep=lambda seconds: None)
     backend.test_connection()
     backend.inventory()
-    quota = [QuotaSpec(tenant="team-a", queue="train", gpu_model="h100", guaranteed=8, borrow_limit=4)]
-    backend.quota_plan(quota)
-    backend.push_quota(quota)
-    backend.quota_drift()
+    Quota.objects.create(queue=queue, gpu_model=GpuModel.objects.get(code="h100"), guaranteed=8, borrow_limit=4)
+    state = build_desired_state(cluster)
+    backend.quota_plan(state)
+    backend.push_quota(state)
+    backend.quota_drift(state)
     spec = WorkloadSpec(
         name="train-1",
         tenant="team-a",

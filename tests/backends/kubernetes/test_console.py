@@ -12,6 +12,7 @@ from apps.backends.registry import get_backend
 from apps.fleet.models import GpuModel, Node
 from apps.fleet.services import create_cluster, sync_inventory
 from apps.tenancy import services as tenancy
+from apps.tenancy.desired_state import build_desired_state
 from apps.workloads import services
 from apps.workloads.models import OutboxEntry, Workload
 from tests.backends.kubernetes.conftest import seed_nodes
@@ -32,7 +33,7 @@ def k8s(personas, fake):
     train = tenancy.create_queue(admin, tenant=personas.a, name="train")
     tenancy.bind_queue(admin, train, cluster=cluster, namespaces=["a-train"])
     tenancy.set_quota(admin, queue=train, gpu_model=h100, guaranteed=16)
-    get_backend(cluster).push_quota([])
+    get_backend(cluster).push_quota(build_desired_state(cluster))
     return cluster
 
 

@@ -1,10 +1,11 @@
-"""Quota push: the tenancy desired state, a server-side dry-run plan ("what will change"), drift."""
+"""Quota push: the tenancy desired state (tenancy builds it, the backend renders and pushes it), a server-side
+dry-run plan ("what will change"), drift."""
 
 from __future__ import annotations
 
 from apps.backends.kubernetes.backend import KubernetesBackend
-from apps.backends.types import QuotaSpec
 from apps.fleet.models import GpuModel
+from apps.tenancy.desired_state import build_desired_state
 from apps.tenancy.models import Quota
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 
@@ -18,8 +19,8 @@ def setup(fake, queueing="kueue"):
 
 
 def test_plan_says_what_will_change_and_changes_nothing(db, fake):
-    _, backend = setup(fake)
-    plan = backend.quota_plan()
+    cluster, backend = setup(fake)
+    plan = backend.quota_plan(build_desired_state(cluster))
     assert {c.action for c in plan} == {"create"}
     lines = [c.describe() for c in plan]
     assert "create ClusterQueue team-a-train" in lines and "create Namespace team-a-train" in lines
@@ -29,17 +30,18 @@ def test_plan_says_what_will_change_and_changes_nothing(db, fake):
 
 
 def test_push_applies_the_stored_state_then_only_changes(db, fake):
-    _, backend = setup(fake)
-    first = backend.push_quota([])
-    assert first.applied == len(backend.quota_objects()[0]) and first.unchanged == 0
+    cluster, backend = setup(fake)
+    first = backend.push_quota(build_desired_state(cluster))
+    assert first.applied == len(backend.quota_objects(build_desired_state(cluster))[0]) and first.unchanged == 0
     queue = fake.get("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a-train")
     flavor = queue["spec"]["resourceGroups"][0]["flavors"][0]
     assert flavor == {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}
     hard = fake.get("", "v1", "resourcequotas", "gpu-console-gpus", "team-a-train")["spec"]["hard"]
     assert hard == {"requests.nvidia.com/gpu": "12"}
-    assert backend.push_quota([]).applied == 0
-    # Quotas given to the push replace the stored ones for their queue.
-    changed = backend.push_quota([QuotaSpec("team-a", "train", "h100", guaranteed=16, borrow_limit=0)])
+    assert backend.push_quota(build_desired_state(cluster)).applied == 0
+    # A changed quota: the next push changes what follows from it, and only that.
+    Quota.objects.filter(queue__name="train").update(guaranteed=16, borrow_limit=0)
+    changed = backend.push_quota(build_desired_state(cluster))
     assert "update ClusterQueue team-a-train: spec.resourceGroups" in changed.messages
     assert "update ResourceQuota team-a-train/gpu-console-gpus: spec.hard.requests.nvidia.com/gpu" in changed.messages
     assert fake.get("", "v1", "resourcequotas", "gpu-console-gpus", "team-a-train")["spec"]["hard"] == {
@@ -47,18 +49,24 @@ def test_push_applies_the_stored_state_then_only_changes(db, fake):
     }
 
 
-def test_a_queue_not_bound_here_is_reported_not_invented(db, fake):
-    _, backend = setup(fake)
-    result = backend.push_quota([QuotaSpec("team-b", "infer", "h100", guaranteed=4)])
-    assert "queue team-b/infer is not bound to cluster k8s: bind it to a namespace to push its quota" in result.messages
+def test_a_queue_without_a_namespace_here_is_reported_not_invented(db, fake):
+    cluster, backend = setup(fake)
+    other = bind_queue(cluster, "team-b", "infer", [])
+    Quota.objects.create(queue=other, gpu_model=GpuModel.objects.get(code="h100"), guaranteed=4)
+    result = backend.push_quota(build_desired_state(cluster))
+    assert (
+        "Queue team-b/infer has no namespace on this cluster: nothing is rendered for it, and its guarantee is not "
+        "lent here." in result.messages
+    )
     assert fake.get("", "v1", "namespaces", "team-b-infer") is None
 
 
 def test_drift_reports_missing_changed_and_leftover_objects(db, fake):
-    _, backend = setup(fake)
-    assert backend.quota_drift().missing  # nothing pushed yet
-    backend.push_quota([])
-    assert backend.quota_drift().clean
+    cluster, backend = setup(fake)
+    state = build_desired_state(cluster)
+    assert backend.quota_drift(state).missing  # nothing pushed yet
+    backend.push_quota(state)
+    assert backend.quota_drift(state).clean
     # Someone edits the ClusterQueue by hand, and an old queue's LocalQueue is still there.
     with fake.lock:
         cq = fake.store.bucket(fake.resource("kueue.x-k8s.io", "v1beta2", "clusterqueues"))[("", "team-a-train")]
@@ -76,7 +84,7 @@ def test_drift_reports_missing_changed_and_leftover_objects(db, fake):
             "spec": {"clusterQueue": "team-a-old"},
         },
     )
-    report = backend.quota_drift()
+    report = backend.quota_drift(state)
     assert report.changed == {"ClusterQueue team-a-train": [".spec.resourceGroups"]}
     assert report.extra == ["LocalQueue team-a-train/old"]
     assert "changed on the cluster: ClusterQueue team-a-train: spec.resourceGroups" in report.lines()
@@ -84,8 +92,10 @@ def test_drift_reports_missing_changed_and_leftover_objects(db, fake):
 
 
 def test_volcano_queues_are_pushed_on_a_volcano_cluster(db, fake):
-    _, backend = setup(fake, queueing="volcano")
-    backend.push_quota([])
+    cluster, backend = setup(fake, queueing="volcano")
+    state = build_desired_state(cluster)
+    assert state.queueing == "volcano"
+    backend.push_quota(state)
     leaf = fake.get("scheduling.volcano.sh", "v1beta1", "queues", "team-a-train")
     assert leaf["spec"]["parent"] == "team-a" and leaf["spec"]["deserved"] == {"nvidia.com/gpu-h100": 8}
-    assert backend.quota_drift().clean
+    assert backend.quota_drift(state).clean

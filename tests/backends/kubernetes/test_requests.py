@@ -7,7 +7,10 @@ from __future__ import annotations
 import pytest
 
 from apps.backends.render.validate import validate_objects
-from apps.backends.types import QuotaSpec, Taint, WorkloadSpec
+from apps.backends.types import Taint, WorkloadSpec
+from apps.fleet.models import GpuModel
+from apps.tenancy.desired_state import build_desired_state
+from apps.tenancy.models import Quota
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 from tests.backends.kubernetes.scenario import run_everything
 
@@ -35,9 +38,10 @@ def ready(db, fake):
 
     seed_nodes(fake, count=2, gpus=4)
     cluster = make_cluster(fake)
-    bind_queue(cluster, "team-a", "train", ["team-a-train"])
+    queue = bind_queue(cluster, "team-a", "train", ["team-a-train"])
+    Quota.objects.create(queue=queue, gpu_model=GpuModel.objects.get(code="h100"), guaranteed=8)
     backend = KubernetesBackend(cluster, sleep=lambda seconds: None)
-    backend.push_quota([QuotaSpec("team-a", "train", "h100", guaranteed=8)])
+    backend.push_quota(build_desired_state(cluster))
     fake.reset_requests()
     return backend
 
@@ -170,12 +174,13 @@ def test_inventory_reads_nodes_and_pods_in_pages(db, fake):
 
 
 def test_quota_push_dry_runs_each_object_then_applies_only_changes(ready, fake):
-    result = ready.push_quota([QuotaSpec("team-a", "train", "h100", guaranteed=8)])
+    result = ready.push_quota(build_desired_state(ready.cluster))
     assert result.applied == 0 and result.unchanged > 0
     dry = fake.requests_to("PATCH")
     assert dry and all(r.query == {"fieldManager": "gpu-console", "force": "true", "dryRun": "All"} for r in dry)
     fake.reset_requests()
-    result = ready.push_quota([QuotaSpec("team-a", "train", "h100", guaranteed=12)])
+    Quota.objects.filter(queue__name="train").update(guaranteed=12)
+    result = ready.push_quota(build_desired_state(ready.cluster))
     real = [r for r in fake.requests_to("PATCH") if "dryRun" not in r.query]
     assert [r.path for r in real] == ["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a-train"]
     assert real[0].content_type == APPLY and real[0].query == {"fieldManager": "gpu-console", "force": "true"}

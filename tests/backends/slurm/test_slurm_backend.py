@@ -206,11 +206,9 @@ def test_quota_push_diffs_applies_converges_and_grptres_holds(slurm_backend, cle
         local_slurm.run("sacctmgr", "-i", "delete", "account", tenant, check=False)
 
 
-def test_quota_plan_previews_the_push_of_quota_rows_and_changes_nothing(db, slurm_backend, local_slurm):
-    from apps.backends.types import QuotaSpec
-
+def test_quota_plan_previews_the_push_of_a_desired_state_and_changes_nothing(db, slurm_backend, local_slurm):
     tenant = unique("qp").replace("-", "")
-    changes = slurm_backend.quota_plan([QuotaSpec(tenant, "train", "a100", 4)])
+    changes = slurm_backend.quota_plan(quota_state(tenant, f"{tenant}_train", limit=4))
     described = "\n".join(c.describe() for c in changes if c.action == "change")
     assert f"add account {tenant} under root" in described and f"add account {tenant}_train" in described
     assert tenant not in local_slurm.run("sacctmgr", "-n", "-P", "show", "account", "format=account").stdout
