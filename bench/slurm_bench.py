@@ -5,7 +5,8 @@
 Medians of BENCH_REPEAT (default 30) calls each. Baseline in the same run: a bare `sbatch --parsable`
 of the same script (one RPC, what DESIGN.md quotes as 5-8 ms). The backend's submit adds the
 idempotency lookup by name (all jobs from the controller, then accounting for names the controller no
-longer holds). Jobs are 1-GPU `true` jobs, cancelled at the end. No database is touched.
+longer holds) and renders the console's sbatch script. Jobs are 1-GPU `true` jobs, cancelled at the end.
+No database is touched.
 """
 
 # ruff: noqa: S108, S603, S607  (a benchmark running Slurm's own commands against the local test cluster)
@@ -28,6 +29,8 @@ import django  # noqa: E402
 
 django.setup()
 
+from apps.backends.render.spec import TrainingJobSpec  # noqa: E402
+from apps.backends.render.workload import WorkloadContext  # noqa: E402
 from apps.backends.slurm.backend import SlurmBackend  # noqa: E402
 from apps.backends.types import WorkloadSpec  # noqa: E402
 from apps.fleet.models import Cluster  # noqa: E402
@@ -48,6 +51,21 @@ def timed(fn) -> float:
 
 def median_ms(fn) -> float:
     return statistics.median(timed(fn) for _ in range(REPEAT))
+
+
+def job(name: str) -> WorkloadSpec:
+    """A 1-GPU `true` job as the console submits it: the typed spec and its render context (the backend renders
+    the sbatch script), as account root with QOS normal, which the local cluster has."""
+    spec = TrainingJobSpec(
+        name=name, tenant="bench", queue="bench", image="busybox:1.36", command=["true"], gpu_model="a100",
+        tier="normal", max_runtime_s=60, retries=0,
+    )  # fmt: skip
+    context = WorkloadContext(
+        name=name, workload_id=name, queue="bench-bench", tier="normal", gpu_model="a100", slurm_account="root"
+    )
+    return WorkloadSpec(
+        name=name, tenant="bench", gpu_model="a100", command=["true"], duration_s=60, source=spec, context=context
+    )
 
 
 def backend(mode: str) -> SlurmBackend:
@@ -79,7 +97,7 @@ def main() -> None:
 
         def submit(b=b, mode=mode, names=names):
             names.append(f"{PREFIX}-{mode}-{next(counter)}")
-            b.submit(WorkloadSpec(name=names[-1], tenant="bench", gpu_model="a100", command=["true"], duration_s=60))
+            b.submit(job(names[-1]))
 
         rows.append((f"backend submit, mode {mode} (name lookups, then sbatch)", median_ms(submit)))
         rows.append((f"backend status of one job, mode {mode}", median_ms(lambda b=b, n=names[0]: b.status([n]))))

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "slurm-local.sh"
+# `torchrun` for the console's training scripts: runs the command after its `--`, as torchrun --no-python
+# would (there is no PyTorch on this machine).
+TORCHRUN = '#!/bin/sh\nwhile [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n'
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,16 @@ class LocalSlurm:
     def token(self, user: str = "root", lifespan_s: int = 3600) -> str:
         out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan_s}").stdout.strip()
         return out.removeprefix("SLURM_JWT=")
+
+    def stand_ins(self) -> str:
+        """A directory for the jobs' PATH holding the torchrun stand-in (the jobs directory is on every node)."""
+        bin_dir = Path(self.jobs_dir) / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        torchrun = bin_dir / "torchrun"
+        if not torchrun.exists() or torchrun.read_text() != TORCHRUN:
+            torchrun.write_text(TORCHRUN)
+        torchrun.chmod(0o755)
+        return str(bin_dir)
 
     def script(self, command: str) -> subprocess.CompletedProcess:
         """scripts/slurm-local.sh <command>: start is idempotent (starts only what is not running)."""

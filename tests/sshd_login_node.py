@@ -1,9 +1,10 @@
 """A private sshd on 127.0.0.1 as the Slurm "login node", for the backend's SSH mode (`ssh_host`).
 
 The login node is this machine: sshd lets root in with a key generated here, and gives every session the
-local cluster's SLURM_CONF (sshd's SetEnv), as a real login node's default slurm.conf would. openssh-server
-is installed with apt when missing, like scripts/slurm-local.sh installs Slurm. The daemon runs in the
-foreground under pytest and is stopped by its PID at the end of the session.
+local cluster's SLURM_CONF (sshd's SetEnv), as a real login node's default slurm.conf would, and a PATH
+with torchrun (a stand-in) for the console's training scripts. openssh-server is installed with apt when
+missing, like scripts/slurm-local.sh installs Slurm. The daemon runs in the foreground under pytest and
+is stopped by its PID at the end of the session.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=60)
 
 
-def _config(root: Path, slurm_conf: str) -> Path:
+def _config(root: Path, slurm_conf: str, path: str) -> Path:
     config = root / "sshd_config"
     config.write_text(
         "\n".join(
@@ -95,7 +96,7 @@ def _config(root: Path, slurm_conf: str) -> Path:
                 "AllowTcpForwarding no",
                 "PrintMotd no",
                 "LogLevel VERBOSE",
-                f"SetEnv SLURM_CONF={slurm_conf}",
+                f"SetEnv SLURM_CONF={slurm_conf} PATH={path}",
                 "",
             ]
         )
@@ -124,7 +125,8 @@ def ssh_login_node(local_slurm):
     _keygen(root / "host_ed25519")
     _keygen(root / "id_ed25519")
     shutil.copyfile(root / "id_ed25519.pub", root / "authorized_keys")
-    config = _config(root, local_slurm.conf)
+    # The login node's PATH has torchrun (its stand-in), as a real one's would for the console's training jobs.
+    config = _config(root, local_slurm.conf, f"{local_slurm.stand_ins()}:/usr/local/bin:/usr/bin:/bin")
     log = root / "sshd.log"
     check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True, timeout=60)
     if check.returncode != 0:

@@ -35,6 +35,8 @@ from apps.backends.types import (
 
 if TYPE_CHECKING:
     from apps.backends.render.desired import DesiredState
+    from apps.backends.render.spec import Spec
+    from apps.backends.render.workload.context import RenderedScript, RenderedWorkload, WorkloadContext
 
 
 class BackendError(Exception):
@@ -86,9 +88,18 @@ class Backend(ABC):
 
     # Workloads
 
+    def render(self, spec: Spec, context: WorkloadContext) -> RenderedWorkload | RenderedScript:
+        """What this cluster is given for the console's typed `spec` in `context`: the workload page shows its
+        `text`, and `submit` applies the same rendering. Pure (no call to the cluster, so not timed); raises
+        RenderError / ValueError for what cannot be expressed here."""
+        raise PermanentBackendError(f"{self.kind} clusters have no workload renderer")
+
     @abstractmethod
     def submit(self, spec: WorkloadSpec) -> SubmitResult:
-        """Submit or apply; idempotent by `spec.name` (submitting the same name again returns the existing one)."""
+        """Submit or apply; idempotent by `spec.name` (submitting the same name again returns the existing one).
+
+        A real backend renders `spec.source` in `spec.context` (see `render`), or applies `spec.manifest`.
+        """
 
     @abstractmethod
     def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:

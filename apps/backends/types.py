@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apps.backends.render.spec import Spec
+    from apps.backends.render.workload.context import WorkloadContext
 
 # Labels the console puts on an inference service's WorkloadSpec, so a backend can describe the service's engine
 # without parsing its command line (the simulator serves the engine's /metrics from them).
@@ -109,7 +114,12 @@ class ConnectionReport:
 
 @dataclass
 class WorkloadSpec:
-    """What the console asks a backend to run, already admitted. Renderers turn it into manifests/scripts."""
+    """What the console asks a backend to run, already admitted.
+
+    The fields are the scheduler's summary (the simulator runs from them). A real backend renders `source`,
+    the console's typed spec, in `context` (where it runs, from the console's tables) with
+    `apps.backends.render.workload`, or applies `manifest` as it is when the caller rendered it already.
+    """
 
     name: str  # unique per cluster; the backend keeps it as its id where it can
     tenant: str
@@ -128,7 +138,9 @@ class WorkloadSpec:
     image: str = ""
     command: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
-    manifest: object = None  # rendered backend object (manifests, sbatch script), when the backend needs it
+    source: Spec | None = None  # the typed spec this summary was made from (apps.workloads.specs.to_backend_spec)
+    context: WorkloadContext | None = None  # where it runs on this cluster, built by the caller
+    manifest: object = None  # already rendered: Kubernetes objects or an sbatch script, applied as they are
 
     @property
     def total_gpus(self) -> float:

@@ -42,9 +42,6 @@ TEMPLATE_CHECKS = [
 # submission and for the desired quota state). Each entry is (path, text of the line); an entry that no longer
 # matches fails too (test_pending_exceptions_are_still_there), so the list shrinks with the code.
 PENDING = {
-    ("apps/workloads/services/outbox.py", 'if workload.cluster.kind == "slurm":'),
-    ("apps/workloads/services/outbox.py", 'elif workload.cluster.kind == "kubernetes":'),
-    ("apps/workloads/rendering.py", 'if workload.cluster.kind == "slurm":'),
     ("templates/fleet/cluster_desired_state.html", 'kind == "slurm"'),
     ("templates/workloads/workload_detail.html", 'workload.cluster.kind == "slurm"'),
 }

@@ -5,8 +5,9 @@ and provides:
 
 - a `backend` fixture: a Backend over a fleet of at least 2 schedulable nodes, each with at least
   `gpus_per_node` GPUs of one model, with nothing else running on it;
-- `workload_spec(name, **fields)`: a WorkloadSpec this backend can really run for about
-  `fields["duration_s"]` seconds (a real backend adds its image and command);
+- `workload_spec(name, **fields)`: what the console submits (a typed training spec and its render
+  context, `console_spec`) that this backend can really run for about `fields["duration_s"]` seconds
+  (a real backend adds its image, command and where it runs);
 - `desired_state()`: a quota state this backend can push (by default queue contract/contract, bound to
   namespace "contract" and account "contract_contract", 8 + 4 H100s);
 - `let_time_pass(backend, seconds)`: a real backend sleeps; the simulator advances its clock.
@@ -42,6 +43,7 @@ from apps.backends.types import (
     WorkloadState,
     WorkloadStatus,
 )
+from tests.backends.console_specs import console_spec
 
 T = TypeVar("T")
 HEALTH = {"healthy", "warning", "unhealthy", "unknown"}
@@ -66,7 +68,7 @@ class BackendContract:
     def workload_spec(self, name: str, **fields) -> WorkloadSpec:
         fields.setdefault("tenant", "contract")
         fields.setdefault("queue", "contract")
-        return WorkloadSpec(name=name, **fields)
+        return console_spec(name, **fields)
 
     def desired_state(self) -> DesiredState:
         return DesiredState(

@@ -22,6 +22,8 @@ class TestSimulatorContract(BackendContract):
         return backend
 
     def workload_spec(self, name, **fields):
+        # The simulator runs a workload for its declared duration (the spec's max runtime).
+        fields["max_runtime_s"] = fields.pop("duration_s", self.run_s)
         # The seed makes some workloads fail; the contract needs ones that succeed.
         fields["labels"] = {OUTCOME_LABEL: "succeed", **fields.get("labels", {})}
         return super().workload_spec(name, **fields)

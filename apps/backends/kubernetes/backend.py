@@ -23,9 +23,18 @@ from apps.backends.kubernetes.connection import api_client, timeout_of
 from apps.backends.kubernetes.inventory import InventorySettings, group_pods, node_info
 from apps.backends.kubernetes.nodes import DrainSettings, NodeOps, Progress
 from apps.backends.kubernetes.resources import COMPANION_KINDS, EVENT, NODE, POD, WORKLOAD_KINDS, Kind, kind_of
-from apps.backends.kubernetes.workloads import event_lines, objects_for, usage_entries, workload_status
+from apps.backends.kubernetes.workloads import (
+    event_lines,
+    objects_for,
+    render_workload,
+    usage_entries,
+    workload_status,
+)
 from apps.backends.render.desired import DesiredState
 from apps.backends.render.objects import MANAGED_BY, MANAGER
+from apps.backends.render.spec import Spec
+from apps.backends.render.workload import RenderedWorkload, WorkloadContext
+from apps.backends.render.workload.common import short_name
 from apps.backends.types import (
     ConnectionReport,
     DrainResult,
@@ -63,8 +72,6 @@ DEFAULT_METRICS_PATTERN = "http://{service}.{namespace}.svc:{port}/metrics"
 
 
 def _short(name: str) -> str:
-    from apps.backends.render.workload.common import short_name
-
     return short_name(name)
 
 
@@ -159,8 +166,11 @@ class KubernetesBackend(Backend):
 
     # workloads
 
+    def render(self, spec: Spec, context: WorkloadContext) -> RenderedWorkload:
+        return render_workload(spec, context, self.settings)
+
     def submit(self, spec: WorkloadSpec) -> SubmitResult:
-        objects = objects_for(spec, self.cluster, self.schema_version)
+        objects = objects_for(spec, self.settings, self.cluster.name, self.schema_version)
         top = next((o for o in objects if kind_of(o) in WORKLOAD_KINDS), None)
         if top is None:
             raise PermanentBackendError(f"{spec.name}: no Job, Deployment or LeaderWorkerSet among its objects")

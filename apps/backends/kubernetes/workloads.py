@@ -1,10 +1,10 @@
 """Workloads on Kubernetes: what to apply for a WorkloadSpec, and the console's state of what runs.
 
-`objects_for` takes the manifest the console rendered for the workload (the outbox attaches it, see
-`apps.workloads.rendering.kubernetes_rendering`) or, for a bare WorkloadSpec (tests, scripts), renders a
-training job itself with `apps.backends.render.workload.render_kubernetes`. `workload_status` maps a Job, a
-Volcano Job, a Deployment or a LeaderWorkerSet plus its pods and warning events onto WorkloadStatus.
-Pure functions except `render_context` (it reads the queue's namespace binding and the GPU model).
+`render_workload` renders the console's typed spec with `apps.backends.render.workload.render_kubernetes`,
+in the context the console passed (namespace, queue, tier, product label, taints) and the cluster's own
+settings (queueing, node size). `objects_for` takes that rendering, or the objects a caller rendered
+already, and validates them strictly before anything is applied. `workload_status` maps a Job, a Volcano
+Job, a Deployment or a LeaderWorkerSet plus its pods and warning events onto WorkloadStatus. Pure functions.
 """
 
 from __future__ import annotations
@@ -13,104 +13,49 @@ from datetime import UTC, datetime
 
 from apps.backends.base import PermanentBackendError
 from apps.backends.kubernetes import pods as podinfo
-from apps.backends.types import Placement, Sharing, WorkloadSpec, WorkloadState, WorkloadStatus
+from apps.backends.render.spec import Spec
+from apps.backends.render.workload import (
+    RenderedWorkload,
+    WorkloadContext,
+    kubernetes_context,
+    render_kubernetes,
+    validation_errors,
+)
+from apps.backends.types import Placement, WorkloadSpec, WorkloadState, WorkloadStatus
 
 EVENTS_SHOWN = 5
-KIND_LABEL = "gpu-console/kind"
 
 
-def objects_for(spec: WorkloadSpec, cluster, schema_version: str) -> list[dict]:
+def render_workload(spec: Spec, context: WorkloadContext, settings: dict) -> RenderedWorkload:
+    """The objects for `spec` on a cluster with these connection settings (RenderError for what it cannot express)."""
+    return render_kubernetes(spec, kubernetes_context(context, settings))
+
+
+def objects_for(spec: WorkloadSpec, settings: dict, cluster: str, schema_version: str) -> list[dict]:
     """The objects to apply for `spec`, validated strictly against `schema_version` (PermanentBackendError
     with every problem)."""
-    from apps.backends.render.workload import RenderedWorkload, RenderError, render_kubernetes, validation_errors
-
     manifest = spec.manifest
     if isinstance(manifest, RenderedWorkload):
         rendered = manifest
     elif isinstance(manifest, list):
         rendered = RenderedWorkload(objects=manifest)
-    elif manifest is None:
-        try:
-            rendered = render_kubernetes(training_spec(spec), render_context(spec, cluster))
-        except (RenderError, ValueError) as exc:
-            raise PermanentBackendError(f"cluster {cluster.name}: cannot render {spec.name}: {exc}") from exc
-    else:
+    elif manifest is not None:
         raise PermanentBackendError(f"{spec.name}: a Kubernetes manifest is a list of objects, not {type(manifest)}")
+    elif spec.source is None or spec.context is None:
+        raise PermanentBackendError(
+            f"{spec.name}: nothing to apply: a Kubernetes workload needs the console's spec and its render context"
+        )
+    else:
+        try:
+            rendered = render_workload(spec.source, spec.context, settings)
+        except (ValueError, TypeError) as exc:  # RenderError is a ValueError
+            raise PermanentBackendError(f"cannot render {spec.name} for {cluster}: {exc}") from exc
     if not rendered.objects:
         raise PermanentBackendError(f"{spec.name}: nothing to apply")
     errors = validation_errors(rendered, (schema_version,))
     if errors:
         raise PermanentBackendError(f"{spec.name}: the rendered objects would be refused: " + "; ".join(errors[:10]))
     return rendered.objects
-
-
-def training_spec(spec: WorkloadSpec):
-    """A TrainingJobSpec for a bare WorkloadSpec (an inference service needs the console's rendering)."""
-    from apps.backends.render.spec import GpuSharing, TrainingJobSpec
-
-    if spec.labels.get(KIND_LABEL) == "inference":
-        raise PermanentBackendError(f"{spec.name}: an inference service needs its rendered manifest")
-    if not spec.image or not spec.command:
-        raise PermanentBackendError(f"{spec.name}: a training job on Kubernetes needs an image and a command")
-    if not spec.gpu_model:
-        raise PermanentBackendError(f"{spec.name}: a training job on Kubernetes needs a GPU model")
-    sharing = GpuSharing()
-    if spec.sharing == Sharing.MIG:
-        sharing = GpuSharing(mode=Sharing.MIG.value, mig_profile=spec.mig_profile, fraction=spec.gpu_fraction)
-    elif spec.sharing == Sharing.TIME_SLICE:
-        replicas = max(2, round(1 / spec.gpu_fraction)) if spec.gpu_fraction else 2
-        sharing = GpuSharing(mode=Sharing.TIME_SLICE.value, replicas=replicas, fraction=spec.gpu_fraction)
-    elif spec.sharing == Sharing.HAMI:
-        cores = max(1, min(100, round(spec.gpu_fraction * 100)))
-        sharing = GpuSharing(mode=Sharing.HAMI.value, gpumem_mib=1024, gpucores=cores, fraction=spec.gpu_fraction)
-    return TrainingJobSpec(
-        name=spec.name,
-        tenant=spec.tenant,
-        queue=spec.queue,
-        image=spec.image,
-        command=list(spec.command),
-        gpu_model=spec.gpu_model,
-        tier=spec.tier,
-        workers=spec.workers,
-        gpus_per_worker=spec.gpus_per_worker,
-        sharing=sharing,
-        gang_min=spec.gang_min or spec.workers,
-        topology=spec.topology.value,
-        max_runtime_s=spec.duration_s or 86_400,
-        retries=0,
-    )
-
-
-def render_context(spec: WorkloadSpec, cluster):
-    """Where the job goes: the queue's first bound namespace (else the tenant's), its tier, the pool's taints."""
-    from apps.backends.render.workload import RenderContext
-    from apps.fleet.catalog import catalog_by_code
-    from apps.fleet.models import GpuModel, NodePool
-    from apps.tenancy.models import QueueBinding
-
-    settings = cluster.connection or {}
-    binding = QueueBinding.objects.filter(
-        cluster=cluster, queue__tenant__slug=spec.tenant, queue__name=spec.queue
-    ).first()
-    namespace = ((binding.namespaces if binding else None) or [spec.tenant])[0]
-    model = GpuModel.objects.filter(code=spec.gpu_model).first()
-    labels = (
-        list(model.product_labels) if model else catalog_by_code().get(spec.gpu_model, {}).get("product_labels", [])
-    )
-    if not labels:
-        raise PermanentBackendError(f"{spec.name}: GPU model {spec.gpu_model!r} has no nvidia.com/gpu.product label")
-    pool = NodePool.objects.filter(cluster=cluster, gpu_model__code=spec.gpu_model).first()
-    return RenderContext(
-        namespace=namespace,
-        queue_name=f"{spec.tenant}-{spec.queue}",
-        priority_class=spec.tier,
-        queueing=settings.get("queueing", "kueue"),
-        workload_id=spec.name,
-        product_label=labels[0],
-        tolerations=list(pool.taints) if pool else [],
-        gpus_per_node=int(settings.get("gpus_per_node", 8)),
-        name=spec.name,
-    )
 
 
 # --- status -----------------------------------------------------------------------------------------------

@@ -1,12 +1,19 @@
-"""Backend desired state: pure renderers from the console's quota model to each backend's own terms.
+"""Rendering: pure functions from the console's typed values to each backend's own terms, in one package.
+
+Quota (the desired state of one cluster, `desired.DesiredState`, which tenancy builds from its tables):
 
     render(state, "kubernetes")  -> RenderResult (objects for server-side apply + caveats)
     render(state, "slurm")       -> SlurmRender (sacctmgr argument vectors + caveats)
     caveats_for(kind, queueing)  -> what that backend cannot express, without rendering
 
-The input is `apps.backends.render.desired.DesiredState`; nothing here touches the database or a cluster.
-`apps.backends.render.validate` checks rendered objects strictly (built-ins per Kubernetes version,
-custom objects against the vendored CRDs in `crds/`, plus the CEL and webhook rules we rely on).
+Workloads (a `spec.TrainingJobSpec` / `spec.InferenceServiceSpec`, which the workloads app parses user
+input into, and the context it runs in): `apps.backends.render.workload`.
+
+Both kinds of result have a `text` for previews. Nothing here touches the database or a cluster: callers
+pass everything in, and each backend applies what its renderer returns (`Backend.render`, `submit`,
+`push_quota`). `apps.backends.render.validate` checks rendered objects strictly (built-ins per Kubernetes
+version, custom objects against the vendored CRDs in `crds/`, plus the CEL and webhook rules we rely on);
+the Kubernetes backend runs it before it applies anything.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from django.utils import timezone
 
 from apps.backends.base import Backend
 from apps.backends.render.desired import DesiredState
+from apps.backends.render.spec import Spec
+from apps.backends.render.workload import RenderedWorkload, WorkloadContext, kubernetes_context, render_kubernetes
 from apps.backends.simulator import history, reports
 from apps.backends.simulator.controls import Simulation
 from apps.backends.simulator.engine import Engine
@@ -59,6 +61,11 @@ class SimulatorBackend(Backend):
     def inventory(self) -> Inventory:
         with Engine.open(self.cluster) as engine:
             return reports.inventory(engine)
+
+    def render(self, spec: Spec, context: WorkloadContext) -> RenderedWorkload:
+        """What a Kubernetes cluster with this cluster's settings would run (the simulator itself runs the
+        WorkloadSpec's summary and renders nothing when it submits)."""
+        return render_kubernetes(spec, kubernetes_context(context, self.cluster.connection or {}))
 
     def submit(self, spec: WorkloadSpec) -> SubmitResult:
         with Engine.open(self.cluster) as engine:

@@ -107,8 +107,8 @@ def run_plan(seed: int, spec: WorkloadSpec) -> RunPlan:
 
 
 def spec_to_json(spec: WorkloadSpec) -> dict:
-    """The spec as stored; the rendered manifest is the real backends' business and is not kept."""
-    data = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "manifest"}
+    """The spec as stored; what the real backends render (source, context, manifest) is not kept."""
+    data = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name not in ("source", "context", "manifest")}
     data.update(
         sharing=Sharing(spec.sharing).value,
         topology=Topology(spec.topology).value,

@@ -24,10 +24,12 @@ from functools import cached_property
 
 from apps.backends.base import Backend, NotFoundError, PermanentBackendError, RetryableBackendError
 from apps.backends.render.desired import DesiredState
+from apps.backends.render.spec import Spec
+from apps.backends.render.workload import RenderedScript, WorkloadContext
 from apps.backends.slurm import parse
 from apps.backends.slurm.accounts import QuotaPusher
 from apps.backends.slurm.cli import Cli
-from apps.backends.slurm.script import sbatch_script
+from apps.backends.slurm.script import render_script, sbatch_script
 from apps.backends.slurm.settings import CONSOLE_PREFIX, DEFAULT_OUTPUT_DIR, SlurmSettings
 from apps.backends.types import (
     ConnectionReport,
@@ -187,6 +189,9 @@ class SlurmBackend(Backend):
         return Inventory(nodes=[parse.node_info(n, self.settings, held) for n in nodes], taken_at=now)
 
     # Workloads
+
+    def render(self, spec: Spec, context: WorkloadContext) -> RenderedScript:
+        return render_script(spec, context, self.settings)
 
     def submit(self, spec: WorkloadSpec) -> SubmitResult:
         script = sbatch_script(spec, self.settings)

@@ -11,8 +11,8 @@ Keys (all optional; docs/configuration.md lists them with examples):
 * ssh_host      run the CLI on this login node over SSH (e.g. "console@login01"); empty: run it locally
 * ssh_options   extra ssh arguments, e.g. ["-i", "/etc/gpu-console/id_ed25519", "-p", "2222"]
 * slurm_conf    SLURM_CONF for the local CLI (empty: Slurm's default /etc/slurm/slurm.conf)
-* partition     partition for jobs the console renders itself, default "gpu"
-* account, qos  account and QOS for those jobs when the workload has none (empty: Slurm's defaults)
+* partition     partition of the jobs the console submits, default "gpu" (their account and QOS are the queue's
+                and the tier's, from the render context)
 * output_dir    directory for job output files on the cluster's shared file system, default /var/log/gpu-console
 * job_path      PATH of jobs submitted by the local CLI, default /usr/local/bin:/usr/bin:/bin
 * submit_user   the Slurm user the console's jobs run as; quota push gives it an association with every queue
@@ -45,8 +45,6 @@ class SlurmSettings:
     ssh_options: tuple[str, ...] = ()
     slurm_conf: str = ""
     partition: str = "gpu"
-    account: str = ""
-    qos: str = ""
     output_dir: str = DEFAULT_OUTPUT_DIR
     job_path: str = "/usr/local/bin:/usr/bin:/bin"
     gres_models: dict[str, str] = field(default_factory=dict)
@@ -84,8 +82,6 @@ class SlurmSettings:
             ssh_options=tuple(options),
             slurm_conf=str(conn.get("slurm_conf", "")),
             partition=str(conn.get("partition") or "gpu"),
-            account=str(conn.get("account", "")),
-            qos=str(conn.get("qos", "")),
             output_dir=str(conn.get("output_dir") or DEFAULT_OUTPUT_DIR),
             job_path=str(conn.get("job_path") or "/usr/local/bin:/usr/bin:/bin"),
             gres_models=dict(conn.get("gres_models") or {}),

@@ -76,26 +76,23 @@ def process_outbox_entry(entry_id: int) -> str:
     """Carry out one outbox entry against the backend. Returns what happened (for logs and tests)."""
     if not _claim_entry(entry_id):
         return "skipped"
-    entry = OutboxEntry.objects.select_related("workload__cluster", "workload__tier", "workload__tenant").get(
-        pk=entry_id
-    )
+    entry = OutboxEntry.objects.select_related(
+        "workload__cluster", "workload__tier", "workload__tenant", "workload__queue__tenant", "workload__gpu_model"
+    ).get(pk=entry_id)
     workload = entry.workload
     backend = get_backend(workload.cluster)
     try:
         if entry.action == OutboxAction.SUBMIT:
             if workload.state in WorkloadState.terminal() or workload.state == WorkloadState.CANCELLING:
                 return _finish_entry(entry, "superseded")
+            from apps.workloads.rendering import render_context
             from apps.workloads.specs import parse_spec, to_backend_spec
 
             parsed = parse_spec(workload.kind, workload.spec, catalog())
             backend_spec = to_backend_spec(parsed, workload.tier.value)
             backend_spec.name = workload.backend_name
-            if workload.cluster.kind == "slurm":
-                from apps.workloads.rendering import slurm_script
-
-                backend_spec.manifest = slurm_script(workload, parsed)
-            elif workload.cluster.kind == "kubernetes":
-                backend_spec.manifest = _kubernetes_manifest(workload, parsed)
+            # The backend renders the typed spec in this context (the workload page shows the same rendering).
+            backend_spec.context = render_context(workload)
             result = backend.submit(backend_spec)
             with transaction.atomic():
                 where = {"cluster": workload.cluster.name, "backend_id": result.backend_id}
@@ -117,18 +114,6 @@ def process_outbox_entry(entry_id: int) -> str:
         return entry.action
     except BackendError as exc:
         return _backend_failed(entry, workload, exc)
-
-
-def _kubernetes_manifest(workload: Workload, spec):
-    """The objects the Kubernetes backend applies: rendered with the queue's namespace and the pool's taints."""
-    from apps.backends.base import PermanentBackendError
-    from apps.workloads.rendering import kubernetes_rendering
-
-    try:
-        return kubernetes_rendering(workload, spec)
-    except (ValueError, TypeError) as exc:
-        where = f"{workload.backend_name} for {workload.cluster.name}"
-        raise PermanentBackendError(f"cannot render {where}: {exc}") from exc
 
 
 def _finish_entry(entry: OutboxEntry, outcome: str) -> str:

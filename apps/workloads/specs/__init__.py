@@ -7,7 +7,7 @@ the tests need no database. The spec types it builds are the renderers' input an
 
     spec = parse_spec("training", data, catalog)     # TrainingJobSpec, or SpecError with every field error
     spec.to_dict()                                   # JSON-safe; parse_spec(spec.kind, spec.to_dict(), ...) == spec
-    to_backend_spec(spec, priority)                  # apps.backends.types.WorkloadSpec for the simulator/backends
+    to_backend_spec(spec, priority)                  # apps.backends.types.WorkloadSpec (with the spec as its source)
     apply_overrides(template_spec, overrides)        # deep merge for templates
 
 Every name that becomes a Kubernetes name is a DNS-1123 label. Values that reach a command line stay

@@ -20,7 +20,8 @@ from apps.workloads.specs.model import SERVICE_DURATION_S
 
 
 def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
-    """The simulator's / backends' view of an admitted spec.
+    """The simulator's / backends' view of an admitted spec; `source` keeps the spec itself for the real
+    backends, which render it (the caller adds the render context).
 
     Inference: every pod is a worker (replicas x nodes per replica); a replica's pods are the gang; a
     service runs until cancelled, so without a max runtime the simulator gets SERVICE_DURATION_S. Its engine
@@ -46,6 +47,7 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
             image=spec.image,
             command=[*spec.command, *spec.args],
             labels=labels,
+            source=spec,
         )
     labels[ENGINE_LABEL] = spec.engine
     scaling = spec.autoscaling
@@ -69,6 +71,7 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
         image=spec.image,
         command=engine_argv(spec),
         labels=labels,
+        source=spec,
     )
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from apps.backends.kubernetes.backend import KubernetesBackend
-from apps.backends.types import Taint, WorkloadSpec
+from apps.backends.types import Taint
 from apps.fleet.models import GpuModel
 from apps.tenancy.desired_state import build_desired_state
 from apps.tenancy.models import Quota
+from tests.backends.console_specs import console_spec
 from tests.backends.k8s_fake import FakeKubernetes
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 
@@ -25,17 +26,7 @@ def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "e
     backend.quota_plan(state)
     backend.push_quota(state)
     backend.quota_drift(state)
-    spec = WorkloadSpec(
-        name="train-1",
-        tenant="team-a",
-        queue="train",
-        gpu_model="h100",
-        gpus_per_worker=2,
-        workers=2,
-        image="busybox:1.36",
-        command=["sleep", "600"],
-        duration_s=3600,
-    )
+    spec = console_spec("train-1", gpus_per_worker=2, workers=2, command=["sleep", "600"], namespace="team-a-train")
     backend.submit(spec)
     fake.advance(5)
     backend.status(["train-1", "missing-1"])

@@ -8,8 +8,8 @@ import yaml
 from apps.backends.base import PermanentBackendError
 from apps.backends.kubernetes.backend import KubernetesBackend
 from apps.backends.registry import get_backend
-from apps.backends.types import WorkloadSpec
 from apps.fleet.models import Cluster
+from tests.backends.console_specs import console_spec
 from tests.backends.k8s_fake import FakeKubernetes
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 
@@ -65,7 +65,7 @@ def test_submit_refuses_work_whose_queueing_is_not_installed(db, installed, queu
         fake.add_namespace("team-a")
         cluster = make_cluster(fake, queueing=queueing)
         bind_queue(cluster, "team-a", "train", ["team-a"])
-        spec = WorkloadSpec("v1", "team-a", "train", gpu_model="h100", image="busybox", command=["sleep", "1"])
+        spec = console_spec("v1", command=["sleep", "1"])
         with pytest.raises(PermanentBackendError, match=f"needs {missing}, which is not installed"):
             KubernetesBackend(cluster).submit(spec)
         assert fake.requests_to("PATCH") == []

@@ -35,12 +35,12 @@ class TestKubernetesContract(BackendContract):
         fake.stop()
 
     def workload_spec(self, name, **fields):
-        # The job sleeps for the contract's duration; its max runtime (duration_s on a real backend) is longer.
+        # The job sleeps for the contract's duration; its max runtime is longer. It runs in namespace "contract".
         seconds = fields.pop("duration_s", self.run_s)
         fields.setdefault("gpu_model", "h100")
         fields.setdefault("image", "busybox:1.36")
         fields.setdefault("command", ["sleep", str(seconds)])
-        return super().workload_spec(name, duration_s=seconds * 2 + 60, **fields)
+        return super().workload_spec(name, max_runtime_s=seconds * 2 + 60, namespace="contract", **fields)
 
     def let_time_pass(self, backend, seconds):
         backend.fake.advance(seconds)

@@ -179,14 +179,14 @@ def test_429_throttling_is_retryable(backend, fake, nodes):
 
 
 def test_422_on_apply_is_permanent(db, fake, nodes):
-    from apps.backends.types import WorkloadSpec
+    from tests.backends.console_specs import console_spec
     from tests.backends.kubernetes.conftest import bind_queue
 
     fake.add_namespace("team-a")
     cluster = make_cluster(fake)
     bind_queue(cluster, "team-a", "train", ["team-a"])
     fake.fail(422, method="PATCH", message='Job.batch "x" is invalid: spec.template: Invalid value')
-    spec = WorkloadSpec("x", "team-a", "train", gpu_model="h100", image="busybox", command=["sleep", "1"])
+    spec = console_spec("x", command=["sleep", "1"])
     with pytest.raises(PermanentBackendError, match="refused the request \\(422\\)"):
         KubernetesBackend(cluster).submit(spec)
 

@@ -11,6 +11,7 @@ from apps.backends.types import Taint, WorkloadSpec
 from apps.fleet.models import GpuModel
 from apps.tenancy.desired_state import build_desired_state
 from apps.tenancy.models import Quota
+from tests.backends.console_specs import console_spec
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 from tests.backends.kubernetes.scenario import run_everything
 
@@ -19,16 +20,7 @@ APPLY = "application/apply-patch+yaml"
 
 def spec(name: str = "train-1", **fields) -> WorkloadSpec:
     fields.setdefault("gpus_per_worker", 2)
-    return WorkloadSpec(
-        name=name,
-        tenant="team-a",
-        queue="train",
-        gpu_model="h100",
-        image="busybox:1.36",
-        command=["sleep", "600"],
-        duration_s=3600,
-        **fields,
-    )
+    return console_spec(name, command=["sleep", "600"], namespace="team-a-train", **fields)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from apps.backends.kubernetes.workloads import workload_status
 from apps.backends.render.workload import RenderContext, render_kubernetes
 from apps.backends.types import WorkloadSpec, WorkloadState
 from apps.workloads.specs import InferenceServiceSpec
+from tests.backends.console_specs import console_spec
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 
 T = "2026-11-30T10:00:00Z"
@@ -129,9 +130,7 @@ def test_a_job_that_cannot_fit_is_pending_with_the_scheduler_s_event(db, fake):
     cluster = make_cluster(fake)
     bind_queue(cluster, "team-a", "train", ["team-a"])
     backend = KubernetesBackend(cluster)
-    spec = WorkloadSpec(
-        "big", "team-a", "train", gpu_model="h100", gpus_per_worker=8, image="busybox", command=["sleep", "60"]
-    )
+    spec = console_spec("big", gpus_per_worker=8, command=["sleep", "60"])
     backend.submit(spec)
     fake.advance(1)
     status = backend.status(["big"])["big"]

@@ -13,7 +13,9 @@ import uuid
 import pytest
 
 from apps.backends.slurm.backend import SlurmBackend
+from apps.backends.types import WorkloadSpec
 from apps.fleet.models import Cluster
+from tests.backends.console_specs import console_spec
 from tests.sshd_login_node import ssh_login_node  # noqa: F401  (the login node of the SSH mode tests)
 
 NODES = ["gpu-01", "gpu-02", "gpu-03", "gpu-04"]
@@ -25,8 +27,24 @@ def connection(local_slurm, **extra) -> dict:
         "slurm_conf": local_slurm.conf,
         "output_dir": local_slurm.jobs_dir,
         "partition": "gpu",
+        "job_path": f"{local_slurm.stand_ins()}:/usr/local/bin:/usr/bin:/bin",  # torchrun's stand-in first
         **extra,
     }
+
+
+def sleep_spec(name: str, seconds: int = 2, **fields) -> WorkloadSpec:
+    """The console's training script running `sleep` (torchrun is a stand-in on the jobs' PATH), as account root
+    with QOS normal, which the local cluster has."""
+    fields.setdefault("gpu_model", "a100")
+    return console_spec(
+        name,
+        tenant="t",
+        command=["sleep", str(seconds)],
+        max_runtime_s=seconds + 120,
+        tier="normal",
+        slurm_account="root",
+        **fields,
+    )
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The Backend contract against the real local Slurm cluster (4 nodes x 8 a100), with short `sleep` jobs."""
+"""The Backend contract against the real local Slurm cluster (4 nodes x 8 a100), with short `sleep` jobs in the
+sbatch scripts the console renders."""
 
 from __future__ import annotations
 
@@ -26,6 +27,17 @@ class TestSlurmContract(BackendContract):
         return SlurmBackend(Cluster(name="gpuc", kind="slurm", connection=connection(local_slurm)))
 
     def workload_spec(self, name, **fields):
+        # The console's sbatch script runs `srun torchrun ... -- sleep N` (torchrun is a stand-in on the jobs'
+        # PATH, see connection()), as account root with QOS normal, which the local cluster has; --requeue
+        # (retries) lets a drain requeue it.
         seconds = fields.pop("duration_s", None) or self.run_s
         fields.setdefault("gpu_model", "a100")
-        return super().workload_spec(name, command=["sleep", str(seconds)], duration_s=seconds + HEADROOM_S, **fields)
+        return super().workload_spec(
+            name,
+            command=["sleep", str(seconds)],
+            max_runtime_s=seconds + HEADROOM_S,
+            retries=1,
+            tier="normal",
+            slurm_account="root",
+            **fields,
+        )

@@ -8,10 +8,13 @@ import pytest
 from apps.backends.base import PermanentBackendError
 from apps.backends.render.workload import render_slurm
 from apps.backends.slurm import parse
+from apps.backends.slurm.backend import SlurmBackend
 from apps.backends.slurm.rest import job_properties
 from apps.backends.slurm.script import sbatch_script
 from apps.backends.slurm.settings import SlurmSettings
 from apps.backends.types import WorkloadSpec, WorkloadState
+from apps.fleet.models import Cluster
+from tests.backends.console_specs import console_spec
 from tests.render.workload.cases import spec_of
 
 SETTINGS = SlurmSettings(cluster="c", output_dir="/shared/out", job_path="/opt/bin:/usr/bin")
@@ -65,15 +68,23 @@ def test_usage_reads_typed_and_untyped_gpu_tres():
     assert parse.gpu_tres({"tres": {"allocated": [{"type": "cpu", "name": None, "count": 4}]}}) == ("", 0)
 
 
-def test_a_bare_spec_becomes_one_quoted_srun_step():
-    spec = WorkloadSpec(
-        name="w1", tenant="t", gpu_model="a100", workers=2, gpus_per_worker=4, command=["echo", "$(id)"]
+def test_the_console_spec_is_rendered_with_the_clusters_settings_and_a_bare_spec_refused():
+    spec = console_spec(
+        "w1", tenant="t", gpu_model="a100", workers=2, gpus_per_worker=4, command=["echo", "$(id)"], slurm_account="t_x"
     )
-    script = sbatch_script(spec, SETTINGS)
-    assert "#SBATCH --nodes=2\n" in script and "#SBATCH --gres=gpu:a100:4\n" in script
-    assert script.rstrip().endswith("srun --kill-on-bad-exit=1 echo '$(id)'")
+    connection = {"partition": "batch", "output_dir": "/shared/out", "gres_models": {"a100_80g": "a100"}}
+    backend = SlurmBackend(Cluster(name="c", kind="slurm", connection=connection))
+    script = sbatch_script(spec, backend.settings)
+    assert "#SBATCH --nodes=2\n" in script and "#SBATCH --gres=gpu:a100_80g:4\n" in script
+    assert "#SBATCH --partition=batch\n" in script and "#SBATCH --account=t_x\n" in script
+    assert "#SBATCH --output=/shared/out/w1-%j.out\n" in script
+    assert script.rstrip().endswith("-- echo '$(id)'")
+    # What the workload page shows is what is submitted.
+    assert backend.render(spec.source, spec.context).script == script
     with pytest.raises(PermanentBackendError, match="nothing to run"):
-        sbatch_script(WorkloadSpec(name="w2", tenant="t"), SETTINGS)
+        sbatch_script(WorkloadSpec(name="w2", tenant="t", command=["true"]), SETTINGS)
+    with pytest.raises(PermanentBackendError, match="cannot render the sbatch script: account"):
+        sbatch_script(console_spec("w3", slurm_account="Bad Account"), SETTINGS)
 
 
 def test_rest_job_description_from_the_workloads_renderer_script():

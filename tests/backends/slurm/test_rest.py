@@ -13,7 +13,7 @@ from apps.backends.slurm.backend import SlurmBackend
 from apps.backends.types import WorkloadSpec, WorkloadState
 from apps.fleet.models import Cluster
 from tests.backends.slurm import test_contract  # the module, so pytest does not collect its class here again
-from tests.backends.slurm.conftest import connection, unique, wait_for
+from tests.backends.slurm.conftest import connection, sleep_spec, unique, wait_for
 
 TOKEN_ENV = "GPUC_TEST_SLURM_JWT"
 
@@ -42,7 +42,7 @@ def test_a_two_gpu_job_submitted_over_rest_runs(local_slurm, monkeypatch, cleanu
     backend = rest_backend(local_slurm, monkeypatch)
     name = unique("rest")
     cleanup[0].append(name)
-    spec = WorkloadSpec(name=name, tenant="t", gpu_model="a100", gpus_per_worker=2, command=["sleep", "2"])
+    spec = sleep_spec(name, gpus_per_worker=2)
     result = backend.submit(spec)
     assert backend.submit(spec).reason == f"{result.reason.split(':')[0]} (already submitted)"
     running = wait_for(
@@ -57,7 +57,7 @@ def test_a_two_gpu_job_submitted_over_rest_runs(local_slurm, monkeypatch, cleanu
 
 def test_slurms_refusal_over_rest_is_permanent_with_its_message(local_slurm, monkeypatch):
     backend = rest_backend(local_slurm, monkeypatch)
-    spec = WorkloadSpec(name=unique("nine"), tenant="t", gpu_model="a100", gpus_per_worker=9, command=["true"])
+    spec = sleep_spec(unique("nine"), gpus_per_worker=9)
     with pytest.raises(PermanentBackendError, match="Requested node configuration is not available"):
         backend.submit(spec)
 

@@ -10,14 +10,9 @@ import pytest
 from apps.backends.base import NotFoundError, PermanentBackendError
 from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.backends.types import WorkloadSpec, WorkloadState
-from tests.backends.slurm.conftest import unique, wait_for
+from tests.backends.slurm.conftest import sleep_spec, unique, wait_for
 
 DONE = {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}
-
-
-def sleep_spec(name: str, seconds: int = 2, **fields) -> WorkloadSpec:
-    fields.setdefault("gpu_model", "a100")
-    return WorkloadSpec(name=name, tenant="t", command=["sleep", str(seconds)], duration_s=seconds + 120, **fields)
 
 
 def job_script(name: str, node: str, jobs_dir: str, *, gpus: int = 1, account: str = "") -> str:

@@ -1,4 +1,9 @@
-"""What the workload renderers take besides the spec, and what they return."""
+"""What the workload renderers take besides the spec, and what they return.
+
+`WorkloadContext` is what the console knows about where one workload runs (from its tables); a backend
+adds its cluster's own settings and turns it into the context of its renderer: `kubernetes_context` gives
+the `RenderContext` of `render_kubernetes`, `slurm_context` the `SlurmContext` of `render_slurm`.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,59 @@ DEFAULT_TOPOLOGY_LABELS = {
 }
 # Volcano HyperNode tiers (1 is the lowest network level) for jobs that must stay within one domain.
 DEFAULT_VOLCANO_TIERS = {"nvlink": 1, "leaf": 2}
+
+
+@dataclass(frozen=True)
+class WorkloadContext:
+    """Where one workload runs, in the console's terms: what its tables say about it on its cluster.
+
+    The workloads app builds it (`apps.workloads.rendering.render_context`) from the queue's binding on the
+    cluster, the tier, the GPU model and its node pool, and passes it with the typed spec to the backend,
+    which adds its own settings (Kubernetes: queueing and node size; Slurm: partition, GRES names, output
+    directory) and renders. The workload page and the submission both go through `Backend.render`, so what
+    the page shows is what the cluster gets.
+    """
+
+    name: str  # the backend's name for this run (unique per cluster): the object or job name
+    workload_id: str  # the console's id, on every object and pod as a label
+    queue: str  # "<tenant>-<queue>": the Kueue LocalQueue or Volcano leaf queue
+    tier: str  # PriorityClass and Kueue WorkloadPriorityClass; the Slurm QOS
+    preemptible: bool = True
+    gpu_model: str = ""  # the console's GPU model code (Slurm maps it to its GRES type)
+    product_label: str = ""  # the node pool's nvidia.com/gpu.product
+    namespace: str = ""  # Kubernetes: the queue's first namespace bound on the cluster
+    tolerations: list[dict] = field(default_factory=list)  # the node pool's taints as {key, value, effect}
+    slurm_account: str = ""  # Slurm: the queue's account on the cluster
+
+
+def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderContext:
+    """The Kubernetes renderer's context on a cluster with these connection settings (`queueing`, default
+    kueue; `gpus_per_node`, default 8)."""
+    return RenderContext(
+        namespace=context.namespace,
+        queue_name=context.queue,
+        priority_class=context.tier,
+        queueing=connection.get("queueing", "kueue"),
+        workload_id=context.workload_id,
+        product_label=context.product_label,
+        tolerations=list(context.tolerations),
+        gpus_per_node=int(connection.get("gpus_per_node", 8)),
+        preemptible=context.preemptible,
+        name=context.name,
+    )
+
+
+def slurm_context(context: WorkloadContext, *, partition: str, gres_type: str, output_dir: str) -> SlurmContext:
+    """The Slurm renderer's context: the queue's account, the tier's QOS, and the cluster's partition, GRES type
+    of the workload's GPU model and output directory."""
+    return SlurmContext(
+        account=context.slurm_account,
+        qos=context.tier,
+        partition=partition,
+        gres_type=gres_type,
+        output_dir=output_dir,
+        job_name=context.name,
+    )
 
 
 @dataclass(frozen=True)
@@ -76,6 +134,11 @@ class RenderedWorkload:
     caveats: list[str] = field(default_factory=list)
     endpoint: str = ""  # inference: the in-cluster URL of the OpenAI-compatible API
 
+    @property
+    def text(self) -> str:
+        """What the workload page shows: the YAML with its caveats."""
+        return self.to_yaml()
+
     def to_yaml(self, *, with_caveats: bool = True) -> str:
         """Multi-document YAML, caveats first as comments (the form of the quota renderer's previews)."""
         head = ""
@@ -126,3 +189,8 @@ class RenderedScript:
     script: str
     argv_preview: list[str]
     caveats: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """What the workload page shows: the script (its caveats are comments in it)."""
+        return self.script
