@@ -15,6 +15,7 @@ from apps.accounts.permissions import allowed_tenant_ids, has_perm
 from apps.backends.registry import backend_class
 from apps.backends.render import RenderError, caveats_for
 from apps.backends.render import render as render_state
+from apps.backends.render.titles import quota_title
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
@@ -297,8 +298,7 @@ def cluster_desired_state(request, name: str):
         "fleet/cluster_desired_state.html",
         {
             "cluster": cluster,
-            "kind": kind,
-            "queueing": state.queueing,
+            "title": quota_title(kind, state.queueing),
             "text": text,
             "error": error,
             "caveats": caveats_for(kind, state.queueing),

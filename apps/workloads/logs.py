@@ -15,8 +15,6 @@ from apps.backends.registry import get_backend
 from apps.fleet.links import url_template_error
 from apps.workloads.models import Workload
 
-DEFAULT_SLURM_OUTPUT_DIR = "/var/log/gpu-console"  # the render context's default (rendering.py); the backend's too
-
 
 @dataclass
 class Logs:

@@ -8,7 +8,8 @@ with the spec to `Backend.submit`, and the page asks `Backend.render` with it, s
 from __future__ import annotations
 
 from apps.backends.base import BackendError
-from apps.backends.registry import get_backend
+from apps.backends.registry import backend_class, get_backend
+from apps.backends.render.titles import workload_title
 from apps.backends.render.workload import WorkloadContext
 from apps.fleet.models import NodePool
 from apps.tenancy.models import QueueBinding
@@ -35,6 +36,11 @@ def render_context(workload: Workload) -> WorkloadContext:
         tolerations=list(pool.taints) if pool else [],
         slurm_account=(binding.slurm_account if binding else "") or workload.queue.full_name.replace("-", "_"),
     )
+
+
+def rendering_title(workload: Workload) -> str:
+    """What the workload page calls its rendering on this cluster ("Manifests", "sbatch script")."""
+    return workload_title(backend_class(workload.cluster.kind).renderer)
 
 
 def render_workload(workload: Workload) -> tuple[str, str]:

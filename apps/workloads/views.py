@@ -111,7 +111,7 @@ class TemplateListView(ScopedListView):
 @require_safe
 @login_required
 def workload_detail(request, pk: int):
-    from apps.workloads.rendering import render_workload
+    from apps.workloads.rendering import render_workload, rendering_title
 
     workload = get_object_or_404(
         Workload.objects.for_user(request.user, "view").select_related(
@@ -135,6 +135,7 @@ def workload_detail(request, pk: int):
             {
                 **status,
                 "rendered": text,
+                "rendered_title": rendering_title(workload),
                 "render_error": error,
                 "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
                 "service_panel": inference,

@@ -3,7 +3,8 @@
 Code above the backends asks the cluster's backend (`get_backend(cluster)`, apps/backends/base.py) instead: its
 clock (`now`), where a workload's logs are (`workload_logs`, `namespaced`), its own telemetry
 (`telemetry_in_process`, `node_metrics`, `service_metrics`, `gpu_utilization`, `service_metrics_url`) and its
-simulation's controls (`simulation()`: faults, clock, fleet shape). A fourth backend then touches no caller.
+simulation's controls (`simulation()`: faults, clock, fleet shape), and how it renders (`renderer`, `render`,
+`push_quota`). A fourth backend then touches no caller.
 
 Pure text checks over apps/ (outside apps/backends and migrations) and templates/, no database. console/ (URL
 wiring, which may mount a backend's own views) is not checked.
@@ -38,14 +39,6 @@ TEMPLATE_CHECKS = [
     ("compares a kind with a cluster kind", re.compile(rf"\bkind\s*(?:==|!=)\s*{KIND}")),
 ]
 
-# Known, and removed by the rendering part of issue 17 (item 3: which renderer speaks for a cluster, at
-# submission and for the desired quota state). Each entry is (path, text of the line); an entry that no longer
-# matches fails too (test_pending_exceptions_are_still_there), so the list shrinks with the code.
-PENDING = {
-    ("templates/fleet/cluster_desired_state.html", 'kind == "slurm"'),
-    ("templates/workloads/workload_detail.html", 'workload.cluster.kind == "slurm"'),
-}
-
 
 def _files():
     for path in sorted((ROOT / "apps").rglob("*.py")):
@@ -70,25 +63,12 @@ def _findings() -> list[tuple[str, int, str, str]]:
     return found
 
 
-def _pending(relative: str, line: str) -> bool:
-    return any(relative == path and text in line for path, text in PENDING)
-
-
 def test_only_the_backends_know_a_clusters_kind():
-    offenders = [f for f in _findings() if not _pending(f[0], f[3])]
+    offenders = _findings()
     assert not offenders, (
         "Outside apps/backends, code branches on a cluster's kind or reads the simulator. Ask the cluster's "
         "backend instead (get_backend(cluster): now(), workload_logs(), telemetry_in_process, node_metrics(), "
         "service_metrics(), gpu_utilization(), service_metrics_url(), simulation()), or add what you need to the "
         "Backend interface (apps/backends/base.py) with a default and implement it in each backend:\n"
         + "\n".join(f"  {path}:{number}: {what}: {text}" for path, number, what, text in offenders)
-    )
-
-
-def test_pending_exceptions_are_still_there():
-    """The rendering work removes these branches; then its entries here must go too."""
-    findings = _findings()
-    stale = [(path, text) for path, text in sorted(PENDING) if not any(f[0] == path and text in f[3] for f in findings)]
-    assert not stale, "These PENDING entries no longer match any line: remove them from PENDING:\n" + "\n".join(
-        f"  {path}: {text}" for path, text in stale
     )
