@@ -199,6 +199,8 @@ def test_tenant_and_queue_pages(setup, personas, client):
     client.force_login(personas.tenant_admin_a)
     page = client.get(reverse("tenancy:tenant_detail", args=["a"])).content.decode()
     assert 'data-testid="quota-totals"' in page and "serve-llm" in page and "never borrows" in page
+    totals = page.split('data-testid="quota-totals"')[1].split("</table>")[0]
+    assert totals.count("<tr>") == 2 and '<td class="text-end">32</td></tr>' in totals  # the budget column: a's cap
     queue_page = client.get(reverse("tenancy:queue_detail", args=[setup["team_a"].pk])).content.decode()
     assert "big-run" in queue_page and "8 from a/infer" in queue_page
     assert client.get(reverse("tenancy:queue_detail", args=[setup["b"].pk])).status_code == 404
