@@ -99,7 +99,7 @@ def cycle() -> None:
         admin, name="Bench serve", slug="bench-serve"
     )
     h100 = GpuModel.objects.get(code="h100")
-    tenancy.set_budget(admin, tenant=tenant, gpu_model=h100, guaranteed=nodes * 8)
+    tenancy.set_guarantee_cap(admin, tenant=tenant, gpu_model=h100, guaranteed=nodes * 8)
     queue = tenancy.create_queue(admin, tenant=tenant, name=f"serve-{int(time.time())}")
     tenancy.bind_queue(admin, queue, cluster=cluster, namespaces=["bench-serve"])
     tenancy.set_quota(admin, queue=queue, gpu_model=h100, guaranteed=nodes * 8)

@@ -35,7 +35,7 @@ from apps.operations.api.views import OperationViewSet
 from apps.tenancy.api.quota_views import (
     AdmissionPreviewView,
     AdmissionViewSet,
-    BudgetViewSet,
+    GuaranteeCapViewSet,
     QueueViewSet,
     QuotaRequestViewSet,
     QuotaViewSet,
@@ -61,7 +61,7 @@ router.register("gpu-models", GpuModelViewSet, basename="gpu-model")
 router.register("simulator/faults", FaultViewSet, basename="sim-fault")
 router.register("queues", QueueViewSet, basename="queue")
 router.register("quotas", QuotaViewSet, basename="quota")
-router.register("budgets", BudgetViewSet, basename="budget")
+router.register("budgets", GuaranteeCapViewSet, basename="budget")
 router.register("tiers", TierViewSet, basename="tier")
 router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")
 router.register("admissions", AdmissionViewSet, basename="admission")

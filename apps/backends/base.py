@@ -103,7 +103,7 @@ class Backend(ABC):
 
     @abstractmethod
     def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:
-        """Current state of each id; ids the backend does not know map to WorkloadState.UNKNOWN."""
+        """Current state of each id; ids the backend does not know map to BackendState.UNKNOWN."""
 
     @abstractmethod
     def cancel(self, backend_id: str) -> WorkloadStatus:

@@ -20,8 +20,12 @@ MAX_REPLICAS_LABEL = "gpu-console/max-replicas"
 WAITING_THRESHOLD_LABEL = "gpu-console/waiting-threshold"
 
 
-class WorkloadState(StrEnum):
-    """The console's workload states; each backend maps its own onto these."""
+class BackendState(StrEnum):
+    """A workload's state as a backend reports it; each backend maps its own states onto these.
+
+    The console's own lifecycle (admitted, cancelling, ...) is apps.workloads.models.WorkloadState;
+    apps/workloads/services/state.py maps one onto the other.
+    """
 
     PENDING = "pending"  # accepted by the backend, waiting for resources
     RUNNING = "running"
@@ -34,11 +38,11 @@ class WorkloadState(StrEnum):
     @property
     def finished(self) -> bool:
         return self in {
-            WorkloadState.SUCCEEDED,
-            WorkloadState.FAILED,
-            WorkloadState.CANCELLED,
-            WorkloadState.PREEMPTED,
-            WorkloadState.UNKNOWN,
+            BackendState.SUCCEEDED,
+            BackendState.FAILED,
+            BackendState.CANCELLED,
+            BackendState.PREEMPTED,
+            BackendState.UNKNOWN,
         }
 
 
@@ -157,7 +161,7 @@ class Placement:
 @dataclass
 class WorkloadStatus:
     backend_id: str
-    state: WorkloadState
+    state: BackendState
     reason: str = ""  # e.g. the pending reason, the failure message
     placements: list[Placement] = field(default_factory=list)
     started_at: datetime | None = None
@@ -168,7 +172,7 @@ class WorkloadStatus:
 @dataclass
 class SubmitResult:
     backend_id: str
-    state: WorkloadState
+    state: BackendState
     reason: str = ""
 
 

@@ -251,8 +251,8 @@ class Credit(models.Model):
 class SpendBudget(models.Model):
     """A tenant's monthly money budget (its whole subtree's spend), its alert thresholds and its policy.
 
-    Not to be confused with tenancy.TenantBudget, which caps GPU guarantees. `over_since` is kept by
-    the periodic budget check so that admission reads one small row instead of summing usage.
+    `over_since` is kept by the periodic budget check so that admission reads one small row instead of
+    summing usage.
     """
 
     tenant = models.OneToOneField("accounts.Tenant", on_delete=models.CASCADE, related_name="spend_budget")

@@ -104,7 +104,7 @@ DEMO_QUEUES = [
     ("acme-vision", "train", "acme-vision-train", {"a100": (16, 8, None), "l40s": (8, 0, None)}),
     ("lab-rl", "default", "lab-rl", {"h100": (8, 0, None), "a100": (16, 8, None), "l40s": (8, 8, None)}),
 ]
-DEMO_BUDGETS = [
+DEMO_GUARANTEE_CAPS = [
     ("acme", "h100", 32),
     ("acme", "a100", 16),
     ("acme", "l40s", 8),
@@ -222,7 +222,7 @@ DEMO_WORKLOADS = [
 
 
 def seed_quotas(admin, cluster) -> None:
-    """Budgets, queues with quotas bound to the demo cluster, claims with reasons, and a quota request."""
+    """Guarantee caps, queues with quotas bound to the demo cluster, claims with reasons, and a quota request."""
     from apps.fleet.models import GpuModel
     from apps.tenancy import services as quota
     from apps.tenancy.models import Queue, QuotaRequest
@@ -230,8 +230,8 @@ def seed_quotas(admin, cluster) -> None:
     if Queue.objects.exists():
         return
     models = {m.code: m for m in GpuModel.objects.all()}
-    for slug, code, amount in DEMO_BUDGETS:
-        quota.set_budget(admin, tenant=Tenant.objects.get(slug=slug), gpu_model=models[code], guaranteed=amount)
+    for slug, code, amount in DEMO_GUARANTEE_CAPS:
+        quota.set_guarantee_cap(admin, tenant=Tenant.objects.get(slug=slug), gpu_model=models[code], guaranteed=amount)
     queues = {}
     for slug, name, namespace, _rows in DEMO_QUEUES:
         queue = quota.create_queue(admin, tenant=Tenant.objects.get(slug=slug), name=name)

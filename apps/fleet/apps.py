@@ -10,7 +10,7 @@ class FleetConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.core import value_labels
-        from apps.fleet import operations  # noqa: F401 - registers the fleet operation handlers
+        from apps.fleet import operation_handlers  # noqa: F401 - registers the fleet operation handlers
         from apps.fleet.models import GpuHealth, NodeState
 
         value_labels.register_choices("node state", NodeState)

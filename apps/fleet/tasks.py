@@ -31,7 +31,7 @@ def quota_drift_all_task() -> int:
     for cluster in clusters:
         start_operation(
             None,
-            "fleet.quota_drift",
+            "tenancy.quota-drift",
             target=cluster,
             params={"cluster_id": cluster.pk},
             reason="periodic drift report",

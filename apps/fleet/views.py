@@ -115,13 +115,14 @@ def _start_cluster_operation(request, name: str, kind: str, params: dict):
 @login_required
 def cluster_quota_push(request, name: str):
     """Push the desired quota state; with dry_run=1 only show what would change."""
-    return _start_cluster_operation(request, name, "fleet.quota_push", {"dry_run": request.POST.get("dry_run") == "1"})
+    dry_run = request.POST.get("dry_run") == "1"
+    return _start_cluster_operation(request, name, "tenancy.quota-push", {"dry_run": dry_run})
 
 
 @require_POST
 @login_required
 def cluster_quota_drift(request, name: str):
-    return _start_cluster_operation(request, name, "fleet.quota_drift", {})
+    return _start_cluster_operation(request, name, "tenancy.quota-drift", {})
 
 
 @require_POST

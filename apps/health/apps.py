@@ -13,7 +13,7 @@ class HealthConfig(AppConfig):
         from django.utils.translation import pgettext_lazy
 
         from apps.core import stored_text, value_labels
-        from apps.health import operations, rules  # noqa: F401 - operations registers the runbook handlers
+        from apps.health import operation_handlers, rules  # noqa: F401 - registers the runbook handlers
         from apps.health.models import Incident, IncidentState, NodeStatus, Severity, SourceKind
         from apps.health.services.notify import forget_incident_notifications
         from apps.health.services.runbook import ACTIONS

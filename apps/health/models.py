@@ -393,7 +393,7 @@ class IncidentEvent(models.Model):
 class LostRun(models.Model):
     """A run a hardware fault killed or evicted, as health saw it: what its owner is owed GPU time for.
 
-    The runbook operations record it (apps/health/operations.py) when they stop or find dead work on a node
+    The runbook operations record it (apps/health/operation_handlers.py) when they stop or find dead work on a node
     with an open incident; chargeback pulls the rows it has not taken yet and credits their owners
     (apps/chargeback/credits.py), then notes when and with what outcome. `interrupted_at` is in the backend's
     clock, as usage is. Health knows nothing of what a credit is worth, or of chargeback.

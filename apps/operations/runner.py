@@ -1,13 +1,18 @@
 """The runner that Celery tasks use to carry out an Operation exactly once.
 
-A handler is a class registered for an operation kind:
+A handler is a class registered for an operation kind, spelled `<app>.<verb-noun>`: the app that owns
+the handler (its operation_handlers.py registers it), then what it does, words joined by hyphens:
 
-    @register("fleet.drain")
+    @register("health.drain")
     class DrainNode(OperationHandler):
         action = "operate"            # what the acting user must be allowed to do
         def run(self) -> dict:         # returns the operation's result
             self.log("cordoned")
             self.set_progress(50)
+
+A kind that was once spelled otherwise names its old spelling (`register("tenancy.quota-push",
+formerly="fleet.quota_push")`): the operations app's data migration rewrote the stored rows, and the
+kind filter still finds them by the old name.
 
 `execute_operation(id)` claims the row (pending → running, or a stale running row whose worker
 died), runs the handler outside any transaction (handlers call backends), and records success,
@@ -29,6 +34,8 @@ from apps.operations.models import Operation, OperationStatus
 logger = logging.getLogger(__name__)
 
 HANDLERS: dict[str, type[OperationHandler]] = {}
+# Old spelling → kind, for kinds that were renamed (filled by `register(..., formerly=...)`).
+FORMER_KINDS: dict[str, str] = {}
 
 
 class OperationFailed(Exception):
@@ -73,14 +80,16 @@ class OperationHandler:
         self.operation.progress = percent
 
 
-def register(kind: str):
-    """Class decorator: make `cls` the handler for operations of `kind`."""
+def register(kind: str, *, formerly: str | None = None):
+    """Class decorator: make `cls` the handler for operations of `kind` (once spelled `formerly`)."""
 
     def decorator(cls: type[OperationHandler]) -> type[OperationHandler]:
         if kind in HANDLERS and HANDLERS[kind] is not cls:
             raise ValueError(f"operation kind {kind!r} is already registered to {HANDLERS[kind].__name__}")
         cls.kind = kind
         HANDLERS[kind] = cls
+        if formerly:
+            FORMER_KINDS[formerly] = kind
         return cls
 
     return decorator
@@ -111,7 +120,8 @@ def execute_operation(operation_id: int) -> bool:
         logger.info("operation %s already claimed or finished; skipping duplicate delivery", operation_id)
         return False
     operation = Operation.objects.get(pk=operation_id)
-    handler_cls = HANDLERS.get(operation.kind)
+    # A row written under a kind's old spelling (by a process older than the rename) runs all the same.
+    handler_cls = HANDLERS.get(operation.kind) or HANDLERS.get(FORMER_KINDS.get(operation.kind, ""))
     if handler_cls is None:
         _finish(operation, OperationStatus.FAILED, error=f"No handler for operation kind {operation.kind!r}.")
         return True

@@ -15,7 +15,7 @@ class TenancyConfig(AppConfig):
         from apps.fleet.pages import register_cluster_page
         from apps.tenancy import (
             admission,
-            operations,  # noqa: F401 - registers the quota push and drift operations
+            operation_handlers,  # noqa: F401 - registers the quota push and drift operations
         )
         from apps.tenancy.models import AdmissionState
         from apps.tenancy.views import cluster_desired_state

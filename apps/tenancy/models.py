@@ -1,4 +1,4 @@
-"""Queues, quotas, budgets and admission: how the tenants share the GPU fleet.
+"""Queues, quotas, guarantee caps and admission: how the tenants share the GPU fleet.
 
 The tenant tree itself (`Tenant`, `TenantScopedQuerySet`) lives in apps.accounts, below this app.
 """
@@ -115,17 +115,25 @@ class Quota(models.Model):
         return f"{self.queue} {self.gpu_model.code}: {self.guaranteed}"
 
 
-class TenantBudget(models.Model):
-    """The most guarantee a tenant's subtree may hold for one GPU model; children must fit inside it."""
+class GuaranteeCap(models.Model):
+    """The most guarantee a tenant's subtree may hold for one GPU model; children must fit inside it.
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="budgets")
+    Pages and the API call it the tenant's budget (/api/v1/budgets/); money budgets are chargeback's.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="guarantee_caps")
     gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
     guaranteed = models.PositiveIntegerField()
 
     objects = TenantScopedQuerySet.as_manager()
 
+    # Audit events name their target by model label; caps were "tenancy.tenantbudget" before the rename,
+    # and the trail (and saved filters on it) keep that name.
+    audit_target_type = "tenancy.tenantbudget"
+
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["tenant", "gpu_model"], name="budget_one_per_model")]
+        verbose_name = "tenant budget"  # what the API schema and messages have always called it
+        constraints = [models.UniqueConstraint(fields=["tenant", "gpu_model"], name="guarantee_cap_one_per_model")]
 
     def __str__(self) -> str:
         return f"{self.tenant.slug} {self.gpu_model.code}: {self.guaranteed}"

@@ -100,9 +100,9 @@ def tenant_detail(request, slug: str):
 
 
 def _quota_context(tenant: Tenant) -> dict:
-    """Quota use per GPU model for the tenant's subtree, its queues, budgets and pending claims with reasons."""
+    """Quota use per GPU model for the tenant's subtree, its queues, guarantee caps and pending claims with reasons."""
     from apps.tenancy.admission import UNLIMITED
-    from apps.tenancy.models import Admission, AdmissionState, Queue, TenantBudget
+    from apps.tenancy.models import Admission, AdmissionState, GuaranteeCap, Queue
     from apps.tenancy.snapshot import build_snapshot
 
     snapshot, _unused = build_snapshot(with_capacity=False)
@@ -132,7 +132,7 @@ def _quota_context(tenant: Tenant) -> dict:
         "quota_totals": list(per_model.values()),
         "quota_rows": rows,
         "queues": list(subtree_queues.values()),
-        "budgets": TenantBudget.objects.filter(tenant=tenant).select_related("gpu_model"),
+        "guarantee_caps": GuaranteeCap.objects.filter(tenant=tenant).select_related("gpu_model"),
         "pending": Admission.objects.filter(queue__in=subtree_queues, state=AdmissionState.PENDING)
         .select_related("queue__tenant", "gpu_model", "tier")
         .order_by("-tier__value", "submitted_at")[:50],

@@ -272,11 +272,11 @@ def _(personas, api, client):
 
 def _queue(personas, with_quota=True):
     from apps.fleet.models import GpuModel
-    from apps.tenancy.models import Queue, Quota, TenantBudget
+    from apps.tenancy.models import GuaranteeCap, Queue, Quota
 
     queue, _ = Queue.objects.get_or_create(tenant=personas.a, name="train")
     h100 = GpuModel.objects.get(code="h100")
-    TenantBudget.objects.get_or_create(tenant=personas.a, gpu_model=h100, defaults={"guaranteed": 64})
+    GuaranteeCap.objects.get_or_create(tenant=personas.a, gpu_model=h100, defaults={"guaranteed": 64})
     if with_quota:
         Quota.objects.get_or_create(queue=queue, gpu_model=h100, defaults={"guaranteed": 8})
     return queue

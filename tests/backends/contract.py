@@ -32,6 +32,7 @@ import pytest
 from apps.backends.base import Backend, NotFoundError
 from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.backends.types import (
+    BackendState,
     ConnectionReport,
     DrainResult,
     Inventory,
@@ -40,14 +41,13 @@ from apps.backends.types import (
     Taint,
     UsageRecord,
     WorkloadSpec,
-    WorkloadState,
     WorkloadStatus,
 )
 from tests.backends.console_specs import console_spec
 
 T = TypeVar("T")
 HEALTH = {"healthy", "warning", "unhealthy", "unknown"}
-LIVE = {WorkloadState.PENDING, WorkloadState.RUNNING}
+LIVE = {BackendState.PENDING, BackendState.RUNNING}
 
 
 class BackendContract:
@@ -127,7 +127,7 @@ class BackendContract:
             self.let_time_pass(backend, self.poll_s)
             waited += self.poll_s
 
-    def wait_state(self, backend: Backend, backend_id: str, states: set[WorkloadState]) -> WorkloadStatus:
+    def wait_state(self, backend: Backend, backend_id: str, states: set[BackendState]) -> WorkloadStatus:
         def check():
             status = backend.status([backend_id])[backend_id]
             return status if status.state in states else None
@@ -138,7 +138,7 @@ class BackendContract:
         waited = 0.0
         while waited < self.settle_s:
             status = backend.status([backend_id])[backend_id]
-            assert status.state == WorkloadState.PENDING, (status.state, status.reason)
+            assert status.state == BackendState.PENDING, (status.state, status.reason)
             self.let_time_pass(backend, self.poll_s)
             waited += self.poll_s
 
@@ -195,12 +195,12 @@ class BackendContract:
         result = self.submit(backend, self.workload_spec(name, duration_s=self.run_s))
         assert isinstance(result, SubmitResult)
         assert result.backend_id and result.state in LIVE
-        running = self.wait_state(backend, result.backend_id, {WorkloadState.RUNNING, WorkloadState.SUCCEEDED})
-        if running.state == WorkloadState.RUNNING:
+        running = self.wait_state(backend, result.backend_id, {BackendState.RUNNING, BackendState.SUCCEEDED})
+        if running.state == BackendState.RUNNING:
             known = {n.name for n in backend.inventory().nodes}
             assert running.placements and {p.node for p in running.placements} <= known
-        done = self.wait_state(backend, result.backend_id, {WorkloadState.SUCCEEDED, WorkloadState.FAILED})
-        assert done.state == WorkloadState.SUCCEEDED, done.reason
+        done = self.wait_state(backend, result.backend_id, {BackendState.SUCCEEDED, BackendState.FAILED})
+        assert done.state == BackendState.SUCCEEDED, done.reason
         assert done.finished_at is not None
 
     def test_submit_is_idempotent_by_name(self, backend):
@@ -209,22 +209,22 @@ class BackendContract:
         first = self.submit(backend, spec)
         second = backend.submit(spec)
         assert second.backend_id == first.backend_id
-        self.wait_state(backend, first.backend_id, {WorkloadState.RUNNING})
+        self.wait_state(backend, first.backend_id, {BackendState.RUNNING})
         held = [g for n in backend.inventory().nodes for g in n.gpus if first.backend_id in g.allocated_to]
         assert len(held) == 1, "submitting the same name twice must not run it twice"
 
     def test_status_of_unknown_id_is_unknown(self, backend):
         missing = self.name("missing")
         statuses = backend.status([missing])
-        assert statuses[missing].state == WorkloadState.UNKNOWN
+        assert statuses[missing].state == BackendState.UNKNOWN
 
     def test_cancel_running(self, backend):
         result = self.submit(backend, self.workload_spec(self.name("cancel-run"), duration_s=self.long_run_s))
-        self.wait_state(backend, result.backend_id, {WorkloadState.RUNNING})
+        self.wait_state(backend, result.backend_id, {BackendState.RUNNING})
         after = backend.cancel(result.backend_id)
         assert isinstance(after, WorkloadStatus)
-        assert after.state in {WorkloadState.CANCELLED, WorkloadState.RUNNING}  # a real backend may still be stopping
-        self.wait_state(backend, result.backend_id, {WorkloadState.CANCELLED})
+        assert after.state in {BackendState.CANCELLED, BackendState.RUNNING}  # a real backend may still be stopping
+        self.wait_state(backend, result.backend_id, {BackendState.CANCELLED})
         self.wait_until(
             backend,
             lambda: not any(result.backend_id in g.allocated_to for n in backend.inventory().nodes for g in n.gpus),
@@ -236,15 +236,15 @@ class BackendContract:
         for node in nodes:
             self.cordon(backend, node)
         result = self.submit(backend, self.workload_spec(self.name("cancel-pend"), duration_s=self.run_s))
-        assert result.state == WorkloadState.PENDING
+        assert result.state == BackendState.PENDING
         backend.cancel(result.backend_id)
-        self.wait_state(backend, result.backend_id, {WorkloadState.CANCELLED})
+        self.wait_state(backend, result.backend_id, {BackendState.CANCELLED})
 
     def test_cancel_finished_is_not_an_error(self, backend):
         result = self.submit(backend, self.workload_spec(self.name("cancel-done"), duration_s=self.run_s))
-        self.wait_state(backend, result.backend_id, {WorkloadState.SUCCEEDED})
+        self.wait_state(backend, result.backend_id, {BackendState.SUCCEEDED})
         after = backend.cancel(result.backend_id)
-        assert after.state == WorkloadState.SUCCEEDED
+        assert after.state == BackendState.SUCCEEDED
 
     def test_cancel_unknown_raises_not_found(self, backend):
         with pytest.raises(NotFoundError):
@@ -257,20 +257,20 @@ class BackendContract:
             self.cordon(backend, node)
         assert all(self.node_info(backend, n).unschedulable for n in others)
         first = self.submit(backend, self.whole_node(self.name("cordon-a"), self.long_run_s))
-        running = self.wait_state(backend, first.backend_id, {WorkloadState.RUNNING})
+        running = self.wait_state(backend, first.backend_id, {BackendState.RUNNING})
         assert {p.node for p in running.placements} == {keep}
         self.cordon(backend, keep)
         second = self.submit(backend, self.workload_spec(self.name("cordon-b"), duration_s=self.run_s))
         self.stays_pending(backend, second.backend_id)
         backend.uncordon(others[0])
         assert not self.node_info(backend, others[0]).unschedulable
-        running = self.wait_state(backend, second.backend_id, {WorkloadState.RUNNING, WorkloadState.SUCCEEDED})
-        if running.state == WorkloadState.RUNNING:
+        running = self.wait_state(backend, second.backend_id, {BackendState.RUNNING, BackendState.SUCCEEDED})
+        if running.state == BackendState.RUNNING:
             assert {p.node for p in running.placements} == {others[0]}
 
     def test_drain_evicts_running_work(self, backend):
         result = self.submit(backend, self.whole_node(self.name("drain"), self.long_run_s))
-        running = self.wait_state(backend, result.backend_id, {WorkloadState.RUNNING})
+        running = self.wait_state(backend, result.backend_id, {BackendState.RUNNING})
         node = running.placements[0].node
         self._touched.add(node)
         drained = backend.drain(node, "contract: drain test")
@@ -282,7 +282,7 @@ class BackendContract:
         def evicted():
             status = backend.status([result.backend_id])[result.backend_id]
             on_node = any(p.node == node for p in status.placements)
-            return status if not on_node and status.state in LIVE | {WorkloadState.PREEMPTED} else None
+            return status if not on_node and status.state in LIVE | {BackendState.PREEMPTED} else None
 
         self.wait_until(backend, evicted, f"{result.backend_id} to leave {node}")
 
@@ -297,7 +297,7 @@ class BackendContract:
         for node in others:
             self.cordon(backend, node)
         result = self.submit(backend, self.whole_node(self.name("resume"), self.long_run_s))
-        running = self.wait_state(backend, result.backend_id, {WorkloadState.RUNNING})
+        running = self.wait_state(backend, result.backend_id, {BackendState.RUNNING})
         assert {p.node for p in running.placements} == {target}
 
     def test_taint_untaint_round_trip(self, backend):
@@ -337,7 +337,7 @@ class BackendContract:
         result = self.submit(
             backend, self.workload_spec(self.name("usage"), gpus_per_worker=gpus, duration_s=self.run_s)
         )
-        self.wait_state(backend, result.backend_id, {WorkloadState.SUCCEEDED})
+        self.wait_state(backend, result.backend_id, {BackendState.SUCCEEDED})
         records = [r for r in backend.usage_since(since) if r.backend_id == result.backend_id]
         assert records and all(isinstance(r, UsageRecord) for r in records)
         assert all(r.gpu_model and r.start >= since and r.end > r.start for r in records)

@@ -13,7 +13,7 @@ from apps.backends.models import SimCluster
 from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec
 from apps.backends.simulator.engine import Engine
 from apps.backends.simulator.specs import MAX_DURATION_S, MIN_DURATION_S
-from apps.backends.types import Sharing, WorkloadState
+from apps.backends.types import BackendState, Sharing
 from tests.backends.helpers import make_cluster, spec
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def test_same_seed_same_fleet_and_same_history_however_time_is_ticked():
     first, second = history(one, names), history(two, names)
     assert first == second
     states = {state for state, *_ in first.values()}
-    assert WorkloadState.SUCCEEDED in states
+    assert BackendState.SUCCEEDED in states
 
 
 def test_sampled_durations_and_seeded_failures():
@@ -75,9 +75,9 @@ def test_sampled_durations_and_seeded_failures():
     assert all(sims[n].fail_after_s < sims[n].duration_s for n in failing)
     backend.advance(MAX_DURATION_S + 1)
     statuses = backend.status(names)
-    assert {statuses[n].state for n in failing} == {WorkloadState.FAILED}
+    assert {statuses[n].state for n in failing} == {BackendState.FAILED}
     assert all(statuses[n].reason.startswith("exited with code 1 after") for n in failing)
-    assert {s.state for n, s in statuses.items() if n not in failing} == {WorkloadState.SUCCEEDED}
+    assert {s.state for n, s in statuses.items() if n not in failing} == {BackendState.SUCCEEDED}
 
 
 def test_outcome_label_overrides_the_seed():
@@ -85,7 +85,7 @@ def test_outcome_label_overrides_the_seed():
     backend.submit(spec("doomed", outcome="fail", duration_s=100))
     backend.advance(100)
     status = backend.status(["doomed"])["doomed"]
-    assert status.state == WorkloadState.FAILED
+    assert status.state == BackendState.FAILED
     assert (status.finished_at - status.started_at).total_seconds() < 100
 
 
@@ -103,22 +103,22 @@ def test_simulated_time_is_real_time_plus_the_offset():
 def test_workload_lifecycle_and_status():
     _, backend = make_cluster("life", nodes=1)
     first = backend.submit(spec("run", gpus_per_worker=8, duration_s=60))
-    assert first.state == WorkloadState.RUNNING
+    assert first.state == BackendState.RUNNING
     assert backend.submit(spec("run", gpus_per_worker=1)).backend_id == "run", "same name: the existing one"
     queued = backend.submit(spec("queued", gpus_per_worker=8))
-    assert queued.state == WorkloadState.PENDING
+    assert queued.state == BackendState.PENDING
     cancelled = backend.cancel("queued")
-    assert cancelled.state == WorkloadState.CANCELLED and cancelled.finished_at is not None
+    assert cancelled.state == BackendState.CANCELLED and cancelled.finished_at is not None
     backend.advance(60)
     status = backend.status(["run", "missing"])
-    assert status["run"].state == WorkloadState.SUCCEEDED and status["run"].placements == []
+    assert status["run"].state == BackendState.SUCCEEDED and status["run"].placements == []
     assert [e.split(" ", 1)[1] for e in status["run"].events] == [
         "submitted: 1 × 8 GPUs",
         "started: 1 worker on gpu-0001",
         "succeeded: completed",
     ]
-    assert status["missing"].state == WorkloadState.UNKNOWN
-    assert backend.cancel("run").state == WorkloadState.SUCCEEDED, "cancelling a finished workload is no error"
+    assert status["missing"].state == BackendState.UNKNOWN
+    assert backend.cancel("run").state == BackendState.SUCCEEDED, "cancelling a finished workload is no error"
     with pytest.raises(NotFoundError, match="no workload 'missing'"):
         backend.cancel("missing")
 
@@ -128,7 +128,7 @@ def test_cancel_running_frees_the_gpus_for_pending_work():
     backend.submit(spec("first", gpus_per_worker=8))
     backend.submit(spec("second", gpus_per_worker=8))
     backend.cancel("first")
-    assert backend.status(["second"])["second"].state == WorkloadState.RUNNING
+    assert backend.status(["second"])["second"].state == BackendState.RUNNING
 
 
 def test_usage_counts_fractions_and_splits_at_since():

@@ -7,7 +7,7 @@ import pytest
 from apps.backends.base import NotFoundError
 from apps.backends.simulator.engine import Engine
 from apps.backends.simulator.services import clear_fault, inject_fault
-from apps.backends.types import Topology, WorkloadState
+from apps.backends.types import BackendState, Topology
 from tests.backends.helpers import make_cluster, scrape_text, spec, value
 
 pytestmark = pytest.mark.django_db
@@ -46,21 +46,21 @@ def test_xid79_fails_work_and_marks_the_gpu_unhealthy(fleet):
     assert all(g.health == "healthy" for g in node(backend).gpus if g.index != HIT)
     assert node(backend).gpu_allocatable == 7
     victim = state(backend, "victim")
-    assert victim.state == WorkloadState.FAILED
+    assert victim.state == BackendState.FAILED
     assert victim.reason == f"GPU fell off the bus (XID 79) on {NODE} GPU {HIT}"
-    assert state(backend, "bystander").state == WorkloadState.RUNNING
+    assert state(backend, "bystander").state == BackendState.RUNNING
     assert metric(cluster, "DCGM_FI_DEV_XID_ERRORS") == 79
     assert metric(cluster, "DCGM_FI_DEV_XID_ERRORS", 0) == 0
     assert metric(cluster, "DCGM_FI_DEV_GPU_UTIL") == 0
     again = backend.submit(spec("needs-8", gpus_per_worker=8))
-    assert again.state == WorkloadState.PENDING and "1 unhealthy GPU" in again.reason
+    assert again.state == BackendState.PENDING and "1 unhealthy GPU" in again.reason
 
 
 def test_xid48_counts_a_double_bit_error(fleet):
     cluster, backend = fleet
     inject_fault(None, cluster, NODE, "xid48", HIT)
     assert node(backend).gpus[HIT].health == "unhealthy"
-    assert state(backend, "victim").state == WorkloadState.FAILED
+    assert state(backend, "victim").state == BackendState.FAILED
     assert "double-bit ECC error (XID 48)" in state(backend, "victim").reason
     assert metric(cluster, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL") == 1
     assert metric(cluster, "DCGM_FI_DEV_XID_ERRORS") == 48
@@ -72,7 +72,7 @@ def test_row_remap_failure_keeps_work_running(fleet):
     cluster, backend = fleet
     inject_fault(None, cluster, NODE, "row-remap-failure", HIT)
     assert node(backend).gpus[HIT].health == "unhealthy"
-    assert state(backend, "victim").state == WorkloadState.RUNNING
+    assert state(backend, "victim").state == BackendState.RUNNING
     assert metric(cluster, "DCGM_FI_DEV_ROW_REMAP_FAILURE") == 1
     assert metric(cluster, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS") >= 8
     assert metric(cluster, "DCGM_FI_DEV_ROW_REMAP_FAILURE", 0) == 0
@@ -82,7 +82,7 @@ def test_nvlink_errors_grow_while_the_fault_lasts_and_never_shrink(fleet):
     cluster, backend = fleet
     fault = inject_fault(None, cluster, NODE, "nvlink", HIT)
     assert node(backend).gpus[HIT].health == "warning"
-    assert state(backend, "victim").state == WorkloadState.RUNNING
+    assert state(backend, "victim").state == BackendState.RUNNING
     backend.advance(600)
     counters = ("CRC_FLIT", "REPLAY", "RECOVERY")
     first = [metric(cluster, f"DCGM_FI_DEV_NVLINK_{c}_ERROR_COUNT_TOTAL") for c in counters]
@@ -104,7 +104,7 @@ def test_thermal_slowdown(fleet):
     cluster, backend = fleet
     inject_fault(None, cluster, NODE, "thermal", HIT)
     assert node(backend).gpus[HIT].health == "warning"
-    assert state(backend, "victim").state == WorkloadState.RUNNING
+    assert state(backend, "victim").state == BackendState.RUNNING
     backend.advance(60)
     text = scrape_text(cluster, NODE)
     assert value(text, "DCGM_FI_DEV_GPU_TEMP", HIT) >= 88
@@ -120,7 +120,7 @@ def test_exporter_down_leaves_the_node_and_work_alone(fleet, client):
     inject_fault(None, cluster, NODE, "exporter-down")
     assert node(backend).state == "ready"
     assert all(g.health == "healthy" for g in node(backend).gpus)
-    assert state(backend, "victim").state == WorkloadState.RUNNING
+    assert state(backend, "victim").state == BackendState.RUNNING
     assert client.get(f"/simulator/faults/nodes/{NODE}/metrics").status_code == 503
 
 
@@ -130,15 +130,15 @@ def test_node_down_fails_its_work_and_takes_it_out_of_service(fleet, client):
     down = node(backend)
     assert (down.state, down.state_reason) == ("down", "node down (unreachable)")
     assert {g.health for g in down.gpus} == {"unknown"}
-    assert state(backend, "victim").state == WorkloadState.FAILED
+    assert state(backend, "victim").state == BackendState.FAILED
     assert state(backend, "victim").reason == f"node down (unreachable) on {NODE}"
-    assert state(backend, "bystander").state == WorkloadState.RUNNING
+    assert state(backend, "bystander").state == BackendState.RUNNING
     assert client.get(f"/simulator/faults/nodes/{NODE}/metrics").status_code == 503
     waiting = backend.submit(spec("after", gpus_per_worker=8))
-    assert waiting.state == WorkloadState.PENDING and "1 node down" in waiting.reason
+    assert waiting.state == BackendState.PENDING and "1 node down" in waiting.reason
     clear_fault(None, fault)
     assert node(backend).state == "ready"
-    assert state(backend, "after").state == WorkloadState.RUNNING, "clearing the fault lets queued work in"
+    assert state(backend, "after").state == BackendState.RUNNING, "clearing the fault lets queued work in"
 
 
 def test_gpu_fault_without_an_index_hits_every_gpu_of_the_node(fleet):
@@ -155,7 +155,7 @@ def test_clearing_returns_the_gpu(fleet):
     clear_fault(None, fault)
     assert node(backend).gpus[HIT].health == "healthy"
     assert metric(cluster, "DCGM_FI_DEV_XID_ERRORS") == 0, "a reset clears the last XID"
-    assert backend.submit(spec("back", gpus_per_worker=8)).state == WorkloadState.RUNNING
+    assert backend.submit(spec("back", gpus_per_worker=8)).state == BackendState.RUNNING
 
 
 def test_engine_rejects_unknown_targets(fleet):

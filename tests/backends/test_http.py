@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from apps.backends.models import SimCluster, SimWorkload
 from apps.backends.simulator.services import clear_fault, inject_fault
-from apps.backends.types import WorkloadState
+from apps.backends.types import BackendState
 from apps.fleet.models import Cluster
 from tests.backends.helpers import make_cluster, samples, spec
 
@@ -69,4 +69,4 @@ def test_a_scrape_after_a_run_ended_ticks_the_simulation(web, client):
     response = client.get(URL.format("gpu-0001"))
     assert response.status_code == 200
     assert b"pod=" not in response.content
-    assert SimWorkload.objects.get(name="serve").state == WorkloadState.SUCCEEDED
+    assert SimWorkload.objects.get(name="serve").state == BackendState.SUCCEEDED

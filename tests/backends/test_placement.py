@@ -8,13 +8,13 @@ import pytest
 
 from apps.backends.base import PermanentBackendError
 from apps.backends.simulator.services import inject_fault
-from apps.backends.types import Sharing, Taint, Topology, WorkloadState
+from apps.backends.types import BackendState, Sharing, Taint, Topology
 from apps.fleet.models import Cluster
 from tests.backends.helpers import make_cluster, nodes_of, spec
 
 pytestmark = pytest.mark.django_db
 
-RUNNING, PENDING = WorkloadState.RUNNING, WorkloadState.PENDING
+RUNNING, PENDING = BackendState.RUNNING, BackendState.PENDING
 
 
 def status(backend, name):
@@ -214,7 +214,7 @@ def test_priority_then_submit_order():
     assert states == {"low": PENDING, "high-1": RUNNING, "high-2": PENDING}
     backend.advance(600)
     states = {n: s.state for n, s in backend.status(["low", "high-1", "high-2"]).items()}
-    assert states == {"low": PENDING, "high-1": WorkloadState.SUCCEEDED, "high-2": RUNNING}
+    assert states == {"low": PENDING, "high-1": BackendState.SUCCEEDED, "high-2": RUNNING}
 
 
 def test_smaller_work_backfills_around_a_blocked_gang():
@@ -238,7 +238,7 @@ def test_drain_requeues_and_restarts_elsewhere():
     backend.advance(599)
     assert status(backend, "job").state == RUNNING, "an evicted run restarts from the beginning"
     backend.advance(1)
-    assert status(backend, "job").state == WorkloadState.SUCCEEDED
+    assert status(backend, "job").state == BackendState.SUCCEEDED
     inventory_node = next(n for n in backend.inventory().nodes if n.name == node)
     assert inventory_node.unschedulable and "oncall: replace PSU" in inventory_node.state_reason
     backend.resume(node)

@@ -34,7 +34,7 @@ def fleet(personas):
     queues = {}
     for tenant in (personas.a, personas.b):
         for code in ("h100", "a100"):
-            tenancy.set_budget(admin, tenant=tenant, gpu_model=models[code], guaranteed=16)
+            tenancy.set_guarantee_cap(admin, tenant=tenant, gpu_model=models[code], guaranteed=16)
     for tenant in (personas.a, personas.a_team, personas.b):
         queue = tenancy.create_queue(admin, tenant=tenant, name="train")
         tenancy.bind_queue(admin, queue, cluster=cluster, namespaces=[f"{tenant.slug}-train"])

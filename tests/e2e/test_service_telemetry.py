@@ -30,7 +30,7 @@ def service(personas_live):
     cluster = create_simulated_cluster(None, "sim-e2e", shape)
     assert sync_inventory(cluster.pk).ok
     h100 = GpuModel.objects.get(code="h100")
-    tenancy.set_budget(admin, tenant=personas.a, gpu_model=h100, guaranteed=8)
+    tenancy.set_guarantee_cap(admin, tenant=personas.a, gpu_model=h100, guaranteed=8)
     queue = tenancy.create_queue(admin, tenant=personas.a, name="serve")
     tenancy.bind_queue(admin, queue, cluster=cluster, namespaces=["a-serve"])
     tenancy.set_quota(admin, queue=queue, gpu_model=h100, guaranteed=8)

@@ -58,7 +58,7 @@ def team_with_quota(
     admin = fresh(personas.platform_admin)
     tenant = tenant or personas.a
     h100 = GpuModel.objects.get(code="h100")
-    tenancy.set_budget(admin, tenant=tenant, gpu_model=h100, guaranteed=24)
+    tenancy.set_guarantee_cap(admin, tenant=tenant, gpu_model=h100, guaranteed=24)
     queue = tenancy.create_queue(admin, tenant=tenant, name="train")
     tenancy.bind_queue(admin, queue, cluster=cluster, namespaces=[f"{tenant.slug}-train"])
     tenancy.set_quota(admin, queue=queue, gpu_model=h100, guaranteed=guaranteed)

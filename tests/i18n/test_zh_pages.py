@@ -127,7 +127,7 @@ def demo(db):
     from apps.fleet.services import create_cluster
     from apps.health.ingest import run_cycle
     from apps.health.models import Incident
-    from apps.health.operations import WORKLOADS_EVICTED
+    from apps.health.operation_handlers import WORKLOADS_EVICTED
     from apps.operations.models import Operation, OperationStatus
     from apps.tenancy.models import Tenant
 

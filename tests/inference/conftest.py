@@ -20,7 +20,7 @@ def serving(personas):
     )
     assert sync_inventory(cluster.pk).ok
     h100 = GpuModel.objects.get(code="h100")
-    tenancy.set_budget(admin, tenant=personas.a, gpu_model=h100, guaranteed=16)
+    tenancy.set_guarantee_cap(admin, tenant=personas.a, gpu_model=h100, guaranteed=16)
     queue = tenancy.create_queue(admin, tenant=personas.a, name="serve")
     tenancy.bind_queue(admin, queue, cluster=cluster, namespaces=["a-serve"])
     tenancy.set_quota(admin, queue=queue, gpu_model=h100, guaranteed=16)

@@ -16,7 +16,7 @@ def fleet(personas):
     )
     assert sync_inventory(cluster.pk).ok
     h100 = GpuModel.objects.get(code="h100")
-    tenancy.set_budget(admin, tenant=personas.a, gpu_model=h100, guaranteed=16)
+    tenancy.set_guarantee_cap(admin, tenant=personas.a, gpu_model=h100, guaranteed=16)
     train = tenancy.create_queue(admin, tenant=personas.a, name="train")
     tenancy.bind_queue(admin, train, cluster=cluster, namespaces=["a-train"])
     tenancy.set_quota(admin, queue=train, gpu_model=h100, guaranteed=16)

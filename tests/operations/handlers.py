@@ -34,3 +34,14 @@ class CrashHandler(OperationHandler):
     def run(self) -> dict:
         self.log("about to crash")
         return {"x": 1 / 0}
+
+
+@register("test.renamed", formerly="test.old_name")
+class RenamedHandler(OperationHandler):
+    """A kind that was once spelled otherwise: rows still stored under the old name run it too."""
+
+    action = "submit"
+
+    def run(self) -> dict:
+        CALLS.append(self.operation.pk)
+        return {"kind": self.kind}

@@ -318,7 +318,7 @@ TABLE: dict[str, Spec] = {
         body=lambda w, s: {"tenant": s.budget_tenant, "gpu_model": "h100", "guaranteed": 4 if s.team else 30},
         in_body=True,
     ),
-    "GET /api/v1/budgets/{id}/": Spec(VIEW, obj=lambda w, s: {"id": s.budget.pk}),
+    "GET /api/v1/budgets/{id}/": Spec(VIEW, obj=lambda w, s: {"id": s.guarantee_cap.pk}),
     "GET /api/v1/quota-requests/": Spec(LOGGED_IN),
     "POST /api/v1/quota-requests/": _write(
         view_and(MANAGE),

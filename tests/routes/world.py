@@ -37,7 +37,7 @@ from apps.health.services import config as health_config
 from apps.health.services.rulesets import active_ruleset
 from apps.operations.models import Operation
 from apps.tenancy import services as tenancy
-from apps.tenancy.models import Admission, PriorityTier, TenantBudget
+from apps.tenancy.models import Admission, GuaranteeCap, PriorityTier
 from apps.workloads import services as workloads
 from apps.workloads.models import Workload
 from tests.utils.personas import PASSWORD, Personas, build_personas, fresh
@@ -69,7 +69,7 @@ class Side:
     queue: Queue
     empty_queue: Queue  # nothing pending or admitted: the one a queue delete may remove
     quota: Quota
-    budget: TenantBudget
+    guarantee_cap: GuaranteeCap
     training: Workload
     service: Workload  # an inference service
     template: WorkloadTemplate
@@ -182,7 +182,7 @@ def build_world() -> World:
 
     sides = {}
     for key, tenant, team, letter in (("own", p.a, p.a_team, "alpha"), ("foreign", p.b, None, "bravo")):
-        tenancy.set_budget(admin, tenant=tenant, gpu_model=h100, guaranteed=24)
+        tenancy.set_guarantee_cap(admin, tenant=tenant, gpu_model=h100, guaranteed=24)
         queue = tenancy.create_queue(admin, tenant=tenant, name=f"{letter}-q")
         tenancy.bind_queue(admin, queue, cluster=cluster, namespaces=[f"{letter}-ns"])
         quota, _impact = tenancy.set_quota(admin, queue=queue, gpu_model=h100, guaranteed=12)
@@ -218,7 +218,7 @@ def build_world() -> World:
             queue=queue,
             empty_queue=empty_queue,
             quota=quota,
-            budget=TenantBudget.objects.get(tenant=tenant, gpu_model=h100),
+            guarantee_cap=GuaranteeCap.objects.get(tenant=tenant, gpu_model=h100),
             training=training,
             service=service,
             template=template,

@@ -11,7 +11,7 @@ from tests.utils.personas import fresh
 def test_request_more_from_the_queue_row(personas, client):
     admin = fresh(personas.platform_admin)
     h100 = GpuModel.objects.get(code="h100")
-    services.set_budget(admin, tenant=personas.a, gpu_model=h100, guaranteed=16)
+    services.set_guarantee_cap(admin, tenant=personas.a, gpu_model=h100, guaranteed=16)
     queue = services.create_queue(admin, tenant=personas.a, name="train")
     services.set_quota(admin, queue=queue, gpu_model=h100, guaranteed=8)
     client.force_login(fresh(personas.tenant_admin_a))

@@ -1,4 +1,5 @@
-"""Queues, budgets, quotas, quota requests and admission through the services, API and pages (PostgreSQL)."""
+"""Queues, guarantee caps (budgets, to users), quotas, quota requests and admission through the services, API
+and pages (PostgreSQL)."""
 
 import pytest
 from django.urls import reverse
@@ -7,7 +8,7 @@ from apps.audit.models import AuditEvent
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 from apps.fleet.models import GpuModel
 from apps.tenancy import services
-from apps.tenancy.models import Admission, AdmissionState, PriorityTier, Queue, Quota, QuotaRequest
+from apps.tenancy.models import Admission, AdmissionState, GuaranteeCap, PriorityTier, Queue, Quota, QuotaRequest
 from tests.utils.personas import fresh
 
 
@@ -15,7 +16,7 @@ from tests.utils.personas import fresh
 def setup(personas):
     admin = fresh(personas.platform_admin)
     h100 = GpuModel.objects.get(code="h100")
-    services.set_budget(admin, tenant=personas.a, gpu_model=h100, guaranteed=32)
+    services.set_guarantee_cap(admin, tenant=personas.a, gpu_model=h100, guaranteed=32)
     team_a = services.create_queue(admin, tenant=personas.a_team, name="train")
     org_a = services.create_queue(admin, tenant=personas.a, name="infer")
     b = services.create_queue(admin, tenant=personas.b, name="research")
@@ -53,8 +54,8 @@ def test_child_guarantees_must_fit_the_parent_budget(setup, personas):
     assert "above its budget of 32" in exc.value.message and "guaranteed" in exc.value.fields
     services.set_quota(ta, queue=setup["team_a"], gpu_model=setup["h100"], guaranteed=24)
     with pytest.raises(InvalidInput):  # a child budget above what is left of the parent's
-        services.set_budget(ta, tenant=personas.a_team, gpu_model=setup["h100"], guaranteed=40)
-    services.set_budget(ta, tenant=personas.a_team, gpu_model=setup["h100"], guaranteed=24)
+        services.set_guarantee_cap(ta, tenant=personas.a_team, gpu_model=setup["h100"], guaranteed=40)
+    services.set_guarantee_cap(ta, tenant=personas.a_team, gpu_model=setup["h100"], guaranteed=24)
     with pytest.raises(InvalidInput):  # now the child's own budget binds
         services.set_quota(ta, queue=setup["team_a"], gpu_model=setup["h100"], guaranteed=25)
 
@@ -71,6 +72,22 @@ def test_quota_validation_errors(setup, personas):
     with pytest.raises(InvalidInput) as exc:
         services.set_quota(admin, queue=setup["team_a"], gpu_model=a100, guaranteed=4, borrow_limit=4)
     assert "borrow_limit" in exc.value.fields and "no other queue" in exc.value.message
+
+
+def test_guarantee_caps_keep_their_api_and_audit_names(setup, personas, api):
+    """The model was TenantBudget: the API still serves caps as budgets, and the trail names them as before."""
+    ta = fresh(personas.tenant_admin_a)
+    body = {"tenant": "a-team", "gpu_model": "h100", "guaranteed": 12}
+    response = api(ta).post("/api/v1/budgets/", body, format="json")
+    assert response.status_code == 201, response.json()
+    cap = GuaranteeCap.objects.get(tenant=personas.a_team)
+    assert response.json() == {"id": cap.pk, "tenant": "a-team", "gpu_model": "h100", "guaranteed": 12}
+    assert list(personas.a_team.guarantee_caps.all()) == [cap]
+    events = AuditEvent.objects.filter(action="budget.set")
+    assert set(events.values_list("target_type", flat=True)) == {"tenancy.tenantbudget"}
+    assert events.filter(target_id=str(cap.pk)).count() == 1
+    rows = api(fresh(personas.platform_admin)).get("/api/v1/audit-events/?target_type=tenancy.tenantbudget").json()
+    assert len(rows["results"]) == 2  # setup's organization cap and this one
 
 
 def test_tenant_admin_needs_a_budget_and_their_own_subtree(setup, personas):
@@ -182,6 +199,8 @@ def test_tenant_and_queue_pages(setup, personas, client):
     client.force_login(personas.tenant_admin_a)
     page = client.get(reverse("tenancy:tenant_detail", args=["a"])).content.decode()
     assert 'data-testid="quota-totals"' in page and "serve-llm" in page and "never borrows" in page
+    totals = page.split('data-testid="quota-totals"')[1].split("</table>")[0]
+    assert totals.count("<tr>") == 2 and '<td class="text-end">32</td></tr>' in totals  # the budget column: a's cap
     queue_page = client.get(reverse("tenancy:queue_detail", args=[setup["team_a"].pk])).content.decode()
     assert "big-run" in queue_page and "8 from a/infer" in queue_page
     assert client.get(reverse("tenancy:queue_detail", args=[setup["b"].pk])).status_code == 404

@@ -36,6 +36,7 @@ from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext
 from apps.backends.render.workload.common import short_name
 from apps.backends.types import (
+    BackendState,
     ConnectionReport,
     DrainResult,
     Inventory,
@@ -45,7 +46,6 @@ from apps.backends.types import (
     UsageRecord,
     WorkloadLogs,
     WorkloadSpec,
-    WorkloadState,
     WorkloadStatus,
 )
 
@@ -273,10 +273,10 @@ class KubernetesBackend(Backend):
                 )
             elif name in cancelled:
                 out[backend_id] = WorkloadStatus(
-                    backend_id, WorkloadState.CANCELLED, "cancelled by the console", finished_at=cancelled[name]
+                    backend_id, BackendState.CANCELLED, "cancelled by the console", finished_at=cancelled[name]
                 )
             else:
-                out[backend_id] = WorkloadStatus(backend_id, WorkloadState.UNKNOWN, "not on the cluster")
+                out[backend_id] = WorkloadStatus(backend_id, BackendState.UNKNOWN, "not on the cluster")
         return out
 
     def cancel(self, backend_id: str) -> WorkloadStatus:
@@ -289,7 +289,7 @@ class KubernetesBackend(Backend):
             if done is None:
                 raise NotFoundError(f"cluster {self.cluster.name}: no workload {backend_id!r}")
             return WorkloadStatus(
-                backend_id, WorkloadState.CANCELLED, "cancelled by the console", finished_at=done.cancelled_at
+                backend_id, BackendState.CANCELLED, "cancelled by the console", finished_at=done.cancelled_at
             )
         pods = self._pods_of([obj]).get(name, [])
         current = workload_status(backend_id, obj, pods, [])
@@ -312,7 +312,7 @@ class KubernetesBackend(Backend):
                 ):
                     self._delete(kind, item["metadata"]["name"], ns, "Background")
         self._delete(kind_of(obj), name, ns, "Foreground")
-        return WorkloadStatus(backend_id, WorkloadState.CANCELLED, "deleted: its pods are stopping", finished_at=now)
+        return WorkloadStatus(backend_id, BackendState.CANCELLED, "deleted: its pods are stopping", finished_at=now)
 
     def _delete(self, kind: Kind, name: str, ns: str, propagation: str) -> None:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}

@@ -21,7 +21,7 @@ from apps.backends.render.workload import (
     render_kubernetes,
     validation_errors,
 )
-from apps.backends.types import Placement, WorkloadSpec, WorkloadState, WorkloadStatus
+from apps.backends.types import BackendState, Placement, WorkloadSpec, WorkloadStatus
 
 EVENTS_SHOWN = 5
 
@@ -86,51 +86,51 @@ def workload_status(backend_id: str, obj: dict, pods: list[dict], events: list[s
     starts = [podinfo.run_span(p, datetime.now(UTC))[0] for p in pods]
     started = min((s for s in starts if s), default=None)
     out = WorkloadStatus(
-        backend_id=backend_id, state=WorkloadState.PENDING, placements=placements, events=events[-EVENTS_SHOWN:]
+        backend_id=backend_id, state=BackendState.PENDING, placements=placements, events=events[-EVENTS_SHOWN:]
     )
     out.started_at = started
     if meta.get("deletionTimestamp"):
-        out.state, out.reason = WorkloadState.CANCELLED, "deleted: its pods are stopping"
+        out.state, out.reason = BackendState.CANCELLED, "deleted: its pods are stopping"
         out.finished_at = podinfo.parse_time(meta["deletionTimestamp"])
         return out
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
     if api_version == "batch/v1" and kind == "Job":
         conditions = _true_conditions(obj)
         if "Complete" in conditions:
-            out.state, out.finished_at = WorkloadState.SUCCEEDED, podinfo.parse_time(status.get("completionTime"))
+            out.state, out.finished_at = BackendState.SUCCEEDED, podinfo.parse_time(status.get("completionTime"))
         elif "Failed" in conditions:
             failed = conditions["Failed"]
-            out.state = WorkloadState.FAILED
+            out.state = BackendState.FAILED
             out.reason = f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": ")
             out.finished_at = podinfo.parse_time(failed.get("lastTransitionTime"))
         elif spec.get("suspend"):
             out.reason = "suspended until Kueue admits it" + (f" ({events[-1]})" if events else "")
         elif running:
-            out.state = WorkloadState.RUNNING
+            out.state = BackendState.RUNNING
         else:
             out.reason = _pending_reason(pods, events) or "waiting for its pods to start"
     elif api_version.startswith("batch.volcano.sh/"):
         phase = (status.get("state") or {}).get("phase", "Pending")
         message = (status.get("state") or {}).get("message", "")
         mapping = {
-            "Running": WorkloadState.RUNNING,
-            "Completing": WorkloadState.RUNNING,
-            "Completed": WorkloadState.SUCCEEDED,
-            "Failed": WorkloadState.FAILED,
-            "Terminated": WorkloadState.FAILED,
-            "Aborted": WorkloadState.CANCELLED,
-            "Aborting": WorkloadState.CANCELLED,
+            "Running": BackendState.RUNNING,
+            "Completing": BackendState.RUNNING,
+            "Completed": BackendState.SUCCEEDED,
+            "Failed": BackendState.FAILED,
+            "Terminated": BackendState.FAILED,
+            "Aborted": BackendState.CANCELLED,
+            "Aborting": BackendState.CANCELLED,
         }
-        out.state = mapping.get(phase, WorkloadState.PENDING)
+        out.state = mapping.get(phase, BackendState.PENDING)
         if out.state.finished:
             out.finished_at = podinfo.parse_time((status.get("state") or {}).get("lastTransitionTime"))
             out.reason = f"Volcano job {phase}" + (f": {message}" if message else "")
-        elif out.state == WorkloadState.PENDING:
+        elif out.state == BackendState.PENDING:
             out.reason = f"Volcano job {phase}" + (f": {_pending_reason(pods, events)}" if pods or events else "")
     else:  # Deployment, LeaderWorkerSet: a service runs while at least one replica serves
         ready = status.get("availableReplicas") if kind == "Deployment" else status.get("readyReplicas")
         if ready:
-            out.state = WorkloadState.RUNNING
+            out.state = BackendState.RUNNING
             wanted = spec.get("replicas", 1)
             if ready < wanted:
                 out.reason = f"{ready} of {wanted} replicas ready"

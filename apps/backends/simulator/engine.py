@@ -45,7 +45,7 @@ from apps.backends.simulator.placement import (
 )
 from apps.backends.simulator.shape import generate
 from apps.backends.simulator.specs import run_plan, share_label, spec_from_json, spec_to_json, to_request
-from apps.backends.types import DrainResult, SubmitResult, Taint, WorkloadSpec, WorkloadState
+from apps.backends.types import BackendState, DrainResult, SubmitResult, Taint, WorkloadSpec
 
 _WORKLOAD_FIELDS = ["state", "reason", "started_at", "ends_at", "finished_at", "attempts"]
 
@@ -61,8 +61,8 @@ class Engine:
         self.ops: dict[str, SimNode] = {n.name: n for n in SimNode.objects.filter(sim=sim)}
         self.faults: list[SimFault] = list(SimFault.objects.filter(sim=sim).order_by("id"))
         # Running work's spec is only needed again if it is evicted: leave it unparsed (loaded on access).
-        pending = SimWorkload.objects.filter(sim=sim, state=WorkloadState.PENDING)
-        running = SimWorkload.objects.filter(sim=sim, state=WorkloadState.RUNNING).defer("spec")
+        pending = SimWorkload.objects.filter(sim=sim, state=BackendState.PENDING)
+        running = SimWorkload.objects.filter(sim=sim, state=BackendState.RUNNING).defer("spec")
         self.workloads: dict[str, SimWorkload] = {w.name: w for w in [*pending, *running]}
         self.allocations: dict[int, list[SimAllocation]] = {}
         self.nodes: dict[str, NodeState] = {}
@@ -88,7 +88,7 @@ class Engine:
             for index in allocation.gpu_indexes:
                 occupy(node.slots[index], allocation.mode, allocation.share, allocation)
         for workload in self.workloads.values():
-            if workload.state == WorkloadState.RUNNING and workload.ends_at is not None:
+            if workload.state == BackendState.RUNNING and workload.ends_at is not None:
                 heapq.heappush(self._running, (workload.ends_at, workload.pk, workload.name))
 
     # Opening and saving
@@ -150,7 +150,7 @@ class Engine:
         while self._running:
             ends_at, _pk, name = self._running[0]
             workload = self.workloads.get(name)
-            if workload is not None and workload.state == WorkloadState.RUNNING and workload.ends_at == ends_at:
+            if workload is not None and workload.state == BackendState.RUNNING and workload.ends_at == ends_at:
                 return ends_at
             heapq.heappop(self._running)  # stale: cancelled, evicted or failed before its end
         return None
@@ -187,7 +187,7 @@ class Engine:
             while self._running and self._running[0][0] == at:
                 _, _pk, name = heapq.heappop(self._running)
                 workload = self.workloads.get(name)
-                if workload is not None and workload.state == WorkloadState.RUNNING and workload.ends_at == at:
+                if workload is not None and workload.state == BackendState.RUNNING and workload.ends_at == at:
                     self._finish(workload, at)
             self._place_pending(at)
 
@@ -215,7 +215,7 @@ class Engine:
         """Accept `spec` (idempotent by name) and start it if it fits now."""
         existing = self.workload(spec.name)
         if existing is not None:
-            return SubmitResult(existing.name, WorkloadState(existing.state), existing.reason)
+            return SubmitResult(existing.name, BackendState(existing.state), existing.reason)
         request = to_request(spec, self.shape)
         plan = run_plan(self.shape.seed, spec)
         workload = SimWorkload.objects.create(
@@ -226,7 +226,7 @@ class Engine:
             gpu_model=spec.gpu_model,
             priority=spec.priority,
             spec=spec_to_json(spec),
-            state=WorkloadState.PENDING,
+            state=BackendState.PENDING,
             reason="waiting for placement",
             submitted_at=self.now,
             duration_s=plan.duration_s,
@@ -237,15 +237,15 @@ class Engine:
         self._log(workload, f"submitted: {spec.workers} × {share_label(request.demand)}", self.now)
         # Capacity has not grown since the last pass, so only the newcomer can have become placeable.
         self._try_place(workload, self.now, {})
-        return SubmitResult(workload.name, WorkloadState(workload.state), workload.reason)
+        return SubmitResult(workload.name, BackendState(workload.state), workload.reason)
 
     def cancel(self, name: str) -> SimWorkload:
         workload = self.workload(name)
         if workload is None:
             raise NotFoundError(f"no workload {name!r} in simulated cluster {self.sim.cluster.name!r}")
         if workload.state in ACTIVE_STATES:
-            was_running = workload.state == WorkloadState.RUNNING
-            self._end(workload, WorkloadState.CANCELLED, "cancelled", self.now)
+            was_running = workload.state == BackendState.RUNNING
+            self._end(workload, BackendState.CANCELLED, "cancelled", self.now)
             if was_running:
                 self._place_pending(self.now)
         return workload
@@ -261,7 +261,7 @@ class Engine:
         return request
 
     def _place_pending(self, at: datetime) -> None:
-        pending = [w for w in self.workloads.values() if w.state == WorkloadState.PENDING]
+        pending = [w for w in self.workloads.values() if w.state == BackendState.PENDING]
         if not pending:
             return
         pending.sort(key=lambda w: (-w.priority, w.pk))
@@ -305,7 +305,7 @@ class Engine:
             allocations.append(allocation)
         self._new_allocations.extend(allocations)
         self.allocations[workload.pk] = allocations
-        workload.state = WorkloadState.RUNNING
+        workload.state = BackendState.RUNNING
         workload.started_at = at
         workload.ends_at = at + timedelta(seconds=workload.run_s)
         workload.finished_at = None
@@ -319,11 +319,11 @@ class Engine:
     def _finish(self, workload: SimWorkload, at: datetime) -> None:
         if workload.fail_after_s is not None:
             reason = f"exited with code 1 after {workload.fail_after_s}s"
-            self._end(workload, WorkloadState.FAILED, reason, at)
+            self._end(workload, BackendState.FAILED, reason, at)
         else:
-            self._end(workload, WorkloadState.SUCCEEDED, "completed", at)
+            self._end(workload, BackendState.SUCCEEDED, "completed", at)
 
-    def _end(self, workload: SimWorkload, state: WorkloadState, reason: str, at: datetime) -> None:
+    def _end(self, workload: SimWorkload, state: BackendState, reason: str, at: datetime) -> None:
         self._release(workload, at)
         workload.state = state
         workload.reason = reason
@@ -333,7 +333,7 @@ class Engine:
     def _requeue(self, workload: SimWorkload, reason: str) -> None:
         """Evict a running workload back to pending (a drain, a NoExecute taint); it restarts from scratch."""
         self._release(workload, self.now)
-        workload.state = WorkloadState.PENDING
+        workload.state = BackendState.PENDING
         workload.started_at = workload.ends_at = None
         workload.reason = reason
         self._log(workload, reason, self.now)
@@ -465,7 +465,7 @@ class Engine:
             hit = None if gpu is None else {gpu}
             where = node_name if gpu is None else f"{node_name} GPU {gpu}"
             for workload in self._running_on(node_name, hit):
-                self._end(workload, WorkloadState.FAILED, f"{effect.message} on {where}", self.now)
+                self._end(workload, BackendState.FAILED, f"{effect.message} on {where}", self.now)
             self._place_pending(self.now)
         return fault, True
 

@@ -26,8 +26,8 @@ from apps.backends.types import (
     MAX_REPLICAS_LABEL,
     MIN_REPLICAS_LABEL,
     WAITING_THRESHOLD_LABEL,
+    BackendState,
     MetricsAnswer,
-    WorkloadState,
 )
 
 ExporterAnswer = MetricsAnswer  # 200, 404 (no such simulated cluster or node), 503 (exporter or node down)
@@ -143,7 +143,7 @@ def scrape_service(cluster_name: str, name: str) -> ExporterAnswer:
     workload = SimWorkload.objects.filter(sim=sim, name=name).first()
     if workload is None or workload.spec.get("labels", {}).get(KIND_LABEL) != "inference":
         return ExporterAnswer(404, f"no inference service {name!r} in simulated cluster {cluster_name!r}\n")
-    if workload.state != WorkloadState.RUNNING:
+    if workload.state != BackendState.RUNNING:
         return ExporterAnswer(503, f"service {name!r} is not serving ({workload.state})\n")
     profile = service_profile(workload, sim.seed)
     if profile is None:

@@ -18,9 +18,9 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from apps.backends.simulator.faults import KINDS
-from apps.backends.types import WorkloadState
+from apps.backends.types import BackendState
 
-ACTIVE_STATES = (WorkloadState.PENDING, WorkloadState.RUNNING)
+ACTIVE_STATES = (BackendState.PENDING, BackendState.RUNNING)
 
 
 class SimCluster(models.Model):
@@ -93,7 +93,7 @@ class SimWorkload(models.Model):
     gpu_model = models.CharField(max_length=20, blank=True)
     priority = models.IntegerField(default=500)
     spec = models.JSONField(help_text="the WorkloadSpec as submitted (without the rendered manifest)")
-    state = models.CharField(max_length=20, choices=[(s.value, s.value) for s in WorkloadState])
+    state = models.CharField(max_length=20, choices=[(s.value, s.value) for s in BackendState])
     reason = models.CharField(max_length=500, blank=True)
     submitted_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)

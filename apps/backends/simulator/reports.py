@@ -18,12 +18,12 @@ from apps.backends.simulator.models import SimAllocation, SimEvent, SimWorkload
 from apps.backends.simulator.placement import GpuSlot
 from apps.backends.simulator.telemetry import GpuLoad, render_node_metrics
 from apps.backends.types import (
+    BackendState,
     GpuInfo,
     Inventory,
     NodeInfo,
     Placement,
     UsageRecord,
-    WorkloadState,
     WorkloadStatus,
 )
 
@@ -140,7 +140,7 @@ def workload_status(engine: Engine, workload: SimWorkload, events: list[str] | N
     allocations = sorted(engine.allocations_of(workload), key=lambda a: a.worker)
     return WorkloadStatus(
         backend_id=workload.name,
-        state=WorkloadState(workload.state),
+        state=BackendState(workload.state),
         reason=workload.reason,
         placements=[Placement(node=a.node, gpu_indexes=list(a.gpu_indexes)) for a in allocations],
         started_at=workload.started_at,
@@ -162,7 +162,7 @@ def statuses(engine: Engine, backend_ids: list[str]) -> dict[str, WorkloadStatus
         out[backend_id] = (
             workload_status(engine, workload, histories.get(workload.pk, []))
             if workload is not None
-            else WorkloadStatus(backend_id, WorkloadState.UNKNOWN, "not known to this simulated cluster")
+            else WorkloadStatus(backend_id, BackendState.UNKNOWN, "not known to this simulated cluster")
         )
     return out
 

@@ -32,6 +32,7 @@ from apps.backends.slurm.cli import Cli
 from apps.backends.slurm.script import render_script, sbatch_script
 from apps.backends.slurm.settings import CONSOLE_PREFIX, DEFAULT_OUTPUT_DIR, SlurmSettings
 from apps.backends.types import (
+    BackendState,
     ConnectionReport,
     DrainResult,
     Inventory,
@@ -41,7 +42,6 @@ from apps.backends.types import (
     UsageRecord,
     WorkloadLogs,
     WorkloadSpec,
-    WorkloadState,
     WorkloadStatus,
 )
 
@@ -205,7 +205,7 @@ class SlurmBackend(Backend):
             out = self.cli.run(["sbatch", "--parsable", f"--chdir={self.settings.output_dir}"], stdin=script)
             job_id = int(out.strip().split(";")[0])
         # A new job pends until the next scheduling pass; reading it back would cost a full job listing.
-        return SubmitResult(spec.name, WorkloadState.PENDING, f"Slurm job {job_id}")
+        return SubmitResult(spec.name, BackendState.PENDING, f"Slurm job {job_id}")
 
     def _status_of(self, job: dict, backend_id: str) -> WorkloadStatus:
         if "job_state" in job:
@@ -220,7 +220,7 @@ class SlurmBackend(Backend):
             past = self._accounting(missing)
             found.update({i: self._latest(past, "name", i) for i in missing})
         return {
-            i: self._status_of(job, i) if job else WorkloadStatus(i, WorkloadState.UNKNOWN, "Slurm has no such job")
+            i: self._status_of(job, i) if job else WorkloadStatus(i, BackendState.UNKNOWN, "Slurm has no such job")
             for i, job in found.items()
         }
 
@@ -244,7 +244,7 @@ class SlurmBackend(Backend):
         while True:
             job = self._find(job_id)
             status = self._status_of(job, backend_id) if job else status
-            if job is None or status.state == WorkloadState.CANCELLED or status.state.finished:
+            if job is None or status.state == BackendState.CANCELLED or status.state.finished:
                 return status
             if time.monotonic() > deadline:
                 raise RetryableBackendError(f"scancel {job_id}: Slurm still shows the job {status.state}")
@@ -273,7 +273,7 @@ class SlurmBackend(Backend):
         self.cordon(node, reason or "drained")
         evicted = []
         for job in self._jobs():
-            if parse.JOB_STATES.get(str(job.get("job_state", "")).upper()) != WorkloadState.RUNNING:
+            if parse.JOB_STATES.get(str(job.get("job_state", "")).upper()) != BackendState.RUNNING:
                 continue
             if node not in parse.hostnames(job.get("nodes") or ""):
                 continue
@@ -337,8 +337,8 @@ class SlurmBackend(Backend):
         now = datetime.now(tz=UTC)
         spans: dict[int, tuple[dict, str, float, datetime | None, datetime | None]] = {}
         for job in self._jobs():
-            state = parse.JOB_STATES.get(str(job.get("job_state", "")).upper(), WorkloadState.UNKNOWN)
-            if state in (WorkloadState.PENDING, WorkloadState.UNKNOWN):
+            state = parse.JOB_STATES.get(str(job.get("job_state", "")).upper(), BackendState.UNKNOWN)
+            if state in (BackendState.PENDING, BackendState.UNKNOWN):
                 continue
             gres_type, gpus = parse.tres_gpus(job.get("tres_alloc_str") or "")
             end = parse.epoch(job.get("end_time")) if state.finished else now

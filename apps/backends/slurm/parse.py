@@ -7,33 +7,33 @@ from datetime import UTC, datetime
 
 from apps.backends.catalog import catalog_by_code
 from apps.backends.slurm.settings import CONSOLE_PREFIX, SlurmSettings
-from apps.backends.types import GpuInfo, NodeInfo, Placement, Taint, WorkloadState, WorkloadStatus
+from apps.backends.types import BackendState, GpuInfo, NodeInfo, Placement, Taint, WorkloadStatus
 
 # Job states (22.05's job_state / sacct state.current) -> the console's.
 JOB_STATES = {
-    "PENDING": WorkloadState.PENDING,
-    "REQUEUED": WorkloadState.PENDING,
-    "REQUEUE_HOLD": WorkloadState.PENDING,
-    "REQUEUE_FED": WorkloadState.PENDING,
-    "CONFIGURING": WorkloadState.RUNNING,
-    "RUNNING": WorkloadState.RUNNING,
-    "COMPLETING": WorkloadState.RUNNING,
-    "RESIZING": WorkloadState.RUNNING,
-    "SUSPENDED": WorkloadState.RUNNING,
-    "STOPPED": WorkloadState.RUNNING,
-    "SIGNALING": WorkloadState.RUNNING,
-    "STAGE_OUT": WorkloadState.RUNNING,
-    "COMPLETED": WorkloadState.SUCCEEDED,
-    "FAILED": WorkloadState.FAILED,
-    "TIMEOUT": WorkloadState.FAILED,
-    "NODE_FAIL": WorkloadState.FAILED,
-    "OUT_OF_MEMORY": WorkloadState.FAILED,
-    "BOOT_FAIL": WorkloadState.FAILED,
-    "DEADLINE": WorkloadState.FAILED,
-    "SPECIAL_EXIT": WorkloadState.FAILED,
-    "CANCELLED": WorkloadState.CANCELLED,
-    "REVOKED": WorkloadState.CANCELLED,
-    "PREEMPTED": WorkloadState.PREEMPTED,
+    "PENDING": BackendState.PENDING,
+    "REQUEUED": BackendState.PENDING,
+    "REQUEUE_HOLD": BackendState.PENDING,
+    "REQUEUE_FED": BackendState.PENDING,
+    "CONFIGURING": BackendState.RUNNING,
+    "RUNNING": BackendState.RUNNING,
+    "COMPLETING": BackendState.RUNNING,
+    "RESIZING": BackendState.RUNNING,
+    "SUSPENDED": BackendState.RUNNING,
+    "STOPPED": BackendState.RUNNING,
+    "SIGNALING": BackendState.RUNNING,
+    "STAGE_OUT": BackendState.RUNNING,
+    "COMPLETED": BackendState.SUCCEEDED,
+    "FAILED": BackendState.FAILED,
+    "TIMEOUT": BackendState.FAILED,
+    "NODE_FAIL": BackendState.FAILED,
+    "OUT_OF_MEMORY": BackendState.FAILED,
+    "BOOT_FAIL": BackendState.FAILED,
+    "DEADLINE": BackendState.FAILED,
+    "SPECIAL_EXIT": BackendState.FAILED,
+    "CANCELLED": BackendState.CANCELLED,
+    "REVOKED": BackendState.CANCELLED,
+    "PREEMPTED": BackendState.PREEMPTED,
 }
 FINISHED_REASONS = {
     "TIMEOUT": "TIMEOUT: the job ran past its time limit",
@@ -182,23 +182,23 @@ def job_placements(job: dict) -> list[Placement]:
 def job_status(job: dict, backend_id: str) -> WorkloadStatus:
     """A squeue / REST job as the console's status. The pending reason is Slurm's own (e.g. AssocGrpGRES)."""
     raw = str(job.get("job_state", "")).upper()
-    state = JOB_STATES.get(raw, WorkloadState.UNKNOWN)
+    state = JOB_STATES.get(raw, BackendState.UNKNOWN)
     reason = ""
-    if state == WorkloadState.PENDING:
+    if state == BackendState.PENDING:
         # state_description has the whole reason ("ReqNodeNotAvail, UnavailableNodes:gpu-03") when there is more.
         short = "" if job.get("state_reason") in (None, "None") else job["state_reason"]
         reason = job.get("state_description") or short
-    elif state in (WorkloadState.FAILED, WorkloadState.PREEMPTED):
+    elif state in (BackendState.FAILED, BackendState.PREEMPTED):
         reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {job.get('exit_code')}"
         if job.get("state_reason") not in (None, "", "None"):
             reason += f" ({job['state_reason']})"
-    started = epoch(job.get("start_time")) if state != WorkloadState.PENDING else None
+    started = epoch(job.get("start_time")) if state != BackendState.PENDING else None
     finished = epoch(job.get("end_time")) if state.finished else None
     return WorkloadStatus(
         backend_id=backend_id,
         state=state,
         reason=reason,
-        placements=job_placements(job) if state == WorkloadState.RUNNING else [],
+        placements=job_placements(job) if state == BackendState.RUNNING else [],
         started_at=started,
         finished_at=finished,
         events=[f"Slurm job {job.get('job_id')}: {raw}"],
@@ -208,19 +208,19 @@ def job_status(job: dict, backend_id: str) -> WorkloadStatus:
 def accounting_status(job: dict, backend_id: str) -> WorkloadStatus:
     """A finished job from sacct / slurmdb (gone from the controller's memory)."""
     raw = str((job.get("state") or {}).get("current", "")).upper()
-    state = JOB_STATES.get(raw, WorkloadState.UNKNOWN)
+    state = JOB_STATES.get(raw, BackendState.UNKNOWN)
     times = job.get("time") or {}
     reason = ""
-    if state == WorkloadState.PENDING:
+    if state == BackendState.PENDING:
         reason = (job.get("state") or {}).get("reason") or ""
-    elif state in (WorkloadState.FAILED, WorkloadState.PREEMPTED):
+    elif state in (BackendState.FAILED, BackendState.PREEMPTED):
         code = (job.get("exit_code") or {}).get("return_code")
         reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {code}"
     return WorkloadStatus(
         backend_id=backend_id,
         state=state,
         reason=reason,
-        started_at=epoch(times.get("start")) if state != WorkloadState.PENDING else None,
+        started_at=epoch(times.get("start")) if state != BackendState.PENDING else None,
         finished_at=epoch(times.get("end")) if state.finished else None,
         events=[f"Slurm job {job.get('job_id')}: {raw} (from accounting)"],
     )
@@ -230,7 +230,7 @@ def allocations(jobs: list[dict]) -> dict[tuple[str, int], list[str]]:
     """(node, GPU index) -> names of the running jobs holding it."""
     held: dict[tuple[str, int], list[str]] = {}
     for job in jobs:
-        if JOB_STATES.get(str(job.get("job_state", "")).upper()) != WorkloadState.RUNNING:
+        if JOB_STATES.get(str(job.get("job_state", "")).upper()) != BackendState.RUNNING:
             continue
         for placement in job_placements(job):
             for index in placement.gpu_indexes:

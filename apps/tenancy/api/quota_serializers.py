@@ -1,8 +1,18 @@
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, GpuModel
-from apps.tenancy.models import Admission, PriorityTier, Queue, QueueBinding, Quota, QuotaRequest, Tenant, TenantBudget
+from apps.tenancy.models import (
+    Admission,
+    GuaranteeCap,
+    PriorityTier,
+    Queue,
+    QueueBinding,
+    Quota,
+    QuotaRequest,
+    Tenant,
+)
 
 _MODEL = {"slug_field": "code", "queryset": GpuModel.objects.all()}
 _TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}
@@ -82,13 +92,15 @@ class QuotaSetSerializer(StrictSerializer):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
 
 
-class BudgetSerializer(StrictModelSerializer):
+# The API calls a guarantee cap the tenant's budget (/api/v1/budgets/); the schema keeps that component name.
+@extend_schema_serializer(component_name="Budget")
+class GuaranteeCapSerializer(StrictModelSerializer):
     tenant = serializers.SlugRelatedField(**_TENANT)
     gpu_model = serializers.SlugRelatedField(**_MODEL)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
     class Meta:
-        model = TenantBudget
+        model = GuaranteeCap
         fields = ["id", "tenant", "gpu_model", "guaranteed", "reason"]
         validators = []
 

@@ -13,7 +13,7 @@ from apps.tenancy.api.quota_serializers import (
     AdmissionPreviewSerializer,
     AdmissionSerializer,
     BindSerializer,
-    BudgetSerializer,
+    GuaranteeCapSerializer,
     QueueSerializer,
     QuotaDecisionSerializer,
     QuotaRequestSerializer,
@@ -21,7 +21,7 @@ from apps.tenancy.api.quota_serializers import (
     QuotaSetSerializer,
     TierSerializer,
 )
-from apps.tenancy.models import Admission, PriorityTier, Queue, Quota, QuotaRequest, TenantBudget
+from apps.tenancy.models import Admission, GuaranteeCap, PriorityTier, Queue, Quota, QuotaRequest
 
 
 def _visible(user, queue: Queue) -> Queue:
@@ -135,18 +135,18 @@ class QuotaViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
         return Response({"impact": services.preview_quota(request.user, queue, data.pop("gpu_model"), **data)})
 
 
-class BudgetViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class GuaranteeCapViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     """Tenant budgets per GPU model: the most guarantee a subtree may hold. POST sets one."""
 
-    model = TenantBudget
-    serializer_class = BudgetSerializer
+    model = GuaranteeCap
+    serializer_class = GuaranteeCapSerializer
 
     def get_queryset(self):
         return super().get_queryset().select_related("tenant", "gpu_model")
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = services.set_budget(
+        serializer.instance = services.set_guarantee_cap(
             self.request.user,
             tenant=data["tenant"],
             gpu_model=data["gpu_model"],

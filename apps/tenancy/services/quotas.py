@@ -1,4 +1,4 @@
-"""Queues, their cluster bindings, quotas per GPU model, tenant budgets and priority tiers."""
+"""Queues, their cluster bindings, quotas per GPU model, guarantee caps and priority tiers."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from apps.core import refcache
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.admission import UNLIMITED, Impact, preview_quota_change
-from apps.tenancy.models import PriorityTier, Queue, QueueBinding, Quota, Tenant, TenantBudget
+from apps.tenancy.models import GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota, Tenant
 
 _SLURM_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -128,18 +128,18 @@ def bind_queue(
 
 
 #
-# Budgets and quotas
+# Guarantee caps and quotas (pages and messages call a cap the tenant's budget)
 #
 
 
 def _subtree_totals(model: GpuModel, overrides: dict[tuple[str, int], int]) -> tuple[dict[int, int], dict[int, int]]:
-    """(guarantee each tenant's subtree holds, budget per tenant) for one model, with pending changes applied.
+    """(guarantee each tenant's subtree holds, cap per tenant) for one model, with pending changes applied.
 
-    A child with a budget counts as its budget (it has reserved that much of its parent); without
+    A child with a cap counts as its cap (it has reserved that much of its parent); without
     one it counts as what its queues and descendants hold.
     """
     tenants = list(Tenant.objects.values_list("id", "parent_id", "path"))
-    budgets = dict(TenantBudget.objects.filter(gpu_model=model).values_list("tenant_id", "guaranteed"))
+    caps = dict(GuaranteeCap.objects.filter(gpu_model=model).values_list("tenant_id", "guaranteed"))
     own: dict[int, int] = defaultdict(int)
     for queue_id, tenant_id, g in Quota.objects.filter(gpu_model=model).values_list(
         "queue_id", "queue__tenant_id", "guaranteed"
@@ -148,55 +148,56 @@ def _subtree_totals(model: GpuModel, overrides: dict[tuple[str, int], int]) -> t
     for (kind, key), value in list(overrides.items()):
         if kind == "quota":  # a new quota row
             own[Queue.objects.values_list("tenant_id", flat=True).get(pk=key)] += value
-        elif kind == "budget":
-            budgets[key] = value
+        elif kind == "cap":
+            caps[key] = value
     totals: dict[int, int] = {}
     for tenant_id, _parent, _path in sorted(tenants, key=lambda t: -t[2].count("/")):  # deepest first
         children = [t for t in tenants if t[1] == tenant_id]
-        totals[tenant_id] = own[tenant_id] + sum(budgets.get(c[0], totals.get(c[0], 0)) for c in children)
-    return totals, budgets
+        totals[tenant_id] = own[tenant_id] + sum(caps.get(c[0], totals.get(c[0], 0)) for c in children)
+    return totals, caps
 
 
-def _check_budgets(model: GpuModel, overrides: dict[tuple[str, int], int], field: str) -> None:
-    totals, budgets = _subtree_totals(model, dict(overrides))
-    names = dict(Tenant.objects.filter(id__in=budgets).values_list("id", "slug"))
-    for tenant_id, budget in budgets.items():
-        if totals.get(tenant_id, 0) > budget:
+def _check_caps(model: GpuModel, overrides: dict[tuple[str, int], int], field: str) -> None:
+    totals, caps = _subtree_totals(model, dict(overrides))
+    names = dict(Tenant.objects.filter(id__in=caps).values_list("id", "slug"))
+    for tenant_id, cap in caps.items():
+        if totals.get(tenant_id, 0) > cap:
             raise InvalidInput(
                 _(
                     "%(tenant)s's %(model)s guarantees would total %(total)s, above its budget of %(budget)s; "
                     "a child's guarantees must fit inside its parent's."
                 )
-                % {"tenant": names[tenant_id], "model": model.code, "total": totals[tenant_id], "budget": budget},
+                % {"tenant": names[tenant_id], "model": model.code, "total": totals[tenant_id], "budget": cap},
                 {
                     field: _("Exceeds %(names)s's budget of %(budget)s %(code)s.")
-                    % {"names": names[tenant_id], "budget": budget, "code": model.code}
+                    % {"names": names[tenant_id], "budget": cap, "code": model.code}
                 },
             )
 
 
-def _bounded_by_budget(tenant: Tenant, model: GpuModel) -> bool:
-    return TenantBudget.objects.filter(tenant_id__in=tenant.ancestor_ids(), gpu_model=model).exists()
+def _bounded_by_cap(tenant: Tenant, model: GpuModel) -> bool:
+    return GuaranteeCap.objects.filter(tenant_id__in=tenant.ancestor_ids(), gpu_model=model).exists()
 
 
-def set_budget(actor, *, tenant: Tenant, gpu_model: GpuModel, guaranteed: int, reason: str = "") -> TenantBudget:
-    """Set a tenant's budget for one model: platform admins for organizations, the parent's managers for teams."""
+def set_guarantee_cap(actor, *, tenant: Tenant, gpu_model: GpuModel, guaranteed: int, reason: str = "") -> GuaranteeCap:
+    """Set a tenant's guarantee cap (its budget, to users) for one model: platform admins for organizations, the
+    parent's managers for teams. Audited as "budget.set"."""
     if tenant.parent_id is None:
         require(actor, Action.ADMINISTER, None, _("Only platform admins set an organization's budget."))
     else:
         require(actor, Action.MANAGE, tenant.parent, _("You may not manage %(slug)s.") % {"slug": tenant.parent.slug})
     if not isinstance(guaranteed, int) or isinstance(guaranteed, bool) or guaranteed < 0:
         raise InvalidInput(_("A budget is a whole number of GPUs, 0 or more."), {"guaranteed": _("0 or more.")})
-    _check_budgets(gpu_model, {("budget", tenant.pk): guaranteed}, "guaranteed")
+    _check_caps(gpu_model, {("cap", tenant.pk): guaranteed}, "guaranteed")
     with transaction.atomic():
-        budget, created = TenantBudget.objects.get_or_create(
+        cap, created = GuaranteeCap.objects.get_or_create(
             tenant=tenant, gpu_model=gpu_model, defaults={"guaranteed": guaranteed}
         )
-        before = None if created else snapshot(budget)
-        budget.guaranteed = guaranteed
-        budget.save()
-        record_event(actor, "budget.set", budget, tenant=tenant, reason=reason, before=before, after=snapshot(budget))
-    return budget
+        before = None if created else snapshot(cap)
+        cap.guaranteed = guaranteed
+        cap.save()
+        record_event(actor, "budget.set", cap, tenant=tenant, reason=reason, before=before, after=snapshot(cap))
+    return cap
 
 
 def _validate_quota(values: dict) -> None:
@@ -277,7 +278,8 @@ def preview_quota(actor, queue: Queue, gpu_model: GpuModel, **values) -> dict:
 
 
 def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: bool) -> tuple[Quota, dict, dict | None]:
-    """Validate against budgets and running work, then write the row. No permission check, no audit: callers do both.
+    """Validate against guarantee caps and running work, then write the row. No permission check, no audit:
+    callers do both.
 
     Returns (quota, impact summary, snapshot before). A disruptive change without `confirm` raises Conflict
     with the impact in `data`.
@@ -295,7 +297,7 @@ def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: boo
             {"borrow_limit": _("No lenders for this GPU model.")},
         )
     existing = Quota.objects.filter(queue=queue, gpu_model=gpu_model).first()
-    _check_budgets(gpu_model, {("quota", queue.pk): values["guaranteed"]}, "guaranteed")
+    _check_caps(gpu_model, {("quota", queue.pk): values["guaranteed"]}, "guaranteed")
     impact = _impact(queue, gpu_model, values)
     summary = impact_summary(impact)
     if impact.disruptive and not confirm:
@@ -325,10 +327,10 @@ def set_quota(
     confirm: bool = False,
     reason: str = "",
 ) -> tuple[Quota, dict]:
-    """Set a queue's quota for one GPU model. Managers of the tenant, within a budget an ancestor holds;
+    """Set a queue's quota for one GPU model. Managers of the tenant, within a guarantee cap an ancestor holds;
     platform admins anywhere. A change that would preempt running work needs `confirm=True`."""
     require(actor, Action.MANAGE, queue.tenant, _("You may not manage tenant %(slug)s.") % {"slug": queue.tenant.slug})
-    if not has_perm(actor, Action.ADMINISTER) and not _bounded_by_budget(queue.tenant, gpu_model):
+    if not has_perm(actor, Action.ADMINISTER) and not _bounded_by_cap(queue.tenant, gpu_model):
         raise Forbidden(
             _("No %(model)s budget covers %(tenant)s: ask a platform admin for one (or file a quota request).")
             % {"model": gpu_model.code, "tenant": queue.tenant.slug}
@@ -341,7 +343,7 @@ def set_quota(
         "per_user_limit": per_user_limit,
     }
     with transaction.atomic():
-        if connection.vendor == "postgresql":  # one quota change at a time: budgets are checked over many rows
+        if connection.vendor == "postgresql":  # one quota change at a time: caps are checked over many rows
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(4242)")
         quota, summary, before = apply_quota(queue, gpu_model, values, confirm=confirm)

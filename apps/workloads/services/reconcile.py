@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apps.backends.base import BackendError
 from apps.backends.registry import get_backend
-from apps.backends.types import WorkloadState as BackendState
+from apps.backends.types import BackendState
 from apps.tenancy.models import AdmissionState
 from apps.tenancy.services.admissions import release_admission
 from apps.workloads import reasons

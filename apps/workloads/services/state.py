@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from apps.backends.types import WorkloadState as BackendState
+from apps.backends.types import BackendState
 from apps.core.inserts import insert_row
 from apps.tenancy.services.admissions import release_admission
 from apps.workloads import reasons

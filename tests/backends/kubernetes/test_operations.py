@@ -60,7 +60,7 @@ def test_periodic_drift_report_runs_as_the_system(k8s, fake, personas, client, d
     post(client, personas.platform_admin, "fleet:cluster_quota_push", django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
         assert quota_drift_all_task() == 1
-    clean = Operation.objects.filter(kind="fleet.quota_drift").latest("pk")
+    clean = Operation.objects.filter(kind="tenancy.quota-drift").latest("pk")
     assert clean.status == "succeeded" and clean.actor is None and clean.result["clean"]
     assert AuditEvent.objects.get(action="operation.start", target_id=str(clean.pk)).actor is None
     with fake.lock:  # someone raises the ClusterQueue's quota with kubectl edit

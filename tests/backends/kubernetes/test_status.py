@@ -7,7 +7,7 @@ import pytest
 from apps.backends.kubernetes.backend import KubernetesBackend
 from apps.backends.kubernetes.workloads import workload_status
 from apps.backends.render.workload import RenderContext, render_kubernetes
-from apps.backends.types import WorkloadSpec, WorkloadState
+from apps.backends.types import BackendState, WorkloadSpec
 from apps.workloads.specs import InferenceServiceSpec
 from tests.backends.console_specs import console_spec
 from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
@@ -34,10 +34,10 @@ def pod(phase="Running", node="gpu-01", conditions=None):
 
 
 def test_batch_job_states():
-    assert workload_status("j", job(spec={"suspend": True}), [], []).state == WorkloadState.PENDING
+    assert workload_status("j", job(spec={"suspend": True}), [], []).state == BackendState.PENDING
     assert "Kueue" in workload_status("j", job(spec={"suspend": True}), [], []).reason
     running = workload_status("j", job(), [pod()], [])
-    assert running.state == WorkloadState.RUNNING and running.placements[0].node == "gpu-01"
+    assert running.state == BackendState.RUNNING and running.placements[0].node == "gpu-01"
     done = job({"conditions": [{"type": "Complete", "status": "True"}], "completionTime": T})
     assert workload_status("j", done, [], []).finished_at.isoformat() == "2026-11-30T10:00:00+00:00"
     failed = job(
@@ -54,11 +54,11 @@ def test_batch_job_states():
     )
     status = workload_status("j", failed, [], [])
     assert (
-        status.state == WorkloadState.FAILED
+        status.state == BackendState.FAILED
         and status.reason == "BackoffLimitExceeded: Job has reached the specified backoff limit"
     )
     deleting = workload_status("j", job(deletionTimestamp=T), [pod()], [])
-    assert deleting.state == WorkloadState.CANCELLED
+    assert deleting.state == BackendState.CANCELLED
 
 
 def test_pending_reason_comes_from_the_scheduler():
@@ -74,21 +74,21 @@ def test_pending_reason_comes_from_the_scheduler():
         ],
     )
     status = workload_status("j", job(), [unschedulable], ["FailedScheduling: 0/4 nodes are available"])
-    assert status.state == WorkloadState.PENDING and status.reason.startswith("0/4 nodes are available")
+    assert status.state == BackendState.PENDING and status.reason.startswith("0/4 nodes are available")
     assert status.events == ["FailedScheduling: 0/4 nodes are available"]
 
 
 @pytest.mark.parametrize(
     ("phase", "state"),
     [
-        ("Pending", WorkloadState.PENDING),
-        ("Inqueue", WorkloadState.PENDING),
-        ("Restarting", WorkloadState.PENDING),
-        ("Running", WorkloadState.RUNNING),
-        ("Completed", WorkloadState.SUCCEEDED),
-        ("Failed", WorkloadState.FAILED),
-        ("Terminated", WorkloadState.FAILED),
-        ("Aborted", WorkloadState.CANCELLED),
+        ("Pending", BackendState.PENDING),
+        ("Inqueue", BackendState.PENDING),
+        ("Restarting", BackendState.PENDING),
+        ("Running", BackendState.RUNNING),
+        ("Completed", BackendState.SUCCEEDED),
+        ("Failed", BackendState.FAILED),
+        ("Terminated", BackendState.FAILED),
+        ("Aborted", BackendState.CANCELLED),
     ],
 )
 def test_volcano_job_phases(phase, state):
@@ -111,9 +111,9 @@ def test_services_run_while_a_replica_serves():
         "status": {"availableReplicas": 1},
     }
     status = workload_status("d", deploy, [], [])
-    assert status.state == WorkloadState.RUNNING and status.reason == "1 of 3 replicas ready"
+    assert status.state == BackendState.RUNNING and status.reason == "1 of 3 replicas ready"
     deploy["status"] = {}
-    assert workload_status("d", deploy, [], []).state == WorkloadState.PENDING
+    assert workload_status("d", deploy, [], []).state == BackendState.PENDING
     lws = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
@@ -121,7 +121,7 @@ def test_services_run_while_a_replica_serves():
         "spec": {"replicas": 1},
         "status": {"readyReplicas": 1},
     }
-    assert workload_status("l", lws, [], []).state == WorkloadState.RUNNING
+    assert workload_status("l", lws, [], []).state == BackendState.RUNNING
 
 
 def test_a_job_that_cannot_fit_is_pending_with_the_scheduler_s_event(db, fake):
@@ -134,7 +134,7 @@ def test_a_job_that_cannot_fit_is_pending_with_the_scheduler_s_event(db, fake):
     backend.submit(spec)
     fake.advance(1)
     status = backend.status(["big"])["big"]
-    assert status.state == WorkloadState.PENDING
+    assert status.state == BackendState.PENDING
     assert status.reason == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
     assert status.events == ["FailedScheduling: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."]
 
@@ -166,11 +166,11 @@ def test_inference_services_from_their_rendered_manifest(db, fake, tp, kind):
     assert fake.requests_to("PATCH")[0].body["kind"] == kind
     fake.advance(1)
     status = backend.status(["wl41-chat"])["wl41-chat"]
-    assert status.state == WorkloadState.RUNNING
+    assert status.state == BackendState.RUNNING
     assert {p.node for p in status.placements} == ({"gpu-01"} if tp == 1 else {"gpu-01", "gpu-02"})
     backend.cancel("wl41-chat")
     deleted = {(r.path.rsplit("/", 2)[-2], r.body["propagationPolicy"]) for r in fake.requests_to("DELETE")}
     assert ("services", "Background") in deleted and (kind.lower() + "s", "Foreground") in deleted
     fake.advance(200)
-    assert backend.status(["wl41-chat"])["wl41-chat"].state == WorkloadState.CANCELLED
+    assert backend.status(["wl41-chat"])["wl41-chat"].state == BackendState.CANCELLED
     assert fake.objects("", "v1", "pods") == []

@@ -12,7 +12,7 @@ from apps.backends.slurm.backend import SlurmBackend
 from apps.backends.slurm.rest import job_properties
 from apps.backends.slurm.script import sbatch_script
 from apps.backends.slurm.settings import SlurmSettings
-from apps.backends.types import WorkloadSpec, WorkloadState
+from apps.backends.types import BackendState, WorkloadSpec
 from apps.fleet.models import Cluster
 from tests.backends.console_specs import console_spec
 from tests.render.workload.cases import spec_of
@@ -55,8 +55,8 @@ def test_job_states_and_reasons():
     }
     assert parse.job_status(described, "x").reason.endswith("UnavailableNodes:n1")
     timeout = parse.job_status({"job_id": 7, "job_state": "TIMEOUT", "end_time": 100}, "x")
-    assert timeout.state == WorkloadState.FAILED and timeout.reason.startswith("TIMEOUT")
-    assert parse.job_status({"job_state": "PREEMPTED"}, "x").state == WorkloadState.PREEMPTED
+    assert timeout.state == BackendState.FAILED and timeout.reason.startswith("TIMEOUT")
+    assert parse.job_status({"job_state": "PREEMPTED"}, "x").state == BackendState.PREEMPTED
     assert parse.job_status({"job_state": "NODE_FAIL"}, "x").reason.startswith("NODE_FAIL")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from apps.backends.base import PermanentBackendError, RetryableBackendError
 from apps.backends.slurm.backend import SlurmBackend
-from apps.backends.types import WorkloadSpec, WorkloadState
+from apps.backends.types import BackendState, WorkloadSpec
 from apps.fleet.models import Cluster
 from tests.backends.slurm import test_contract  # the module, so pytest does not collect its class here again
 from tests.backends.slurm.conftest import connection, sleep_spec, unique, wait_for
@@ -46,13 +46,13 @@ def test_a_two_gpu_job_submitted_over_rest_runs(local_slurm, monkeypatch, cleanu
     result = backend.submit(spec)
     assert backend.submit(spec).reason == f"{result.reason.split(':')[0]} (already submitted)"
     running = wait_for(
-        lambda: (s := backend.status([name])[name]).state in {WorkloadState.RUNNING, WorkloadState.SUCCEEDED} and s,
+        lambda: (s := backend.status([name])[name]).state in {BackendState.RUNNING, BackendState.SUCCEEDED} and s,
         "the job to run",
     )
-    if running.state == WorkloadState.RUNNING:
+    if running.state == BackendState.RUNNING:
         assert len(running.placements[0].gpu_indexes) == 2
     done = wait_for(lambda: (s := backend.status([name])[name]).state.finished and s, "the job to finish")
-    assert done.state == WorkloadState.SUCCEEDED
+    assert done.state == BackendState.SUCCEEDED
 
 
 def test_slurms_refusal_over_rest_is_permanent_with_its_message(local_slurm, monkeypatch):

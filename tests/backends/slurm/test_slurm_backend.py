@@ -9,10 +9,10 @@ import pytest
 
 from apps.backends.base import NotFoundError, PermanentBackendError
 from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
-from apps.backends.types import WorkloadSpec, WorkloadState
+from apps.backends.types import BackendState, WorkloadSpec
 from tests.backends.slurm.conftest import sleep_spec, unique, wait_for
 
-DONE = {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}
+DONE = {BackendState.SUCCEEDED, BackendState.FAILED, BackendState.CANCELLED}
 
 
 def job_script(name: str, node: str, jobs_dir: str, *, gpus: int = 1, account: str = "") -> str:
@@ -44,23 +44,23 @@ def test_two_gpu_job_runs_on_two_gpus_and_completes(slurm_backend, cleanup):
     cleanup[0].append(name)
     result = slurm_backend.submit(sleep_spec(name, gpus_per_worker=2))
     assert result.backend_id == name and re.match(r"Slurm job \d+", result.reason)
-    running = wait_state(slurm_backend, name, {WorkloadState.RUNNING})
+    running = wait_state(slurm_backend, name, {BackendState.RUNNING})
     [placement] = running.placements
     assert len(placement.gpu_indexes) == 2
     done = wait_state(slurm_backend, name, DONE)
-    assert done.state == WorkloadState.SUCCEEDED and done.finished_at is not None
+    assert done.state == BackendState.SUCCEEDED and done.finished_at is not None
 
 
 def test_gang_job_of_four_nodes_by_eight_gpus_runs_on_all_four(slurm_backend, cleanup):
     name = unique("gang")
     cleanup[0].append(name)
     slurm_backend.submit(sleep_spec(name, seconds=3, workers=4, gpus_per_worker=8))
-    running = wait_state(slurm_backend, name, {WorkloadState.RUNNING})
+    running = wait_state(slurm_backend, name, {BackendState.RUNNING})
     assert {p.node for p in running.placements} == {"gpu-01", "gpu-02", "gpu-03", "gpu-04"}
     assert all(p.gpu_indexes == list(range(8)) for p in running.placements)
     held = [g for n in slurm_backend.inventory().nodes for g in n.gpus if name in g.allocated_to]
     assert len(held) == 32
-    assert wait_state(slurm_backend, name, DONE).state == WorkloadState.SUCCEEDED
+    assert wait_state(slurm_backend, name, DONE).state == BackendState.SUCCEEDED
 
 
 @pytest.mark.parametrize(
@@ -90,7 +90,7 @@ def test_drained_node_holds_a_pinned_job_with_the_reason_then_resume_runs_it(slu
     spec = WorkloadSpec(name=name, tenant="t", manifest=job_script(name, node, local_slurm.jobs_dir))
     slurm_backend.submit(spec)
     pending = wait_for(
-        lambda: (s := state_of(slurm_backend, name)).state == WorkloadState.PENDING
+        lambda: (s := state_of(slurm_backend, name)).state == BackendState.PENDING
         and "ReqNodeNotAvail" in s.reason
         and s,
         "the pinned job to wait for its node",
@@ -98,10 +98,10 @@ def test_drained_node_holds_a_pinned_job_with_the_reason_then_resume_runs_it(slu
     assert node in pending.reason
     slurm_backend.resume(node)
     assert not next(n for n in slurm_backend.inventory().nodes if n.name == node).unschedulable
-    running = wait_state(slurm_backend, name, {WorkloadState.RUNNING, WorkloadState.SUCCEEDED})
-    if running.state == WorkloadState.RUNNING:
+    running = wait_state(slurm_backend, name, {BackendState.RUNNING, BackendState.SUCCEEDED})
+    if running.state == BackendState.RUNNING:
         assert {p.node for p in running.placements} == {node}
-    assert wait_state(slurm_backend, name, DONE).state == WorkloadState.SUCCEEDED
+    assert wait_state(slurm_backend, name, DONE).state == BackendState.SUCCEEDED
 
 
 def test_a_node_an_admin_drained_is_reported_and_never_resumed_by_the_console(slurm_backend, cleanup, local_slurm):
@@ -124,7 +124,7 @@ def test_usage_is_gpus_times_the_seconds_sacct_reports(slurm_backend, cleanup, l
     name = unique("usage")
     cleanup[0].append(name)
     slurm_backend.submit(sleep_spec(name, seconds=2, gpus_per_worker=2))
-    assert wait_state(slurm_backend, name, DONE).state == WorkloadState.SUCCEEDED
+    assert wait_state(slurm_backend, name, DONE).state == BackendState.SUCCEEDED
 
     def accounted():
         out = local_slurm.run("sacct", "-X", "-n", "-P", f"--name={name}", "-o", "ElapsedRaw,AllocTRES,State").stdout
@@ -141,8 +141,8 @@ def test_cancel_verifies_and_unknown_ids_are_not_found(slurm_backend, cleanup):
     name = unique("cancel")
     cleanup[0].append(name)
     slurm_backend.submit(sleep_spec(name, seconds=600))
-    wait_state(slurm_backend, name, {WorkloadState.RUNNING})
-    assert slurm_backend.cancel(name).state == WorkloadState.CANCELLED
+    wait_state(slurm_backend, name, {BackendState.RUNNING})
+    assert slurm_backend.cancel(name).state == BackendState.CANCELLED
     with pytest.raises(NotFoundError):
         slurm_backend.cancel("99999999")  # scancel itself exits 0 for this
 
@@ -189,11 +189,11 @@ def test_quota_push_diffs_applies_converges_and_grptres_holds(slurm_backend, cle
             lambda: (s := state_of(slurm_backend, over)).reason.startswith("AssocGrp") and s,
             "the job beyond GrpTRES to wait on its association's limit",
         )
-        assert waiting.state == WorkloadState.PENDING and waiting.reason == "AssocGrpGRES"
+        assert waiting.state == BackendState.PENDING and waiting.reason == "AssocGrpGRES"
         fits = job_script(within, "gpu-01", local_slurm.jobs_dir, gpus=2, account=account)
         slurm_backend.submit(WorkloadSpec(name=within, tenant=tenant, manifest=fits))
-        assert wait_state(slurm_backend, within, DONE).state == WorkloadState.SUCCEEDED
-        assert state_of(slurm_backend, over).state == WorkloadState.PENDING
+        assert wait_state(slurm_backend, within, DONE).state == BackendState.SUCCEEDED
+        assert state_of(slurm_backend, over).state == BackendState.PENDING
     finally:
         for name in cleanup[0]:
             local_slurm.run("scancel", f"--name={name}", check=False)

@@ -11,7 +11,7 @@ import pytest
 from apps.backends.base import RetryableBackendError
 from apps.backends.slurm.backend import SlurmBackend
 from apps.backends.slurm.cli import Cli
-from apps.backends.types import WorkloadState
+from apps.backends.types import BackendState
 from apps.fleet.models import Cluster
 from tests.backends.slurm import test_contract
 from tests.backends.slurm.conftest import NODES, connection
@@ -90,10 +90,10 @@ def test_a_job_named_with_spaces_and_quotes_is_found_and_cancelled_by_that_name(
     output = f"--output={local_slurm.jobs_dir}/ssh-%j.out"
     local = local_slurm.run("sbatch", "--parsable", f"--job-name={name}", "--partition=gpu", output, "--wrap=sleep 600")
     job_id = local.stdout.strip()
-    assert backend.status([name])[name].state in (WorkloadState.PENDING, WorkloadState.RUNNING)
+    assert backend.status([name])[name].state in (BackendState.PENDING, BackendState.RUNNING)
     # cancel looks the job up with `squeue --name=<name>`, run on the login node through ssh
-    assert backend.cancel(name).state == WorkloadState.CANCELLED
-    assert backend.status([job_id])[job_id].state == WorkloadState.CANCELLED
+    assert backend.cancel(name).state == BackendState.CANCELLED
+    assert backend.status([job_id])[job_id].state == BackendState.CANCELLED
     shown = local_slurm.run("squeue", "--noheader", "--states=all", f"--jobs={job_id}", "--format=%j").stdout
     assert shown.strip() == name
 

@@ -76,7 +76,7 @@ def slurm_fleet(personas, local_slurm, tmp_path):
     )
     assert fleet.sync_inventory(cluster.pk).ok
     a100 = GpuModel.objects.get(code="a100")
-    tenancy.set_budget(admin, tenant=personas.a, gpu_model=a100, guaranteed=32)
+    tenancy.set_guarantee_cap(admin, tenant=personas.a, gpu_model=a100, guaranteed=32)
     train = tenancy.create_queue(admin, tenant=personas.a, name="train")
     tenancy.bind_queue(admin, train, cluster=cluster, slurm_account=ACCOUNT)
     tenancy.set_quota(admin, queue=train, gpu_model=a100, guaranteed=32)

@@ -1,5 +1,5 @@
 """Operation handlers for the fleet: "sync now" runs as a visible operation (the quota push and the drift report,
-which need the tenancy desired state, are tenancy's: apps/tenancy/operations.py)."""
+which need the tenancy desired state, are tenancy's: apps/tenancy/operation_handlers.py)."""
 
 from apps.fleet.services import sync_inventory
 from apps.operations.runner import OperationFailed, OperationHandler, register

@@ -1,8 +1,8 @@
 """Operation handlers for a cluster's quota: the push and the drift report, run as visible operations.
 
 Tenancy builds the cluster's desired state from its tables (`build_desired_state`) and hands it to the
-backend, which renders it in its own terms. The kinds keep their stored names ("fleet.quota_push",
-"fleet.quota_drift"): operations already in the database refer to them.
+backend, which renders it in its own terms. The kinds were "fleet.quota_push" and "fleet.quota_drift" before
+tenancy owned them; the operations app's migration 0004 renamed the stored rows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from apps.operations.runner import OperationFailed, OperationHandler, register
 from apps.tenancy.desired_state import build_desired_state
 
 
-@register("fleet.quota_push")
+@register("tenancy.quota-push", formerly="fleet.quota_push")
 class PushQuotaOperation(OperationHandler):
     """Push the cluster's desired quota state (params: cluster_id, dry_run).
 
@@ -45,7 +45,7 @@ class PushQuotaOperation(OperationHandler):
         return {"applied": result.applied, "unchanged": result.unchanged}
 
 
-@register("fleet.quota_drift")
+@register("tenancy.quota-drift", formerly="fleet.quota_drift")
 class QuotaDriftOperation(OperationHandler):
     """Compare what a Kubernetes cluster holds under the console's label with its desired quota state."""
 

@@ -11,7 +11,7 @@ from django.utils.translation import gettext_noop
 
 from apps.backends.base import BackendError, RetryableBackendError
 from apps.backends.registry import get_backend
-from apps.backends.types import Taint, WorkloadState
+from apps.backends.types import BackendState, Taint
 from apps.fleet.models import Node
 from apps.health.models import Incident, IncidentState, IsolationOwner, LostRun, NodeHealth
 from apps.health.rules import INCIDENT_REASON, OPERATION_DONE
@@ -22,7 +22,7 @@ from apps.operations.runner import OperationFailed, OperationHandler, register
 WORKLOADS_EVICTED = gettext_noop("workloads evicted")
 RESET_TAINT = "gpu-console/reset-requested"
 RMA_TAINT = "gpu-console/rma"
-_DEAD = {WorkloadState.FAILED, WorkloadState.UNKNOWN, WorkloadState.PREEMPTED, WorkloadState.CANCELLED}
+_DEAD = {BackendState.FAILED, BackendState.UNKNOWN, BackendState.PREEMPTED, BackendState.CANCELLED}
 
 
 class NodeAction(OperationHandler):
