@@ -40,8 +40,9 @@ MODELS = ["h100", "a100"]
 
 
 def setup() -> None:
+    from apps.accounts.models import Tenant
     from apps.fleet.models import GpuModel
-    from apps.tenancy.models import Admission, PriorityTier, Queue, Quota, Tenant
+    from apps.tenancy.models import Admission, PriorityTier, Queue, Quota
     from bench.fleet_bench import ensure_database
 
     ensure_database()

@@ -66,9 +66,10 @@ COLUMNS = (
 
 
 def setup():
+    from apps.accounts.models import Tenant
     from apps.chargeback.models import Period, RateCard, Statement, UsageRecord
     from apps.fleet.models import Cluster, GpuModel
-    from apps.tenancy.models import PriorityTier, Queue, Tenant
+    from apps.tenancy.models import PriorityTier, Queue
     from bench.fleet_bench import ensure_database
 
     ensure_database()

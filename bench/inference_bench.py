@@ -72,13 +72,13 @@ def engine_text() -> None:
 
 
 def cycle() -> None:
+    from apps.accounts.models import Tenant
     from apps.accounts.services import bootstrap_platform_admin
     from apps.fleet.models import Cluster, GpuModel
     from apps.fleet.services import create_simulated_cluster, sync_inventory
     from apps.inference.scrape import scrape_services
     from apps.inference.sources import fetch_simulated
     from apps.tenancy import services as tenancy
-    from apps.tenancy.models import Tenant
     from apps.workloads.models import Workload
     from apps.workloads.services import reconcile_workloads, submit_workload
     from bench.fleet_bench import ensure_database

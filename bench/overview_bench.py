@@ -74,10 +74,10 @@ def rng_for(*parts) -> random.Random:
 
 
 def seed_tenants():
-    from apps.accounts.models import Membership, User
+    from apps.accounts.models import Membership, Tenant, User
     from apps.chargeback.models import SpendBudget, UsageDay
     from apps.fleet.models import GpuModel
-    from apps.tenancy.models import Admission, Queue, Quota, Tenant
+    from apps.tenancy.models import Admission, Queue, Quota
 
     UsageDay.objects.all().delete()  # rows of an earlier run protect its queues and tenants
     SpendBudget.objects.all().delete()

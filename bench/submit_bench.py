@@ -51,10 +51,10 @@ def setup() -> str:
     """A simulated 128-node cluster, a tenant with a queue holding 1,024 H100s (and a small one for the
     warm-up, so that the measured 1,000 all fit the first), a member and a token."""
     from apps.accounts import services as accounts
-    from apps.accounts.models import User
+    from apps.accounts.models import Tenant, User
     from apps.fleet.models import Cluster, GpuModel
     from apps.fleet.services import create_simulated_cluster, sync_inventory
-    from apps.tenancy.models import Queue, QueueBinding, Quota, Tenant
+    from apps.tenancy.models import Queue, QueueBinding, Quota
     from apps.workloads.models import OutboxEntry, Workload
     from bench.fleet_bench import ensure_database
 

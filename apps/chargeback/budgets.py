@@ -19,12 +19,12 @@ from django.db import transaction
 from django.db.models import DecimalField, F, Q, Sum
 from django.utils import timezone
 
+from apps.accounts.models import Tenant
 from apps.audit.services import record_event
 from apps.chargeback.models import SECONDS_PER_HOUR, BudgetAlert, Period, RateCard, SpendBudget, UsageDay
 from apps.chargeback.periods import current_period
 from apps.chargeback.statements import money
 from apps.notifications.services import notify
-from apps.tenancy.models import Tenant
 from apps.tenancy.services.holds import hold_preemptible, lift_hold
 
 # Sent once per threshold and period: sender=SpendBudget, budget=, threshold=, spend=, period=.

@@ -32,6 +32,7 @@ DAILY_WORK = [
 
 def seed_chargeback(admin) -> None:
     """Idempotent: does nothing once the history cluster exists."""
+    from apps.accounts.models import Tenant
     from apps.backends.registry import get_backend
     from apps.chargeback import services
     from apps.chargeback.metering import meter_cluster
@@ -39,7 +40,7 @@ def seed_chargeback(admin) -> None:
     from apps.chargeback.periods import month_start, next_month
     from apps.fleet.models import Cluster, GpuModel
     from apps.fleet.services import create_simulated_cluster, sync_inventory
-    from apps.tenancy.models import PriorityTier, Tenant
+    from apps.tenancy.models import PriorityTier
 
     if Cluster.objects.filter(name=HISTORY_CLUSTER).exists():
         return

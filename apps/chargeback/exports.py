@@ -8,10 +8,11 @@ from decimal import Decimal
 
 from django.http import HttpResponse
 
+from apps.accounts.models import Tenant
 from apps.chargeback.models import Statement, StatementLine
 from apps.chargeback.statements import lines_of
 from apps.fleet.models import GpuModel
-from apps.tenancy.models import PriorityTier, Queue, Tenant
+from apps.tenancy.models import PriorityTier, Queue
 
 COLUMNS = [
     "period",

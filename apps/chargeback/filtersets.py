@@ -6,8 +6,8 @@ import django_filters
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from apps.accounts.filtersets import visible_tenants
 from apps.chargeback.models import Statement
-from apps.tenancy.filtersets import visible_tenants
 
 
 class StatementFilterSet(django_filters.FilterSet):

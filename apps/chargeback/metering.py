@@ -126,7 +126,8 @@ def meter_all_clusters() -> list[MeterResult]:
 
 def build_records(cluster: Cluster, usage: list[BackendUsage], since: datetime) -> list[UsageRecord]:
     """Unsaved UsageRecord rows for the backend's records (pure apart from a few look-up queries)."""
-    from apps.tenancy.models import Queue, Tenant
+    from apps.accounts.models import Tenant
+    from apps.tenancy.models import Queue
 
     if not usage:
         return []

@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from apps.tenancy.models import TenantScopedQuerySet
+from apps.accounts.models import TenantScopedQuerySet
 
 CENT = Decimal("0.01")
 SECONDS_PER_HOUR = Decimal(3600)

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from apps.accounts.models import Tenant
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
@@ -39,7 +40,7 @@ from apps.chargeback.rollup import days_of, rebuild_days
 from apps.chargeback.statements import compute_statements, save_statements
 from apps.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from apps.fleet.models import Cluster, GpuModel
-from apps.tenancy.models import PriorityTier, Tenant
+from apps.tenancy.models import PriorityTier
 
 DEFAULT_THRESHOLDS = [50, 80, 100]
 MAX_RATE = Decimal("1000000")

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from apps.accounts.models import Tenant
 from apps.chargeback.models import (
     CENT,
     SECONDS_PER_HOUR,
@@ -28,7 +29,6 @@ from apps.chargeback.models import (
     Statement,
     StatementLine,
 )
-from apps.tenancy.models import Tenant
 
 HOUR_PLACES = Decimal("0.000001")
 ZERO_HOURS = Decimal("0.000000")

@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods
 
+from apps.accounts.models import Tenant
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
 from apps.accounts.roles import Action
 from apps.chargeback import reports, services
@@ -28,7 +29,6 @@ from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
 from apps.core.views import ScopedListView
-from apps.tenancy.models import Tenant
 
 
 def _period_from(request) -> Period:

@@ -7,10 +7,9 @@ Re-running is safe: existing rows are kept and passwords are reset to the one pr
 from __future__ import annotations
 
 from apps.accounts import services as accounts
-from apps.accounts.models import Membership, User
+from apps.accounts.models import Membership, Tenant, User
 from apps.accounts.roles import Role
 from apps.tenancy import services as tenancy
-from apps.tenancy.models import Tenant
 
 TENANTS = [
     # slug, name, parent slug, description

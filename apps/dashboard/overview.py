@@ -346,8 +346,8 @@ def isolation_summary(budgets: list[dict]) -> dict:
 
 def fleet_overview(user, current_tenant=None, now: datetime | None = None) -> dict:
     """Everything the overview panels show, for `user` (narrowed to `current_tenant`'s subtree if given)."""
+    from apps.accounts.models import Tenant
     from apps.health.overview import isolation_budgets, open_incidents_by_severity
-    from apps.tenancy.models import Tenant
 
     now = now or timezone.now()
     nodes = Node.objects.for_user(user, Action.VIEW)

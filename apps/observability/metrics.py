@@ -254,10 +254,10 @@ def _inference_families() -> list:
 
 def _chargeback_families() -> list:
     """Each tenant's cost to date in the current period (its whole subtree, as its statement shows it) and budget."""
+    from apps.accounts.models import Tenant
     from apps.chargeback.budgets import subtree_costs
     from apps.chargeback.models import Period, SpendBudget
     from apps.chargeback.periods import month_start
-    from apps.tenancy.models import Tenant
 
     currency = settings.CHARGEBACK_CURRENCY
     cost = GaugeMetricFamily(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from apps.accounts.models import Tenant
 from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
-from apps.tenancy.models import PriorityTier, QueueBinding, Quota, Tenant
+from apps.tenancy.models import PriorityTier, QueueBinding, Quota
 
 
 def _tree_order(path: str) -> tuple[int, ...]:

@@ -2,7 +2,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.forms import TenantChoiceField
-from apps.tenancy.models import Tenant
+from apps.accounts.models import Tenant
 
 
 class TenantForm(forms.ModelForm):

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_safe
 
-from apps.accounts.models import Membership
+from apps.accounts.models import Membership, Tenant
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
 from apps.backends.registry import backend_class
 from apps.backends.render import RenderError, caveats_for
@@ -25,7 +25,6 @@ from apps.tenancy import services
 from apps.tenancy.desired_state import build_desired_state
 from apps.tenancy.filtersets import TenantFilterSet
 from apps.tenancy.forms import TenantForm
-from apps.tenancy.models import Tenant
 
 
 class TenantListView(ScopedListView):

@@ -1,7 +1,7 @@
 import django_filters
 from django.utils.translation import gettext_lazy as _
 
-from apps.tenancy.filtersets import visible_tenants
+from apps.accounts.filtersets import visible_tenants
 from apps.workloads.models import Workload, WorkloadKind, WorkloadState, WorkloadTemplate
 
 

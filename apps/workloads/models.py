@@ -8,8 +8,8 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from apps.accounts.models import TenantScopedQuerySet
 from apps.core.validators import dns1123_label
-from apps.tenancy.models import TenantScopedQuerySet
 
 
 class TenantOwnedQuerySet(TenantScopedQuerySet):

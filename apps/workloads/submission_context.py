@@ -17,9 +17,10 @@ from functools import cache
 from django.conf import settings
 from django.db import connection
 
+from apps.accounts.models import Tenant
 from apps.core.refcache import cached
 from apps.fleet.models import Cluster, GpuModel, NodeState
-from apps.tenancy.models import Queue, Tenant
+from apps.tenancy.models import Queue
 
 
 def gpu_models() -> dict[str, GpuModel]:

@@ -3,9 +3,9 @@
 import pytest
 
 from apps.accounts.authentication import BearerTokenAuthentication
+from apps.accounts.models import Tenant
 from apps.accounts.permissions import allowed_tenant_ids, has_perm
 from apps.accounts.roles import Action
-from apps.tenancy.models import Tenant
 from tests.utils.personas import fresh
 
 V, S, M, O, A = Action.VIEW, Action.SUBMIT, Action.MANAGE, Action.OPERATE, Action.ADMINISTER  # noqa: E741 (short names keep the table readable)

@@ -2,8 +2,8 @@
 
 import pytest
 
+from apps.accounts.models import Tenant
 from apps.audit.models import AuditEvent
-from apps.tenancy.models import Tenant
 from tests.utils.personas import fresh
 
 

@@ -2,9 +2,8 @@
 
 import pytest
 
-from apps.accounts.models import Membership, User
+from apps.accounts.models import Membership, Tenant, User
 from apps.audit.models import AuditEvent
-from apps.tenancy.models import Tenant
 from tests.utils.personas import fresh
 
 

@@ -7,8 +7,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
+from apps.accounts.models import Tenant
 from apps.audit.models import AuditEvent
-from apps.tenancy.models import Tenant
 from tests.e2e.browser import PageProblems, log_in, screenshot
 
 pytestmark = pytest.mark.e2e

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from apps.accounts.models import Tenant
 from apps.backends.simulator.services import advance_time
 from apps.backends.types import UsageRecord as BackendUsage
 from apps.chargeback import services as chargeback
@@ -27,7 +28,7 @@ from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.health.ingest import run_cycle
 from apps.health.models import NodeHealth
 from apps.tenancy import services as tenancy
-from apps.tenancy.models import Queue, Tenant
+from apps.tenancy.models import Queue
 from apps.workloads import services as workloads
 from tests.utils.personas import Personas, fresh
 

@@ -119,7 +119,7 @@ def run_the_fleet(cluster) -> None:
 
 @pytest.fixture
 def demo(db):
-    from apps.accounts.models import User
+    from apps.accounts.models import Tenant, User
     from apps.accounts.services import issue_token
     from apps.backends.simulator.services import inject_fault
     from apps.dashboard.demo import DEMO_CLUSTER, seed_demo
@@ -129,7 +129,6 @@ def demo(db):
     from apps.health.models import Incident
     from apps.health.operation_handlers import WORKLOADS_EVICTED
     from apps.operations.models import Operation, OperationStatus
-    from apps.tenancy.models import Tenant
 
     seed_demo("admin", PASSWORD)
     cluster = Cluster.objects.get(name=DEMO_CLUSTER)
@@ -305,7 +304,7 @@ def log_in_in_chinese(client, username: str = "admin") -> None:
 
 
 def test_every_main_page_is_chinese(demo, client):
-    from apps.tenancy.models import Tenant
+    from apps.accounts.models import Tenant
 
     log_in_in_chinese(client)
     # A new token: the token page shows it once, with the CI example, the next time it is read (in the crawl).

@@ -44,10 +44,10 @@ from tests.utils.personas import PASSWORD, Personas, build_personas, fresh
 from tests.utils.simulator import runs_to_the_end
 
 if TYPE_CHECKING:  # the types of the world's rows; where each model lives may change, the world does not care
-    from apps.accounts.models import ApiToken, User
+    from apps.accounts.models import ApiToken, Tenant, User
     from apps.chargeback.models import Credit, SpendBudget
     from apps.health.models import IsolationPolicy, NotificationChannel, Rule, TelemetrySource
-    from apps.tenancy.models import Queue, Quota, QuotaRequest, Tenant
+    from apps.tenancy.models import Queue, Quota, QuotaRequest
     from apps.workloads.models import WorkloadTemplate
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)

@@ -2,8 +2,8 @@
 
 import pytest
 
+from apps.accounts.models import Tenant
 from apps.core.errors import Forbidden, InvalidInput
-from apps.tenancy.models import Tenant
 from apps.tenancy.services import create_tenant, delete_tenant, update_tenant
 from tests.utils.personas import fresh
 

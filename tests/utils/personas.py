@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from apps.accounts import services as accounts
-from apps.accounts.models import ApiToken, User
+from apps.accounts.models import ApiToken, Tenant, User
 from apps.accounts.roles import Role
 from apps.tenancy import services as tenancy
-from apps.tenancy.models import Tenant
 
 PASSWORD = "correct-horse-battery-staple"
 

@@ -2,10 +2,11 @@
 
 from rest_framework import serializers
 
+from apps.accounts.models import Tenant
 from apps.chargeback.models import Credit, Period, RateCard, SpendBudget, Statement
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, GpuModel
-from apps.tenancy.models import PriorityTier, Tenant
+from apps.tenancy.models import PriorityTier
 
 _MODEL = {"slug_field": "code", "queryset": GpuModel.objects.all()}
 _TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}

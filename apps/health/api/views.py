@@ -4,6 +4,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from apps.accounts.models import Tenant
 from apps.core.api.views import ScopedReadOnlyViewSet, ScopedViewSetMixin
 from apps.core.errors import NotFound
 from apps.fleet.api.views import NodeViewSet as FleetNodeViewSet
@@ -30,7 +31,6 @@ from apps.health.services.incidents import transition_incident
 from apps.health.services.rulesets import active_ruleset, tune_rule
 from apps.notifications.models import NotificationChannel
 from apps.operations.api.serializers import OperationSerializer
-from apps.tenancy.models import Tenant
 
 
 class IncidentViewSet(ScopedReadOnlyViewSet):

@@ -1,18 +1,10 @@
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from apps.accounts.models import Tenant
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, GpuModel
-from apps.tenancy.models import (
-    Admission,
-    GuaranteeCap,
-    PriorityTier,
-    Queue,
-    QueueBinding,
-    Quota,
-    QuotaRequest,
-    Tenant,
-)
+from apps.tenancy.models import Admission, GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota, QuotaRequest
 
 _MODEL = {"slug_field": "code", "queryset": GpuModel.objects.all()}
 _TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
+from apps.accounts.models import Tenant
 from apps.core.api.serializers import StrictModelSerializer
-from apps.tenancy.models import Tenant
 
 
 class TenantSerializer(StrictModelSerializer):

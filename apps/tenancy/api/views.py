@@ -2,11 +2,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
 from rest_framework.response import Response
 
+from apps.accounts.models import Tenant
 from apps.core.api.views import ScopedViewSetMixin
 from apps.tenancy import services
 from apps.tenancy.api.serializers import TenantSerializer
 from apps.tenancy.filtersets import TenantFilterSet
-from apps.tenancy.models import Tenant
 
 
 class TenantViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):

@@ -14,8 +14,9 @@ from decimal import Decimal
 from django.db import connection
 from django.utils.translation import gettext as _
 
+from apps.accounts.models import Tenant
 from apps.core.errors import Conflict
-from apps.tenancy.models import AdmissionHold, Tenant
+from apps.tenancy.models import AdmissionHold
 
 
 def hold_preemptible(tenant_id: int, *, since: datetime, amount: Decimal, currency: str) -> None:

@@ -10,6 +10,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from apps.accounts.models import Tenant
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
@@ -17,7 +18,7 @@ from apps.core import refcache
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.admission import UNLIMITED, Impact, preview_quota_change
-from apps.tenancy.models import GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota, Tenant
+from apps.tenancy.models import GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota
 
 _SLURM_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

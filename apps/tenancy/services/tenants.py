@@ -6,11 +6,11 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
+from apps.accounts.models import Tenant
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.core.errors import Conflict, InvalidInput
-from apps.tenancy.models import Tenant
 
 _EDITABLE = ("name", "slug", "parent", "description")
 

@@ -3,9 +3,9 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from apps.accounts.models import Tenant
 from apps.core.api.views import ScopedViewSetMixin
 from apps.core.errors import NotFound
-from apps.tenancy.models import Tenant
 from apps.workloads import services
 from apps.workloads.api.serializers import (
     CancelSerializer,

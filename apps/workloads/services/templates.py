@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from apps.accounts.models import Tenant
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.core.errors import InvalidInput
-from apps.tenancy.models import Tenant
 from apps.workloads.models import Workload, WorkloadTemplate
 from apps.workloads.services.submission import parse, submit_workload
 

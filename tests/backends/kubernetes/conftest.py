@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from apps.accounts.models import Tenant
 from apps.backends.kubernetes.backend import KubernetesBackend
 from apps.fleet.models import Cluster
-from apps.tenancy.models import Queue, QueueBinding, Tenant
+from apps.tenancy.models import Queue, QueueBinding
 from tests.backends.k8s_fake import FakeKubernetes
 
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
