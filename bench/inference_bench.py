@@ -77,7 +77,7 @@ def cycle() -> None:
     from apps.fleet.models import Cluster, GpuModel
     from apps.fleet.services import create_simulated_cluster, sync_inventory
     from apps.inference.scrape import scrape_services
-    from apps.inference.sources import fetch_simulated
+    from apps.inference.sources import fetch_in_process
     from apps.tenancy import services as tenancy
     from apps.workloads.models import Workload
     from apps.workloads.services import reconcile_workloads, submit_workload
@@ -131,7 +131,7 @@ def cycle() -> None:
         queries.append(len(captured))
     cycle_ms, cycle_queries = statistics.median(times), statistics.median(queries)
     print(f"  scrape_services(), whole cycle      {cycle_ms:8.1f} ms  ({cycle_queries:.0f} queries)")
-    fetch = median_ms(lambda: [fetch_simulated(w.cluster, w.backend_name) for w in running])
+    fetch = median_ms(lambda: [fetch_in_process(w.cluster, w.backend_name) for w in running])
     print(f"  baseline: the cycle's fetches alone {fetch:8.1f} ms")
 
 
