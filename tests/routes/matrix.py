@@ -19,7 +19,8 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.test import APIClient
 
-from tests.routes.policy import DENIED, FORBIDDEN, HIDDEN, SEES_ONLY_A, SEES_ONLY_B, Rule
+from apps.audit.models import AuditEvent
+from tests.routes.policy import DENIED, FORBIDDEN, HIDDEN, OK, SEES_ONLY_A, SEES_ONLY_B, Rule
 from tests.routes.world import A_MARKERS, B_MARKERS, Side, World
 
 OWN, FOREIGN, SHARED = "own", "foreign", "shared"
@@ -194,6 +195,26 @@ def fingerprint() -> dict[str, tuple[int, str]]:
 
 def changed_tables(before: dict, after: dict) -> list[str]:
     return sorted(table for table in after if before.get(table) != after[table])
+
+
+def check_effects(world, spec, expected: str, events: int, where: str) -> None:
+    """After a write: a refused (or read-only) call changed no table and wrote no audit event; an allowed one
+    changed something and wrote exactly one audit event (docs/api.md; pages call the same services)."""
+
+    changed = changed_tables(world.fingerprint, fingerprint())
+    if expected != OK or spec.changes is False:
+        assert not changed, f"{where}\nrefused (or read-only), yet it changed {changed}"
+        assert AuditEvent.objects.count() == events, where
+    elif spec.changes:
+        assert changed, f"{where}\nallowed, yet nothing changed"
+        written = AuditEvent.objects.count() - events
+        assert written == 1, f"{where}\n{written} audit events"
+
+
+def check_no_leak(persona: str, text: str, sent: str, where: str) -> None:
+    """Nothing of the other tenant's rows in the answer (text the request itself sent is exempt)."""
+    leaks = leaked(persona, text, sent=sent)
+    assert not leaks, f"{where}\nshows another tenant's {leaks}"
 
 
 def describe(response) -> str:

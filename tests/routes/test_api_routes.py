@@ -18,11 +18,10 @@ from tests.routes.matrix import (
     WRITE_METHODS,
     api_client,
     cases,
-    changed_tables,
+    check_effects,
+    check_no_leak,
     describe,
     fill,
-    fingerprint,
-    leaked,
     missing,
     schema_operations,
 )
@@ -59,19 +58,10 @@ def test_operation(world, db, operation, entry, persona, target):
     assert response.status_code in (spec.ok if expected == OK else STATUSES[expected]), where
 
     if writes:
-        changed = changed_tables(world.fingerprint, fingerprint())
-        if expected != OK or spec.changes is False:
-            assert not changed, f"{where}\nrefused (or read-only), yet it changed {changed}"
-            assert AuditEvent.objects.count() == events, where
-        elif spec.changes:
-            assert changed, f"{where}\nallowed, yet nothing changed"
-            # docs/api.md: every state-changing call writes exactly one audit event
-            written = AuditEvent.objects.count() - events
-            assert written == 1, f"{where}\n{written} audit events"
+        check_effects(world, spec, expected, events, where)
 
     if spec.tenant_view:
-        leaks = leaked(persona, response.content.decode(errors="replace"), sent=f"{path} {body}")
-        assert not leaks, f"{where}\nshows another tenant's {leaks}"
+        check_no_leak(persona, response.content.decode(errors="replace"), f"{path} {body}", where)
 
 
 def test_every_table_entry_names_an_operation():

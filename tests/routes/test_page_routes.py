@@ -24,11 +24,10 @@ from tests.routes.matrix import (
     OWN,
     WRITE_METHODS,
     cases,
-    changed_tables,
+    check_effects,
+    check_no_leak,
     describe,
     fill,
-    fingerprint,
-    leaked,
     missing,
     page_routes,
 )
@@ -125,19 +124,10 @@ def test_page(world, db, route, entry, persona, target):
         assert response.status_code in (200, 302, 403, 404) and not _to_login(response, route), where
 
     if writes:
-        changed = changed_tables(world.fingerprint, fingerprint())
-        if expected != OK or spec.changes is False:
-            assert not changed, f"{where}\nrefused, yet it changed {changed}"
-            assert AuditEvent.objects.count() == events, where
-        elif spec.changes:
-            assert changed, f"{where}\nallowed, yet nothing changed"
-            # docs/api.md: every state-changing call writes exactly one audit event (pages call the same services)
-            written = AuditEvent.objects.count() - events
-            assert written == 1, f"{where}\n{written} audit events"
+        check_effects(world, spec, expected, events, where)
 
     if spec.tenant_view:
-        leaks = leaked(persona, _text(response), sent=f"{path} {body}")
-        assert not leaks, f"{where}\nshows another tenant's {leaks}"
+        check_no_leak(persona, _text(response), f"{path} {body}", where)
 
 
 def test_every_table_entry_names_a_route():

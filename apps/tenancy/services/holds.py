@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from django.db import connection
 from django.utils.translation import gettext as _
 
 from apps.accounts.models import Tenant
@@ -44,14 +43,7 @@ def check_hold(tenant: Tenant, tier, hold_id=_LOOK) -> None:
         return
     if hold_id is _LOOK:
         ancestors = tenant.ancestor_ids() or [tenant.pk]
-        with connection.cursor() as cursor:
-            marks = ", ".join(["%s"] * len(ancestors))
-            cursor.execute(
-                f"SELECT id FROM tenancy_admissionhold WHERE tenant_id IN ({marks}) LIMIT 1",  # noqa: S608 - marks only
-                ancestors,
-            )
-            row = cursor.fetchone()
-        hold_id = row[0] if row else None
+        hold_id = AdmissionHold.objects.filter(tenant_id__in=ancestors).values_list("id", flat=True).first()
     if hold_id is None:
         return
     hold = AdmissionHold.objects.select_related("tenant").get(pk=hold_id)
