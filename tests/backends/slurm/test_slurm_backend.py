@@ -4,6 +4,7 @@ usage as sacct reports it, quota push (dry-run diff, apply, GrpTRES holding), ca
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -207,3 +208,23 @@ def test_quota_plan_previews_the_push_of_a_desired_state_and_changes_nothing(db,
     described = "\n".join(c.describe() for c in changes if c.action == "change")
     assert f"add account {tenant} under root" in described and f"add account {tenant}_train" in described
     assert tenant not in local_slurm.run("sacctmgr", "-n", "-P", "show", "account", "format=account").stdout
+
+
+def test_quota_push_checks_the_clusters_live_accounting_configuration(slurm_backend, local_slurm):
+    """The local cluster runs with AccountingStorageTRES=...,gres/gpu,gres/gpu:a100 and
+    AccountingStorageEnforce=associations,limits,qos (scontrol show config): a push of a100 limits warns about
+    neither; an h100 model, which the cluster does not account, is named and its limit left out."""
+    config = local_slurm.run("scontrol", "show", "config").stdout
+    assert re.search(r"AccountingStorageTRES\s*=.*gres/gpu:a100", config)
+    tenant = unique("qc").replace("-", "")
+    plan = slurm_backend.quota_pusher().plan(quota_state(tenant, f"{tenant}_train", limit=4))
+    assert not [m for m in plan.messages if "AccountingStorage" in m], plan.messages
+
+    state = quota_state(tenant, f"{tenant}_train", limit=4)
+    h100 = GpuModelRef("h100", "H100-SXM5-80GB", "NVIDIA-H100-80GB-HBM3", "h100")
+    queue = replace(state.queues[0], quotas=(*state.queues[0].quotas, QuotaLine("h100", 2, 0)))
+    plan = slurm_backend.quota_pusher().plan(replace(state, queues=(queue,), gpu_models=(*state.gpu_models, h100)))
+    [message] = [m for m in plan.messages if "AccountingStorage" in m]
+    assert message.startswith("AccountingStorageTRES lacks gres/gpu:h100 (scontrol show config: ")
+    limits = [a for c in plan.changes for a in c.argv if a.startswith("GrpTRES=")]
+    assert limits and all("gres/gpu:a100=4" in a and "h100" not in a for a in limits), limits
