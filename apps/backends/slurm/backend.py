@@ -165,7 +165,8 @@ class SlurmBackend(Backend):
             "accounting (usage) comes from sacct and quota is pushed with sacctmgr",
             "Slurm has no taints: they are kept as node features taint:<key>=<value>:<effect>, which do not keep"
             " jobs off a node; cordon or drain does",
-            "the console resumes only nodes whose reason starts with 'console: '; nodes drained by an admin stay",
+            "the console resumes only nodes whose reason starts with 'console: '; nodes drained by an admin or"
+            " taken out by slurmctld (not responding, failed prolog) stay",
         ]
         where = f"over SSH on {self.settings.ssh_host}" if self.settings.ssh_host else "locally"
         notes.append(
@@ -289,6 +290,11 @@ class SlurmBackend(Backend):
         if not parse.node_unschedulable(current):
             return
         reason = current.get("reason") or ""
+        if parse.reason_source(current) == "slurmctld":
+            raise PermanentBackendError(
+                f"slurmctld took {node} out of service ({reason or 'not responding'}); the console resumes only "
+                "nodes it drained itself"
+            )
         if not parse.drained_by_console(reason):
             by = current.get("reason_set_by_user") or "an administrator"
             raise PermanentBackendError(

@@ -48,6 +48,26 @@ READY_STATES = {"idle", "mixed", "allocated", "completing", "planned"}
 DOWN_STATES = {"down", "error", "fail", "failing", "future"}
 UNSCHEDULABLE_FLAGS = {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "RESERVED", "POWERED_DOWN"}
 NOT_RESPONDING = "NOT_RESPONDING"
+# Reasons slurmctld sets on its own (22.05: node_mgr.c, job_mgr.c, step_mgr.c, gres.c), as they begin; `sinfo -R`
+# shows them with SlurmUser as the user (https://slurm.schedmd.com/sinfo.html#OPT_list-reasons). Any other
+# reason not starting with the console's prefix was given by an administrator (scontrol update ... Reason=).
+CONTROLLER_REASONS = (
+    "Not responding",
+    "Kill task failed",
+    "Node unexpectedly rebooted",
+    "Prolog error",
+    "Epilog error",
+    "Job env setup error",
+    "batch job complete failure",
+    "Low RealMemory",
+    "Low CPUs",
+    "Low socket*core*thread count",
+    "Low TmpDisk",
+    "CoreSpec differ",
+    "reboot timed out",
+    "SlurmdSpoolDir is full",
+)
+_GRES_COUNT_REASON = re.compile(r"^gres/\S+ count (?:reported lower than configured|too low)")
 TAINT_FEATURE = "taint:"  # Slurm has no taints: the console keeps them as node features taint:<key>=<value>:<effect>
 
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
@@ -99,6 +119,30 @@ def drained_by_console(reason: str) -> bool:
     return reason.startswith(CONSOLE_PREFIX)
 
 
+def set_by_controller(reason: str) -> bool:
+    """A reason slurmctld set itself (a node that stopped responding, a failed prolog, a config mismatch)."""
+    return reason.startswith(CONTROLLER_REASONS) or bool(_GRES_COUNT_REASON.match(reason))
+
+
+def reason_source(node: dict) -> str:
+    """Who took the node out of service: "console", "slurmctld", "admin", or "" when it is in service."""
+    reason = node.get("reason") or ""
+    if drained_by_console(reason):
+        return "console"
+    if set_by_controller(reason) or (not reason and NOT_RESPONDING in node_flags(node)):
+        return "slurmctld"
+    return "admin" if reason else ""
+
+
+def state_reason(node: dict) -> str:
+    """The node's reason as the console shows it: the console's own as it is, others prefixed by who set it."""
+    reason = node.get("reason") or ""
+    source = reason_source(node)
+    if source in ("", "console"):
+        return reason
+    return f"{source}: {reason or 'not responding'}"
+
+
 def node_flags(node: dict) -> set[str]:
     return {str(f).upper() for f in node.get("state_flags") or []}
 
@@ -127,11 +171,13 @@ def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, 
         state = "ready"
     else:
         state = "not-ready"
-    reason = node.get("reason") or ""
     gres_type, count = gpu_gres(node.get("gres", ""))
     model = settings.model_of(gres_type) if gres_type else ""
     memory = catalog_by_code().get(model, {}).get("memory_mib", 0)
     health = "unknown" if state != "ready" else "healthy"
+    # Slurm allocates nothing on a node that is down, not responding or drained: none of its GPUs is
+    # allocatable (running jobs keep what they hold until they end).
+    allocatable = count if state == "ready" and not node_unschedulable(node) else 0
     gpus = []
     for index in range(count):
         holders = allocations.get((name, index), [])
@@ -150,8 +196,8 @@ def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, 
         "slurm.schedmd.com/state": "+".join([base.upper(), *sorted(flags)]),
         "slurm.schedmd.com/partitions": ",".join(node.get("partitions") or []),
     }
-    if reason:
-        labels["slurm.schedmd.com/drained-by"] = "console" if drained_by_console(reason) else "admin"
+    if source := reason_source(node):
+        labels["slurm.schedmd.com/drained-by"] = source
     features = [f for f in (node.get("active_features") or "").split(",") if f and not f.startswith(TAINT_FEATURE)]
     if features:
         labels["slurm.schedmd.com/features"] = ",".join(features)
@@ -159,13 +205,13 @@ def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, 
     return NodeInfo(
         name=name,
         state=state,
-        state_reason=reason if drained_by_console(reason) or not reason else f"admin: {reason}",
+        state_reason=state_reason(node),
         unschedulable=node_unschedulable(node),
         labels=labels,
         taints=node_taints(node),
         pool=partitions[0] if partitions else "",
         gpu_model=model,
-        gpu_allocatable=count,
+        gpu_allocatable=allocatable,
         cpu_cores=int(node.get("cpus") or 0),
         memory_mib=int(node.get("real_memory") or 0),
         gpus=gpus,

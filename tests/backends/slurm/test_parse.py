@@ -108,3 +108,67 @@ def test_rest_refuses_directives_v0038_cannot_express():
 def test_usage_reads_the_controllers_tres_string():
     assert parse.tres_gpus("cpu=1,mem=1G,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2") == ("a100", 2)
     assert parse.tres_gpus("cpu=1,mem=1G") == ("", 0)
+
+
+def sinfo_node(state: str, flags: list[str], reason: str = "", user: str | None = None) -> dict:
+    """One node of `sinfo --json` (22.05) as the local cluster prints it."""
+    return {
+        "name": "gpu-04",
+        "state": state,
+        "state_flags": flags,
+        "reason": reason,
+        "reason_set_by_user": user,
+        "gres": "gpu:a100:8",
+        "gres_used": "gpu:a100:0(IDX:N/A)",
+        "partitions": ["gpu"],
+        "cpus": 8,
+        "real_memory": 64000,
+        "features": "",
+        "active_features": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("node", "source", "shown"),
+    [
+        (sinfo_node("down", ["NOT_RESPONDING"], "Not responding", "root"), "slurmctld", "slurmctld: Not responding"),
+        (sinfo_node("idle", ["DRAIN"], "Kill task failed", "slurm"), "slurmctld", "slurmctld: Kill task failed"),
+        (
+            sinfo_node("down", [], "Node unexpectedly rebooted boot_time=1718000000 last response=1718000100"),
+            "slurmctld",
+            "slurmctld: Node unexpectedly rebooted boot_time=1718000000 last response=1718000100",
+        ),
+        (
+            sinfo_node("idle", ["DRAIN"], "gres/gpu count reported lower than configured (0 < 8)", "slurm"),
+            "slurmctld",
+            "slurmctld: gres/gpu count reported lower than configured (0 < 8)",
+        ),
+        (sinfo_node("idle", ["DRAIN"], "Prolog error", "slurm"), "slurmctld", "slurmctld: Prolog error"),
+        (sinfo_node("down", ["NOT_RESPONDING"]), "slurmctld", "slurmctld: not responding"),
+        (sinfo_node("idle", ["DRAIN"], "PSU failure", "root"), "admin", "admin: PSU failure"),
+        (sinfo_node("idle", ["DRAIN"], "console: xid 79", "root"), "console", "console: xid 79"),
+        (sinfo_node("idle", []), "", ""),
+    ],
+    ids=["not-responding", "kill-task", "rebooted", "gres-count", "prolog", "no-reason", "admin", "console", "idle"],
+)
+def test_who_took_a_node_out_of_service(node, source, shown):
+    info = parse.node_info(node, SETTINGS, {})
+    assert info.state_reason == shown
+    assert info.labels.get("slurm.schedmd.com/drained-by", "") == source
+
+
+@pytest.mark.parametrize(
+    ("state", "flags", "allocatable"),
+    [
+        ("idle", [], 8),
+        ("mixed", [], 8),
+        ("down", ["NOT_RESPONDING"], 0),
+        ("idle", ["NOT_RESPONDING"], 0),
+        ("idle", ["DRAIN"], 0),
+        ("mixed", ["DRAIN"], 0),
+        ("down", [], 0),
+    ],
+)
+def test_gpus_of_a_node_slurm_cannot_allocate_on_are_not_allocatable(state, flags, allocatable):
+    info = parse.node_info(sinfo_node(state, flags, "x" if flags or state == "down" else ""), SETTINGS, {})
+    assert info.gpu_allocatable == allocatable and len(info.gpus) == 8

@@ -3,8 +3,11 @@ usage as sacct reports it, quota push (dry-run diff, apply, GrpTRES holding), ca
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -228,3 +231,34 @@ def test_quota_push_checks_the_clusters_live_accounting_configuration(slurm_back
     assert message.startswith("AccountingStorageTRES lacks gres/gpu:h100 (scontrol show config: ")
     limits = [a for c in plan.changes for a in c.argv if a.startswith("GrpTRES=")]
     assert limits and all("gres/gpu:a100=4" in a and "h100" not in a for a in limits), limits
+
+
+def test_a_node_slurmctld_marks_down_is_the_controllers_and_its_gpus_are_not_allocatable(slurm_backend, local_slurm):
+    """A node failure as on a real cluster: gpu-04's slurmd is killed, and after SlurmdTimeout slurmctld sets it
+    DOWN+NOT_RESPONDING with reason "Not responding" (user SlurmUser). That is neither the console's nor an
+    administrator's reason, and none of the node's GPUs can be allocated."""
+    node = "gpu-04"
+    pid_file = Path(local_slurm.conf).parent.parent / "run" / f"slurmd-{node}.pid"
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    try:
+        wait_for(
+            lambda: "Not responding" in local_slurm.run("sinfo", "-h", "-n", node, "-o", "%T|%E").stdout,
+            "slurmctld to mark the node not responding",
+            timeout=150,
+        )
+        info = next(n for n in slurm_backend.inventory().nodes if n.name == node)
+        assert info.state == "down" and info.unschedulable
+        assert info.state_reason == "slurmctld: Not responding"
+        assert info.labels["slurm.schedmd.com/drained-by"] == "slurmctld"
+        assert info.gpu_allocatable == 0 and len(info.gpus) == 8
+        with pytest.raises(PermanentBackendError, match="slurmctld took gpu-04 out of service"):
+            slurm_backend.resume(node)
+    finally:
+        started = local_slurm.script("start")  # starts the slurmd again; ReturnToService=2 puts it back
+        assert started.returncode == 0, started.stderr
+    wait_for(
+        lambda: local_slurm.run("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() == "idle",
+        "the node to return to service",
+    )
+    back = next(n for n in slurm_backend.inventory().nodes if n.name == node)
+    assert back.state == "ready" and back.gpu_allocatable == 8 and back.state_reason == ""
