@@ -208,10 +208,44 @@ class SlurmBackend(Backend):
         # A new job pends until the next scheduling pass; reading it back would cost a full job listing.
         return SubmitResult(spec.name, BackendState.PENDING, f"Slurm job {job_id}")
 
-    def _status_of(self, job: dict, backend_id: str) -> WorkloadStatus:
+    def _status_of(self, job: dict, backend_id: str, exits: dict[int, str] | None = None) -> WorkloadStatus:
+        if exits is None:
+            exits = self._exit_codes([job])
+        exit_text = exits.get(job.get("job_id"))
         if "job_state" in job:
-            return parse.job_status(job, backend_id)
-        return parse.accounting_status(job, backend_id)
+            return parse.job_status(job, backend_id, exit_text)
+        return parse.accounting_status(job, backend_id, exit_text)
+
+    def _exit_codes(self, jobs: list[dict]) -> dict[int, str]:
+        """Job id -> exit as sacct reports it ("exit code 3", "signal 15"), for the failed jobs among `jobs` that
+        accounting has as finished: one `sacct` call (its text; 22.05's --json and slurmdb report a normal exit
+        as 0). Empty when there is none or accounting does not answer: the controller's exit is used then."""
+        ids = sorted(
+            {j["job_id"] for j in jobs if isinstance(j.get("job_id"), int) and parse.raw_state(j) in parse.EXIT_STATES}
+        )
+        if not ids:
+            return {}
+        argv = [
+            "sacct",
+            "-X",
+            "-n",
+            "-P",
+            "-a",
+            f"--jobs={','.join(map(str, ids))}",
+            "--format=JobIDRaw,State,ExitCode",
+        ]
+        try:
+            result = self.cli.call(argv)
+        except (RetryableBackendError, PermanentBackendError):
+            return {}
+        exits = {}
+        for line in result.stdout.splitlines() if result.returncode == 0 else []:
+            job_id, state, code = [*line.split("|"), "", ""][:3]
+            finished = parse.JOB_STATES.get((state.split() or [""])[0], BackendState.UNKNOWN).finished
+            text = parse.sacct_exit(code)
+            if job_id.isdigit() and finished and text:
+                exits[int(job_id)] = text
+        return exits
 
     def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:
         jobs = self._jobs()
@@ -220,8 +254,11 @@ class SlurmBackend(Backend):
         if missing:
             past = self._accounting(missing)
             found.update({i: self._latest(past, "name", i) for i in missing})
+        exits = self._exit_codes([job for job in found.values() if job])
         return {
-            i: self._status_of(job, i) if job else WorkloadStatus(i, BackendState.UNKNOWN, "Slurm has no such job")
+            i: self._status_of(job, i, exits)
+            if job
+            else WorkloadStatus(i, BackendState.UNKNOWN, "Slurm has no such job")
             for i, job in found.items()
         }
 

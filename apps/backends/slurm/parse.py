@@ -43,6 +43,8 @@ FINISHED_REASONS = {
     "DEADLINE": "DEADLINE: the job missed its deadline",
     "PREEMPTED": "PREEMPTED: a higher-priority job took its resources",
 }
+# States whose reason carries the job's exit (the others say what happened: TIMEOUT, NODE_FAIL, ...).
+EXIT_STATES = {"FAILED", "SPECIAL_EXIT"}
 # Node base states that can run jobs; DRAIN and friends are flags on top.
 READY_STATES = {"idle", "mixed", "allocated", "completing", "planned"}
 DOWN_STATES = {"down", "error", "fail", "failing", "future"}
@@ -225,8 +227,46 @@ def job_placements(job: dict) -> list[Placement]:
     return [Placement(node, indexes(details[i]) if i < len(details) else []) for i, node in enumerate(nodes)]
 
 
-def job_status(job: dict, backend_id: str) -> WorkloadStatus:
-    """A squeue / REST job as the console's status. The pending reason is Slurm's own (e.g. AssocGrpGRES)."""
+def raw_state(job: dict) -> str:
+    """A job's Slurm state, from the controller's JSON (job_state) or accounting's (state.current)."""
+    if "job_state" in job:
+        return str(job.get("job_state") or "").upper()
+    return str((job.get("state") or {}).get("current") or "").upper()
+
+
+def wait_status(raw) -> str:
+    """A job's exit as the controller holds it (squeue --json / slurmrestd `exit_code`: the raw wait status) in
+    sacct's terms: 768 -> "exit code 3", 15 -> "signal 15" (sacct: 3:0 and 0:15)."""
+    if not isinstance(raw, int) or raw < 0:
+        return "exit code unknown"
+    if raw & 0x7F:  # WIFSIGNALED: the low 7 bits are the signal
+        return f"signal {raw & 0x7F}"
+    return f"exit code {(raw >> 8) & 0xFF}"  # WEXITSTATUS
+
+
+def sacct_exit(text: str) -> str | None:
+    """sacct's ExitCode column ("3:0" = exit code 3, "0:15" = signal 15) in the console's words."""
+    code, sep, signal = text.strip().partition(":")
+    if not sep or not code.isdigit() or not signal.isdigit():
+        return None
+    return f"signal {int(signal)}" if int(signal) else f"exit code {int(code)}"
+
+
+def accounting_exit(job: dict) -> str:
+    """A job's exit from sacct --json / slurmdb. 22.05 reports a normal exit there as SUCCESS with return code 0
+    even for a job that exited 3 (sacct's text says 3:0), so only a signal is read from it; the backend reads
+    other exit codes from sacct's text (`SlurmBackend._exit_codes`)."""
+    exit_code = job.get("exit_code") or {}
+    signal = (exit_code.get("signal") or {}).get("signal_id")
+    if exit_code.get("status") == "SIGNALED" and isinstance(signal, int):
+        return f"signal {signal}"
+    return "exit code unknown"
+
+
+def job_status(job: dict, backend_id: str, exit_text: str | None = None) -> WorkloadStatus:
+    """A squeue / REST job as the console's status. The pending reason is Slurm's own (e.g. AssocGrpGRES).
+    `exit_text` is the job's exit as sacct reports it, when accounting has the finished job: it wins over the
+    controller's (a job that failed to launch reads 1 there, a signal, where sacct says exit code 1)."""
     raw = str(job.get("job_state", "")).upper()
     state = JOB_STATES.get(raw, BackendState.UNKNOWN)
     reason = ""
@@ -235,7 +275,7 @@ def job_status(job: dict, backend_id: str) -> WorkloadStatus:
         short = "" if job.get("state_reason") in (None, "None") else job["state_reason"]
         reason = job.get("state_description") or short
     elif state in (BackendState.FAILED, BackendState.PREEMPTED):
-        reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {job.get('exit_code')}"
+        reason = FINISHED_REASONS.get(raw) or f"{raw}: {exit_text or wait_status(job.get('exit_code'))}"
         if job.get("state_reason") not in (None, "", "None"):
             reason += f" ({job['state_reason']})"
     started = epoch(job.get("start_time")) if state != BackendState.PENDING else None
@@ -251,8 +291,8 @@ def job_status(job: dict, backend_id: str) -> WorkloadStatus:
     )
 
 
-def accounting_status(job: dict, backend_id: str) -> WorkloadStatus:
-    """A finished job from sacct / slurmdb (gone from the controller's memory)."""
+def accounting_status(job: dict, backend_id: str, exit_text: str | None = None) -> WorkloadStatus:
+    """A finished job from sacct / slurmdb (gone from the controller's memory); `exit_text` as in job_status."""
     raw = str((job.get("state") or {}).get("current", "")).upper()
     state = JOB_STATES.get(raw, BackendState.UNKNOWN)
     times = job.get("time") or {}
@@ -260,8 +300,7 @@ def accounting_status(job: dict, backend_id: str) -> WorkloadStatus:
     if state == BackendState.PENDING:
         reason = (job.get("state") or {}).get("reason") or ""
     elif state in (BackendState.FAILED, BackendState.PREEMPTED):
-        code = (job.get("exit_code") or {}).get("return_code")
-        reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {code}"
+        reason = FINISHED_REASONS.get(raw) or f"{raw}: {exit_text or accounting_exit(job)}"
     return WorkloadStatus(
         backend_id=backend_id,
         state=state,

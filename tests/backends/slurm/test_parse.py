@@ -172,3 +172,33 @@ def test_who_took_a_node_out_of_service(node, source, shown):
 def test_gpus_of_a_node_slurm_cannot_allocate_on_are_not_allocatable(state, flags, allocatable):
     info = parse.node_info(sinfo_node(state, flags, "x" if flags or state == "down" else ""), SETTINGS, {})
     assert info.gpu_allocatable == allocatable and len(info.gpus) == 8
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [(768, "exit code 3"), (256, "exit code 1"), (65280, "exit code 255"), (15, "signal 15"), (9, "signal 9")],
+)
+def test_the_controllers_exit_code_is_a_wait_status(raw, shown):
+    """squeue --json and slurmrestd give the raw wait status (seen on 22.05: `exit 3` -> 768, sacct 3:0;
+    a SIGTERM -> 15, sacct 0:15)."""
+    assert parse.wait_status(raw) == shown
+    failed = parse.job_status({"job_id": 7, "job_state": "FAILED", "exit_code": raw, "end_time": 100}, "x")
+    assert failed.reason.startswith(f"FAILED: {shown}")
+
+
+def test_sacct_exit_codes_win_and_accountings_json_is_read_only_for_signals():
+    assert parse.sacct_exit("3:0") == "exit code 3" and parse.sacct_exit("0:15") == "signal 15"
+    assert parse.sacct_exit("") is None
+    # A launch failure: the controller holds 1 (a signal, as scontrol shows 0:1), sacct says 1:0.
+    launch = {"job_id": 7, "job_state": "FAILED", "exit_code": 1, "state_reason": "JobLaunchFailure"}
+    assert parse.job_status(launch, "x", parse.sacct_exit("1:0")).reason == "FAILED: exit code 1 (JobLaunchFailure)"
+    # sacct --json (22.05) for a job that exited 3: SUCCESS with return code 0; a signal is given right.
+    exited = {"job_id": 7, "state": {"current": "FAILED"}, "exit_code": {"status": "SUCCESS", "return_code": 0}}
+    signaled = {
+        "job_id": 8,
+        "state": {"current": "FAILED"},
+        "exit_code": {"status": "SIGNALED", "return_code": None, "signal": {"signal_id": 15, "name": "Terminated"}},
+    }
+    assert parse.accounting_status(exited, "x").reason == "FAILED: exit code unknown"
+    assert parse.accounting_status(exited, "x", "exit code 3").reason == "FAILED: exit code 3"
+    assert parse.accounting_status(signaled, "x").reason == "FAILED: signal 15"

@@ -262,3 +262,37 @@ def test_a_node_slurmctld_marks_down_is_the_controllers_and_its_gpus_are_not_all
     )
     back = next(n for n in slurm_backend.inventory().nodes if n.name == node)
     assert back.state == "ready" and back.gpu_allocatable == 8 and back.state_reason == ""
+
+
+def exiting_script(name: str, jobs_dir: str, body: str) -> str:
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"#SBATCH --job-name={name}",
+            "#SBATCH --gres=gpu:a100:1",
+            "#SBATCH --time=5",
+            f"#SBATCH --output={jobs_dir}/%x-%j.out",
+            body,
+            "",
+        ]
+    )
+
+
+def test_exit_codes_and_signals_are_shown_as_sacct_reports_them(slurm_backend, cleanup, local_slurm):
+    """A job that exits 3 and one killed by SIGTERM: sacct says 3:0 and 0:15, squeue --json holds 768 and 15."""
+    exits, killed = unique("exit3"), unique("sigterm")
+    cleanup[0].extend([exits, killed])
+    for name, body in ((exits, "exit 3"), (killed, "kill -TERM $$")):
+        script = exiting_script(name, local_slurm.jobs_dir, body)
+        slurm_backend.submit(WorkloadSpec(name=name, tenant="t", manifest=script))
+    assert wait_state(slurm_backend, exits, DONE).reason.startswith("FAILED: exit code 3")
+    assert wait_state(slurm_backend, killed, DONE).reason.startswith("FAILED: signal 15")
+    expected = {f"{exits}|3:0", f"{killed}|0:15"}
+
+    def accounted():
+        out = local_slurm.run("sacct", "-X", "-n", "-P", "-a", f"--name={exits},{killed}", "-o", "JobName,ExitCode")
+        return set(out.stdout.split()) == expected
+
+    wait_for(accounted, "sacct to record both jobs")
+    assert state_of(slurm_backend, exits).reason.startswith("FAILED: exit code 3")  # now from sacct
+    assert state_of(slurm_backend, killed).reason.startswith("FAILED: signal 15")
