@@ -372,19 +372,29 @@ class SlurmBackend(Backend):
         """Dry-run (`plan`) and apply (`push`) a tenancy DesiredState, with the diff in between."""
         return QuotaPusher(self.cli, self.settings)
 
+    def now(self) -> datetime:
+        """Slurm's clock: whole seconds, as its job start and end times (and sacct's ElapsedRaw) count them. A
+        metering run's watermark in this clock loses no fraction of a job that starts in the same second."""
+        return datetime.now(tz=UTC).replace(microsecond=0)
+
     def usage_since(self, since: datetime) -> list[UsageRecord]:
-        """GPU time per job: allocated gres/gpu x elapsed, clipped to [since, now).
+        """GPU time per job: allocated gres/gpu x elapsed, clipped to [since, now), in Slurm's whole seconds.
 
         The controller's view first (current even when slurmdbd lags behind, as it does under load), then
-        accounting (sacct) for the jobs the controller no longer holds."""
-        now = datetime.now(tz=UTC)
+        accounting (sacct) for the jobs the controller no longer holds. `now` is read before either, so a
+        job that starts or ends after it is reported by the next run from `now` on: run after run, a job's
+        pieces add up to its end - start, sacct's ElapsedRaw."""
+        now = self.now()
         spans: dict[int, tuple[dict, str, float, datetime | None, datetime | None]] = {}
         for job in self._jobs():
-            state = parse.JOB_STATES.get(str(job.get("job_state", "")).upper(), BackendState.UNKNOWN)
+            raw = parse.raw_state(job)
+            state = parse.JOB_STATES.get(raw, BackendState.UNKNOWN)
             if state in (BackendState.PENDING, BackendState.UNKNOWN):
                 continue
             gres_type, gpus = parse.tres_gpus(job.get("tres_alloc_str") or "")
-            end = parse.epoch(job.get("end_time")) if state.finished else now
+            # A COMPLETING job has ended (its end_time is set); a running one's end_time is its time limit.
+            ended = state.finished or raw == "COMPLETING"
+            end = parse.epoch(job.get("end_time")) if ended else now
             spans[job["job_id"]] = (job, gres_type, gpus, parse.epoch(job.get("start_time")), end)
         start = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
         for job in self._json(["sacct", "--json", "-X", "-a", "-S", start, "-E", "now"])["jobs"]:
@@ -403,7 +413,7 @@ class SlurmBackend(Backend):
         for job, gres_type, gpus, begin, end in spans.values():
             if not gpus or begin is None:
                 continue
-            begin, end = max(begin, since), end or now
+            begin, end = max(begin, since), min(end or now, now)
             if end <= begin:
                 continue
             account = job.get("account") or ""
