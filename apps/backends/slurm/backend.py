@@ -174,13 +174,21 @@ class SlurmBackend(Backend):
             if self.rest
             else f"every call runs Slurm's CLI {where}"
         )
-        return ConnectionReport(
-            ok="is UP" in ping,
-            server_version=version,
-            message=ping.strip(),
-            features={"gang": True, "mig": True, "time-slicing": True, "hami": False, "rest": bool(self.rest)},
-            notes=notes,
-        )
+        features = {"gang": True, "mig": True, "time-slicing": True, "hami": False, "rest": bool(self.rest)}
+        ok, message = "is UP" in ping, ping.strip()
+        if self.settings.containers == "pyxis":
+            # A SPANK plugin's options are listed by `srun --help` only where plugstack.conf loads it
+            # (https://github.com/NVIDIA/pyxis/wiki/Usage): without it every job's srun line is refused.
+            features["pyxis"] = "--container-image" in self.cli.call(["srun", "--help"]).stdout
+            if not features["pyxis"]:
+                ok = False
+                message += (
+                    "; containers is 'pyxis' but srun here has no --container-image: the pyxis SPANK plugin is not"
+                    " loaded (plugstack.conf), so every job would fail at its srun line"
+                )
+        elif not self.settings.containers:
+            notes.append("no container runtime set (connection containers): specs with an image are refused")
+        return ConnectionReport(ok=ok, server_version=version, message=message, features=features, notes=notes)
 
     def inventory(self) -> Inventory:
         nodes, jobs = self._nodes(), self._jobs()

@@ -3,6 +3,8 @@ and the translation of #SBATCH lines into slurmrestd's v0.0.38 job description."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from apps.backends.base import PermanentBackendError
@@ -72,7 +74,12 @@ def test_the_console_spec_is_rendered_with_the_clusters_settings_and_a_bare_spec
     spec = console_spec(
         "w1", tenant="t", gpu_model="a100", workers=2, gpus_per_worker=4, command=["echo", "$(id)"], slurm_account="t_x"
     )
-    connection = {"partition": "batch", "output_dir": "/shared/out", "gres_models": {"a100_80g": "a100"}}
+    connection = {
+        "partition": "batch",
+        "output_dir": "/shared/out",
+        "gres_models": {"a100_80g": "a100"},
+        "containers": "none",
+    }
     backend = SlurmBackend(Cluster(name="c", kind="slurm", connection=connection))
     script = sbatch_script(spec, backend.settings)
     assert "#SBATCH --nodes=2\n" in script and "#SBATCH --gres=gpu:a100_80g:4\n" in script
@@ -84,7 +91,25 @@ def test_the_console_spec_is_rendered_with_the_clusters_settings_and_a_bare_spec
     with pytest.raises(PermanentBackendError, match="nothing to run"):
         sbatch_script(WorkloadSpec(name="w2", tenant="t", command=["true"]), SETTINGS)
     with pytest.raises(PermanentBackendError, match="cannot render the sbatch script: account"):
-        sbatch_script(console_spec("w3", slurm_account="Bad Account"), SETTINGS)
+        sbatch_script(console_spec("w3", slurm_account="Bad Account"), backend.settings)
+
+
+def test_an_image_is_refused_where_the_cluster_names_no_container_runtime():
+    """Without `containers` in the connection, the spec's image is neither run nor silently dropped."""
+    spec = console_spec("w1", tenant="t", gpu_model="a100", image="nvcr.io/nvidia/pytorch:24.08-py3", slurm_account="t")
+    with pytest.raises(PermanentBackendError) as caught:
+        sbatch_script(spec, SETTINGS)
+    message = str(caught.value)
+    assert message.startswith("cannot render the sbatch script: image: 'nvcr.io/nvidia/pytorch:24.08-py3'")
+    assert 'containers: "pyxis"' in message
+    pyxis = replace(SETTINGS, containers="pyxis")
+    assert "srun --kill-on-bad-exit=1 '--container-image=nvcr.io#nvidia/pytorch:24.08-py3' torchrun" in (
+        sbatch_script(spec, pyxis)
+    )
+    with pytest.raises(PermanentBackendError, match=r"connection\.containers 'docker' is not one of pyxis, none"):
+        SlurmSettings.of(Cluster(name="c", kind="slurm", connection={"containers": "docker"}))
+    with pytest.raises(PermanentBackendError, match="volume_dirs"):
+        SlurmSettings.of(Cluster(name="c", kind="slurm", connection={"volume_dirs": {"data": "relative"}}))
 
 
 def test_rest_job_description_from_the_workloads_renderer_script():

@@ -13,8 +13,10 @@ import pytest
 
 from apps.backends.base import NotFoundError, PermanentBackendError
 from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from apps.backends.slurm.backend import SlurmBackend
 from apps.backends.types import BackendState, WorkloadSpec
-from tests.backends.slurm.conftest import sleep_spec, unique, wait_for
+from apps.fleet.models import Cluster
+from tests.backends.slurm.conftest import connection, sleep_spec, unique, wait_for
 
 DONE = {BackendState.SUCCEEDED, BackendState.FAILED, BackendState.CANCELLED}
 
@@ -296,3 +298,22 @@ def test_exit_codes_and_signals_are_shown_as_sacct_reports_them(slurm_backend, c
     wait_for(accounted, "sacct to record both jobs")
     assert state_of(slurm_backend, exits).reason.startswith("FAILED: exit code 3")  # now from sacct
     assert state_of(slurm_backend, killed).reason.startswith("FAILED: signal 15")
+
+
+def test_without_a_container_runtime_a_spec_with_an_image_reaches_no_slurm_job(local_slurm, cleanup):
+    backend = SlurmBackend(Cluster(name="gpuc", kind="slurm", connection=connection(local_slurm, containers="")))
+    name = unique("image")
+    cleanup[0].append(name)
+    with pytest.raises(PermanentBackendError) as caught:
+        backend.submit(sleep_spec(name))
+    assert "image: 'busybox:1.36' cannot run on this Slurm cluster" in str(caught.value)
+    assert 'containers: "pyxis"' in str(caught.value)
+    assert local_slurm.run("squeue", "-h", "--states=all", f"--name={name}").stdout.strip() == ""
+    assert "specs with an image are refused" in " ".join(backend.test_connection().notes)
+
+
+def test_the_connection_test_says_pyxis_is_not_loaded_where_srun_lacks_its_options(local_slurm):
+    backend = SlurmBackend(Cluster(name="gpuc", kind="slurm", connection=connection(local_slurm, containers="pyxis")))
+    report = backend.test_connection()
+    assert not report.ok and report.features["pyxis"] is False
+    assert "the pyxis SPANK plugin is not loaded" in report.message
