@@ -193,9 +193,7 @@ class SlurmBackend(Backend):
     def inventory(self) -> Inventory:
         nodes, jobs = self._nodes(), self._jobs()
         held = parse.allocations(jobs)
-        # Slurm's clock counts whole seconds (job start and end times): so does the backend's "now".
-        now = datetime.now(tz=UTC).replace(microsecond=0)
-        return Inventory(nodes=[parse.node_info(n, self.settings, held) for n in nodes], taken_at=now)
+        return Inventory(nodes=[parse.node_info(n, self.settings, held) for n in nodes], taken_at=self.now())
 
     # Workloads
 
