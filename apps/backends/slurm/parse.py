@@ -245,7 +245,9 @@ def wait_status(raw) -> str:
 
 
 def sacct_exit(text: str) -> str | None:
-    """sacct's ExitCode column ("3:0" = exit code 3, "0:15" = signal 15) in the console's words."""
+    """sacct's ExitCode column ("3:0" = exit code 3, "0:15" = signal 15) in the console's words. As sacct
+    shows it: 22.05's sacct prints an exit status of 128 or more less 128 (a job that exited 255 reads 127:0,
+    seen on the local cluster; slurmdbd holds the raw 65280)."""
     code, sep, signal = text.strip().partition(":")
     if not sep or not code.isdigit() or not signal.isdigit():
         return None
