@@ -129,11 +129,11 @@ SLURM = [
         "Slurm has no guarantee: GrpTRES is only a cap (guarantee + borrow limit). The guarantee is "
         "approximated by fairshare (guaranteed GPUs x weight) and by QOS preemption."
     ),
-    gettext_noop(
+    SLURM_ENFORCE := gettext_noop(
         "Limits are enforced only with AccountingStorageEnforce=limits (or safe) in slurm.conf; a job over "
         "GrpTRES pends with reason AssocGrpGRES rather than being rejected."
     ),
-    gettext_noop(
+    SLURM_TRES := gettext_noop(
         "AccountingStorageTRES must list gres/gpu and gres/gpu:<type> for every GPU type, or GPUs are "
         "neither limited nor accounted."
     ),
@@ -156,6 +156,12 @@ SLURM = [
     ),
     gettext_noop("When backfill preempts it may preempt more jobs than needed."),
 ]
+
+
+def slurm_config_caveats() -> list[str]:
+    """The Slurm caveats about slurm.conf settings, in the active language: a push to a live cluster checks
+    those settings (`scontrol show config`) and says what is actually missing instead."""
+    return _in_active_language([SLURM_ENFORCE, SLURM_TRES])
 
 
 def caveats_for(kind: str, queueing: str = "kueue") -> list[str]:

@@ -32,7 +32,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from apps.backends.render.caveats import caveats_for
+from apps.backends.render.caveats import caveats_for, slurm_config_caveats
 from apps.backends.render.desired import DesiredState, QueueSpec, QuotaLine
 from apps.backends.render.errors import RenderError
 from apps.backends.render.model import Plan, build_plan, line_max, queue_label, queue_weight
@@ -59,6 +59,11 @@ class SlurmRender:
     commands: list[list[str]] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
     cluster: str = ""
+    # The caveats about slurm.conf settings (AccountingStorageTRES, AccountingStorageEnforce): a push to a live
+    # cluster reads its configuration and reports what is actually missing instead of these.
+    config_caveats: list[str] = field(default_factory=list)
+    # The TRES the limits name: gres/gpu and gres/gpu:<type> of every GPU model.
+    tres: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -122,15 +127,19 @@ def render_slurm(state: DesiredState) -> SlurmRender:
             raise RenderError("sacctmgr arguments", f"unsafe characters in {bad!r}")
 
     caveats = caveats_for("slurm")
-    types = ",".join(["gres/gpu", *(f"gres/gpu:{gres[code]}" for code in plan.models)])
-    caveats.append(f"For this cluster, slurm.conf needs AccountingStorageTRES to include {types}.")
+    tres = ["gres/gpu", *(f"gres/gpu:{gres[code]}" for code in plan.models)]
+    needs = f"For this cluster, slurm.conf needs AccountingStorageTRES to include {','.join(tres)}."
+    config_caveats = [c for c in caveats if c in slurm_config_caveats()] + [needs]
+    caveats.append(needs)
     caveats += plan.weight_caveats(queues, "Slurm fairshare")
     caveats += [
         f"Queue {queue_label(q)} has no Slurm account on this cluster: nothing is rendered for it."
         for q in plan.queues
         if not q.slurm_account
     ]
-    return SlurmRender(commands=commands, caveats=caveats, cluster=state.cluster)
+    return SlurmRender(
+        commands=commands, caveats=caveats, cluster=state.cluster, config_caveats=config_caveats, tres=tres
+    )
 
 
 def _cmd(*args: str) -> list[str]:

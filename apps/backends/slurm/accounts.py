@@ -5,9 +5,11 @@ GRES type per GPU model, the console's submit user on every queue account). The 
 quota renderer (apps/backends/render/slurm.py: accounts, QOS per tier with
 Preempt/PreemptMode, GrpTRES per GPU type, user associations). `plan()` reads what slurmdbd holds and
 keeps only the operations that change something, each with a one-line description: that list is the
-dry-run diff. `apply()` runs them. A GPU type slurmdbd does not track as a TRES (AccountingStorageTRES
-lacks gres/gpu:<type>) is left out of the limits with a message, since sacctmgr would refuse the line.
-Limits only hold when slurm.conf has AccountingStorageEnforce=associations,limits,qos.
+dry-run diff. `apply()` runs them. The cluster's live configuration (`scontrol show config`, what slurmctld
+runs with, not a copy of slurm.conf) says which TRES it accounts: a GPU type missing from its
+AccountingStorageTRES is left out of the limits with a message naming it (a limit on a TRES the cluster does
+not account never holds), and AccountingStorageEnforce without `limits` is reported. Those checked messages
+replace the renderer's generic caveats about both settings.
 """
 
 from __future__ import annotations
@@ -93,8 +95,14 @@ class QuotaPusher:
         keys = QOS_FORMAT.split(",")
         return {r[0]: dict(zip(keys, r, strict=False)) for r in self._rows("show", "qos", f"format={QOS_FORMAT}")}
 
-    def known_tres(self) -> set[str]:
-        return {f"{t}/{n}" if n else t for t, n in self._rows("show", "tres", "format=type,name")}
+    def live_config(self) -> dict[str, str]:
+        """slurmctld's running configuration, `scontrol show config` ("Name = value" lines)."""
+        config = {}
+        for line in self.cli.run(["scontrol", "show", "config"]).splitlines():
+            name, sep, value = line.partition("=")
+            if sep and name.strip() and " " not in name.strip():
+                config[name.strip()] = value.strip()
+        return config
 
     # Plan and apply
 
@@ -107,21 +115,39 @@ class QuotaPusher:
         # GPU models by this cluster's GRES type names (connection gres_models), where they differ from the code.
         models = tuple(replace(m, slurm_gres_type=self.settings.gres_of(m.code)) for m in state.gpu_models)
         render = render_slurm(replace(state, queues=queues, gpu_models=models))
-        assocs, qos, tres = self.associations(), self.qos(), self.known_tres()
-        plan = QuotaPlan(messages=list(render.caveats))
-        dropped: set[str] = set()
+        assocs, qos, config = self.associations(), self.qos(), self.live_config()
+        plan = QuotaPlan(messages=[c for c in render.caveats if c not in render.config_caveats])
+        plan.messages += self._config_messages(config, render.tres)
+        # https://slurm.schedmd.com/slurm.conf.html#OPT_AccountingStorageTRES: gres/gpu counts GPUs of every type;
+        # a type is tracked (and can be limited) only when gres/gpu:<type> is listed as well.
+        tres = _names(config.get("AccountingStorageTRES", ""))
         for argv in render.commands:
-            argv = self._known_tres_only(argv, tres, dropped)
+            argv = self._accounted_only(argv, tres)
             description = self._change(argv[2:], assocs, qos)
             if description is None:
                 plan.unchanged += 1
             else:
                 plan.changes.append(Change(argv, description))
-        plan.messages += [
-            f"{t} is not a TRES on this cluster (add it to AccountingStorageTRES): its limits were not pushed"
-            for t in sorted(dropped)
-        ]
         return plan
+
+    @staticmethod
+    def _config_messages(config: dict[str, str], wanted: list[str]) -> list[str]:
+        """What the running configuration lacks for the pushed limits to count, in the admin's terms."""
+        messages = []
+        accounted = config.get("AccountingStorageTRES", "")
+        missing = [t for t in wanted if t.lower() not in _names(accounted)]
+        if missing:
+            messages.append(
+                f"AccountingStorageTRES lacks {','.join(missing)} (scontrol show config: {accounted or '(none)'}): "
+                "add them to slurm.conf and restart slurmctld; until then their limits are not pushed"
+            )
+        enforce = config.get("AccountingStorageEnforce", "")
+        if not {"limits", "safe"} & _names(enforce):
+            messages.append(
+                f"AccountingStorageEnforce is {enforce or '(none)'} (scontrol show config): without limits the "
+                "pushed GrpTRES are recorded but never hold"
+            )
+        return messages
 
     def apply(self, plan: QuotaPlan) -> PushResult:
         for change in plan.changes:
@@ -135,13 +161,13 @@ class QuotaPusher:
         return self.apply(self.plan(state))
 
     @staticmethod
-    def _known_tres_only(argv: list[str], tres: set[str], dropped: set[str]) -> list[str]:
+    def _accounted_only(argv: list[str], tres: set[str]) -> list[str]:
+        """The operation without GrpTRES items on TRES the cluster does not account (named in the messages)."""
         out = []
         for arg in argv:
             if arg.startswith("GrpTRES="):
                 items = arg.removeprefix("GrpTRES=").split(",")
                 kept = [i for i in items if i.split("=")[0].lower() in tres]
-                dropped.update(i.split("=")[0] for i in items if i not in kept)
                 if not kept:
                     continue
                 arg = "GrpTRES=" + ",".join(kept)

@@ -165,7 +165,8 @@ class SlurmBackend(Backend):
             "accounting (usage) comes from sacct and quota is pushed with sacctmgr",
             "Slurm has no taints: they are kept as node features taint:<key>=<value>:<effect>, which do not keep"
             " jobs off a node; cordon or drain does",
-            "the console resumes only nodes whose reason starts with 'console: '; nodes drained by an admin stay",
+            "the console resumes only nodes whose reason starts with 'console: '; nodes drained by an admin or"
+            " taken out by slurmctld (not responding, failed prolog) stay",
         ]
         where = f"over SSH on {self.settings.ssh_host}" if self.settings.ssh_host else "locally"
         notes.append(
@@ -173,20 +174,26 @@ class SlurmBackend(Backend):
             if self.rest
             else f"every call runs Slurm's CLI {where}"
         )
-        return ConnectionReport(
-            ok="is UP" in ping,
-            server_version=version,
-            message=ping.strip(),
-            features={"gang": True, "mig": True, "time-slicing": True, "hami": False, "rest": bool(self.rest)},
-            notes=notes,
-        )
+        features = {"gang": True, "mig": True, "time-slicing": True, "hami": False, "rest": bool(self.rest)}
+        ok, message = "is UP" in ping, ping.strip()
+        if self.settings.containers == "pyxis":
+            # A SPANK plugin's options are listed by `srun --help` only where plugstack.conf loads it
+            # (https://github.com/NVIDIA/pyxis/wiki/Usage): without it every job's srun line is refused.
+            features["pyxis"] = "--container-image" in self.cli.call(["srun", "--help"]).stdout
+            if not features["pyxis"]:
+                ok = False
+                message += (
+                    "; containers is 'pyxis' but srun here has no --container-image: the pyxis SPANK plugin is not"
+                    " loaded (plugstack.conf), so every job would fail at its srun line"
+                )
+        elif not self.settings.containers:
+            notes.append("no container runtime set (connection containers): specs with an image are refused")
+        return ConnectionReport(ok=ok, server_version=version, message=message, features=features, notes=notes)
 
     def inventory(self) -> Inventory:
         nodes, jobs = self._nodes(), self._jobs()
         held = parse.allocations(jobs)
-        # Slurm's clock counts whole seconds (job start and end times): so does the backend's "now".
-        now = datetime.now(tz=UTC).replace(microsecond=0)
-        return Inventory(nodes=[parse.node_info(n, self.settings, held) for n in nodes], taken_at=now)
+        return Inventory(nodes=[parse.node_info(n, self.settings, held) for n in nodes], taken_at=self.now())
 
     # Workloads
 
@@ -207,10 +214,44 @@ class SlurmBackend(Backend):
         # A new job pends until the next scheduling pass; reading it back would cost a full job listing.
         return SubmitResult(spec.name, BackendState.PENDING, f"Slurm job {job_id}")
 
-    def _status_of(self, job: dict, backend_id: str) -> WorkloadStatus:
+    def _status_of(self, job: dict, backend_id: str, exits: dict[int, str] | None = None) -> WorkloadStatus:
+        if exits is None:
+            exits = self._exit_codes([job])
+        exit_text = exits.get(job.get("job_id"))
         if "job_state" in job:
-            return parse.job_status(job, backend_id)
-        return parse.accounting_status(job, backend_id)
+            return parse.job_status(job, backend_id, exit_text)
+        return parse.accounting_status(job, backend_id, exit_text)
+
+    def _exit_codes(self, jobs: list[dict]) -> dict[int, str]:
+        """Job id -> exit as sacct reports it ("exit code 3", "signal 15"), for the failed jobs among `jobs` that
+        accounting has as finished: one `sacct` call (its text; 22.05's --json and slurmdb report a normal exit
+        as 0). Empty when there is none or accounting does not answer: the controller's exit is used then."""
+        ids = sorted(
+            {j["job_id"] for j in jobs if isinstance(j.get("job_id"), int) and parse.raw_state(j) in parse.EXIT_STATES}
+        )
+        if not ids:
+            return {}
+        argv = [
+            "sacct",
+            "-X",
+            "-n",
+            "-P",
+            "-a",
+            f"--jobs={','.join(map(str, ids))}",
+            "--format=JobIDRaw,State,ExitCode",
+        ]
+        try:
+            result = self.cli.call(argv)
+        except (RetryableBackendError, PermanentBackendError):
+            return {}
+        exits = {}
+        for line in result.stdout.splitlines() if result.returncode == 0 else []:
+            job_id, state, code = [*line.split("|"), "", ""][:3]
+            finished = parse.JOB_STATES.get((state.split() or [""])[0], BackendState.UNKNOWN).finished
+            text = parse.sacct_exit(code)
+            if job_id.isdigit() and finished and text:
+                exits[int(job_id)] = text
+        return exits
 
     def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:
         jobs = self._jobs()
@@ -219,8 +260,11 @@ class SlurmBackend(Backend):
         if missing:
             past = self._accounting(missing)
             found.update({i: self._latest(past, "name", i) for i in missing})
+        exits = self._exit_codes([job for job in found.values() if job])
         return {
-            i: self._status_of(job, i) if job else WorkloadStatus(i, BackendState.UNKNOWN, "Slurm has no such job")
+            i: self._status_of(job, i, exits)
+            if job
+            else WorkloadStatus(i, BackendState.UNKNOWN, "Slurm has no such job")
             for i, job in found.items()
         }
 
@@ -289,6 +333,11 @@ class SlurmBackend(Backend):
         if not parse.node_unschedulable(current):
             return
         reason = current.get("reason") or ""
+        if parse.reason_source(current) == "slurmctld":
+            raise PermanentBackendError(
+                f"slurmctld took {node} out of service ({reason or 'not responding'}); the console resumes only "
+                "nodes it drained itself"
+            )
         if not parse.drained_by_console(reason):
             by = current.get("reason_set_by_user") or "an administrator"
             raise PermanentBackendError(
@@ -329,19 +378,29 @@ class SlurmBackend(Backend):
         """Dry-run (`plan`) and apply (`push`) a tenancy DesiredState, with the diff in between."""
         return QuotaPusher(self.cli, self.settings)
 
+    def now(self) -> datetime:
+        """Slurm's clock: whole seconds, as its job start and end times (and sacct's ElapsedRaw) count them. A
+        metering run's watermark in this clock loses no fraction of a job that starts in the same second."""
+        return datetime.now(tz=UTC).replace(microsecond=0)
+
     def usage_since(self, since: datetime) -> list[UsageRecord]:
-        """GPU time per job: allocated gres/gpu x elapsed, clipped to [since, now).
+        """GPU time per job: allocated gres/gpu x elapsed, clipped to [since, now), in Slurm's whole seconds.
 
         The controller's view first (current even when slurmdbd lags behind, as it does under load), then
-        accounting (sacct) for the jobs the controller no longer holds."""
-        now = datetime.now(tz=UTC)
+        accounting (sacct) for the jobs the controller no longer holds. `now` is read before either, so a
+        job that starts or ends after it is reported by the next run from `now` on: run after run, a job's
+        pieces add up to its end - start, sacct's ElapsedRaw."""
+        now = self.now()
         spans: dict[int, tuple[dict, str, float, datetime | None, datetime | None]] = {}
         for job in self._jobs():
-            state = parse.JOB_STATES.get(str(job.get("job_state", "")).upper(), BackendState.UNKNOWN)
+            raw = parse.raw_state(job)
+            state = parse.JOB_STATES.get(raw, BackendState.UNKNOWN)
             if state in (BackendState.PENDING, BackendState.UNKNOWN):
                 continue
             gres_type, gpus = parse.tres_gpus(job.get("tres_alloc_str") or "")
-            end = parse.epoch(job.get("end_time")) if state.finished else now
+            # A COMPLETING job has ended (its end_time is set); a running one's end_time is its time limit.
+            ended = state.finished or raw == "COMPLETING"
+            end = parse.epoch(job.get("end_time")) if ended else now
             spans[job["job_id"]] = (job, gres_type, gpus, parse.epoch(job.get("start_time")), end)
         start = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
         for job in self._json(["sacct", "--json", "-X", "-a", "-S", start, "-E", "now"])["jobs"]:
@@ -360,7 +419,7 @@ class SlurmBackend(Backend):
         for job, gres_type, gpus, begin, end in spans.values():
             if not gpus or begin is None:
                 continue
-            begin, end = max(begin, since), end or now
+            begin, end = max(begin, since), min(end or now, now)
             if end <= begin:
                 continue
             account = job.get("account") or ""

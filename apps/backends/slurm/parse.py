@@ -43,11 +43,33 @@ FINISHED_REASONS = {
     "DEADLINE": "DEADLINE: the job missed its deadline",
     "PREEMPTED": "PREEMPTED: a higher-priority job took its resources",
 }
+# States whose reason carries the job's exit (the others say what happened: TIMEOUT, NODE_FAIL, ...).
+EXIT_STATES = {"FAILED", "SPECIAL_EXIT"}
 # Node base states that can run jobs; DRAIN and friends are flags on top.
 READY_STATES = {"idle", "mixed", "allocated", "completing", "planned"}
 DOWN_STATES = {"down", "error", "fail", "failing", "future"}
 UNSCHEDULABLE_FLAGS = {"DRAIN", "DRAINING", "DRAINED", "FAIL", "MAINTENANCE", "RESERVED", "POWERED_DOWN"}
 NOT_RESPONDING = "NOT_RESPONDING"
+# Reasons slurmctld sets on its own (22.05: node_mgr.c, job_mgr.c, step_mgr.c, gres.c), as they begin; `sinfo -R`
+# shows them with SlurmUser as the user (https://slurm.schedmd.com/sinfo.html#OPT_list-reasons). Any other
+# reason not starting with the console's prefix was given by an administrator (scontrol update ... Reason=).
+CONTROLLER_REASONS = (
+    "Not responding",
+    "Kill task failed",
+    "Node unexpectedly rebooted",
+    "Prolog error",
+    "Epilog error",
+    "Job env setup error",
+    "batch job complete failure",
+    "Low RealMemory",
+    "Low CPUs",
+    "Low socket*core*thread count",
+    "Low TmpDisk",
+    "CoreSpec differ",
+    "reboot timed out",
+    "SlurmdSpoolDir is full",
+)
+_GRES_COUNT_REASON = re.compile(r"^gres/\S+ count (?:reported lower than configured|too low)")
 TAINT_FEATURE = "taint:"  # Slurm has no taints: the console keeps them as node features taint:<key>=<value>:<effect>
 
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
@@ -99,6 +121,30 @@ def drained_by_console(reason: str) -> bool:
     return reason.startswith(CONSOLE_PREFIX)
 
 
+def set_by_controller(reason: str) -> bool:
+    """A reason slurmctld set itself (a node that stopped responding, a failed prolog, a config mismatch)."""
+    return reason.startswith(CONTROLLER_REASONS) or bool(_GRES_COUNT_REASON.match(reason))
+
+
+def reason_source(node: dict) -> str:
+    """Who took the node out of service: "console", "slurmctld", "admin", or "" when it is in service."""
+    reason = node.get("reason") or ""
+    if drained_by_console(reason):
+        return "console"
+    if set_by_controller(reason) or (not reason and NOT_RESPONDING in node_flags(node)):
+        return "slurmctld"
+    return "admin" if reason else ""
+
+
+def state_reason(node: dict) -> str:
+    """The node's reason as the console shows it: the console's own as it is, others prefixed by who set it."""
+    reason = node.get("reason") or ""
+    source = reason_source(node)
+    if source in ("", "console"):
+        return reason
+    return f"{source}: {reason or 'not responding'}"
+
+
 def node_flags(node: dict) -> set[str]:
     return {str(f).upper() for f in node.get("state_flags") or []}
 
@@ -127,11 +173,13 @@ def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, 
         state = "ready"
     else:
         state = "not-ready"
-    reason = node.get("reason") or ""
     gres_type, count = gpu_gres(node.get("gres", ""))
     model = settings.model_of(gres_type) if gres_type else ""
     memory = catalog_by_code().get(model, {}).get("memory_mib", 0)
     health = "unknown" if state != "ready" else "healthy"
+    # Slurm allocates nothing on a node that is down, not responding or drained: none of its GPUs is
+    # allocatable (running jobs keep what they hold until they end).
+    allocatable = count if state == "ready" and not node_unschedulable(node) else 0
     gpus = []
     for index in range(count):
         holders = allocations.get((name, index), [])
@@ -150,8 +198,8 @@ def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, 
         "slurm.schedmd.com/state": "+".join([base.upper(), *sorted(flags)]),
         "slurm.schedmd.com/partitions": ",".join(node.get("partitions") or []),
     }
-    if reason:
-        labels["slurm.schedmd.com/drained-by"] = "console" if drained_by_console(reason) else "admin"
+    if source := reason_source(node):
+        labels["slurm.schedmd.com/drained-by"] = source
     features = [f for f in (node.get("active_features") or "").split(",") if f and not f.startswith(TAINT_FEATURE)]
     if features:
         labels["slurm.schedmd.com/features"] = ",".join(features)
@@ -159,13 +207,13 @@ def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, 
     return NodeInfo(
         name=name,
         state=state,
-        state_reason=reason if drained_by_console(reason) or not reason else f"admin: {reason}",
+        state_reason=state_reason(node),
         unschedulable=node_unschedulable(node),
         labels=labels,
         taints=node_taints(node),
         pool=partitions[0] if partitions else "",
         gpu_model=model,
-        gpu_allocatable=count,
+        gpu_allocatable=allocatable,
         cpu_cores=int(node.get("cpus") or 0),
         memory_mib=int(node.get("real_memory") or 0),
         gpus=gpus,
@@ -179,8 +227,48 @@ def job_placements(job: dict) -> list[Placement]:
     return [Placement(node, indexes(details[i]) if i < len(details) else []) for i, node in enumerate(nodes)]
 
 
-def job_status(job: dict, backend_id: str) -> WorkloadStatus:
-    """A squeue / REST job as the console's status. The pending reason is Slurm's own (e.g. AssocGrpGRES)."""
+def raw_state(job: dict) -> str:
+    """A job's Slurm state, from the controller's JSON (job_state) or accounting's (state.current)."""
+    if "job_state" in job:
+        return str(job.get("job_state") or "").upper()
+    return str((job.get("state") or {}).get("current") or "").upper()
+
+
+def wait_status(raw) -> str:
+    """A job's exit as the controller holds it (squeue --json / slurmrestd `exit_code`: the raw wait status) in
+    sacct's terms: 768 -> "exit code 3", 15 -> "signal 15" (sacct: 3:0 and 0:15)."""
+    if not isinstance(raw, int) or raw < 0:
+        return "exit code unknown"
+    if raw & 0x7F:  # WIFSIGNALED: the low 7 bits are the signal
+        return f"signal {raw & 0x7F}"
+    return f"exit code {(raw >> 8) & 0xFF}"  # WEXITSTATUS
+
+
+def sacct_exit(text: str) -> str | None:
+    """sacct's ExitCode column ("3:0" = exit code 3, "0:15" = signal 15) in the console's words. As sacct
+    shows it: 22.05's sacct prints an exit status of 128 or more less 128 (a job that exited 255 reads 127:0,
+    seen on the local cluster; slurmdbd holds the raw 65280)."""
+    code, sep, signal = text.strip().partition(":")
+    if not sep or not code.isdigit() or not signal.isdigit():
+        return None
+    return f"signal {int(signal)}" if int(signal) else f"exit code {int(code)}"
+
+
+def accounting_exit(job: dict) -> str:
+    """A job's exit from sacct --json / slurmdb. 22.05 reports a normal exit there as SUCCESS with return code 0
+    even for a job that exited 3 (sacct's text says 3:0), so only a signal is read from it; the backend reads
+    other exit codes from sacct's text (`SlurmBackend._exit_codes`)."""
+    exit_code = job.get("exit_code") or {}
+    signal = (exit_code.get("signal") or {}).get("signal_id")
+    if exit_code.get("status") == "SIGNALED" and isinstance(signal, int):
+        return f"signal {signal}"
+    return "exit code unknown"
+
+
+def job_status(job: dict, backend_id: str, exit_text: str | None = None) -> WorkloadStatus:
+    """A squeue / REST job as the console's status. The pending reason is Slurm's own (e.g. AssocGrpGRES).
+    `exit_text` is the job's exit as sacct reports it, when accounting has the finished job: it wins over the
+    controller's (a job that failed to launch reads 1 there, a signal, where sacct says exit code 1)."""
     raw = str(job.get("job_state", "")).upper()
     state = JOB_STATES.get(raw, BackendState.UNKNOWN)
     reason = ""
@@ -189,7 +277,7 @@ def job_status(job: dict, backend_id: str) -> WorkloadStatus:
         short = "" if job.get("state_reason") in (None, "None") else job["state_reason"]
         reason = job.get("state_description") or short
     elif state in (BackendState.FAILED, BackendState.PREEMPTED):
-        reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {job.get('exit_code')}"
+        reason = FINISHED_REASONS.get(raw) or f"{raw}: {exit_text or wait_status(job.get('exit_code'))}"
         if job.get("state_reason") not in (None, "", "None"):
             reason += f" ({job['state_reason']})"
     started = epoch(job.get("start_time")) if state != BackendState.PENDING else None
@@ -205,8 +293,8 @@ def job_status(job: dict, backend_id: str) -> WorkloadStatus:
     )
 
 
-def accounting_status(job: dict, backend_id: str) -> WorkloadStatus:
-    """A finished job from sacct / slurmdb (gone from the controller's memory)."""
+def accounting_status(job: dict, backend_id: str, exit_text: str | None = None) -> WorkloadStatus:
+    """A finished job from sacct / slurmdb (gone from the controller's memory); `exit_text` as in job_status."""
     raw = str((job.get("state") or {}).get("current", "")).upper()
     state = JOB_STATES.get(raw, BackendState.UNKNOWN)
     times = job.get("time") or {}
@@ -214,8 +302,7 @@ def accounting_status(job: dict, backend_id: str) -> WorkloadStatus:
     if state == BackendState.PENDING:
         reason = (job.get("state") or {}).get("reason") or ""
     elif state in (BackendState.FAILED, BackendState.PREEMPTED):
-        code = (job.get("exit_code") or {}).get("return_code")
-        reason = FINISHED_REASONS.get(raw) or f"{raw}: exit code {code}"
+        reason = FINISHED_REASONS.get(raw) or f"{raw}: {exit_text or accounting_exit(job)}"
     return WorkloadStatus(
         backend_id=backend_id,
         state=state,

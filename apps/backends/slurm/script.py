@@ -25,6 +25,8 @@ def render_script(spec: Spec, context: WorkloadContext, settings: SlurmSettings)
             partition=settings.partition,
             gres_type=settings.gres_of(context.gpu_model),
             output_dir=settings.output_dir,
+            containers=settings.containers,
+            volume_dirs=settings.volume_dirs,
         ),
     )
 

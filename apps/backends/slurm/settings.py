@@ -18,6 +18,11 @@ Keys (all optional; docs/configuration.md lists them with examples):
 * submit_user   the Slurm user the console's jobs run as; quota push gives it an association with every queue
                 account (default: restd_user in mode "rest", the user of ssh_host, or the local user)
 * gres_models   GRES type -> console GPU model code where they differ, e.g. {"a100_80g": "a100"}
+* containers    how jobs run the spec's image: "pyxis" (srun --container-image, the pyxis SPANK plugin with
+                enroot) or "none" (on the nodes' own software, the image unused); unset, a spec with an image
+                is refused (it is never run without its image silently)
+* volume_dirs   with pyxis: a volume's claim -> the directory on the shared file system mounted at its
+                mount_path, e.g. {"datasets": "/lustre/datasets"}
 * timeout_s     bound on every command or request, default 30
 """
 
@@ -28,6 +33,7 @@ import os
 from dataclasses import dataclass, field
 
 from apps.backends.base import PermanentBackendError
+from apps.backends.render.workload.containers import CONTAINERS
 
 MODES = ("cli", "rest")
 CONSOLE_PREFIX = "console: "  # the console's node reasons start with this; it resumes only those nodes
@@ -50,6 +56,8 @@ class SlurmSettings:
     gres_models: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 30.0
     submit_user: str = ""
+    containers: str = ""
+    volume_dirs: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cluster) -> SlurmSettings:
@@ -72,6 +80,14 @@ class SlurmSettings:
         options = conn.get("ssh_options") or []
         if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
             raise PermanentBackendError("connection.ssh_options must be a list of strings")
+        containers = conn.get("containers") or ""
+        if containers and containers not in CONTAINERS:
+            raise PermanentBackendError(f"connection.containers {containers!r} is not one of {', '.join(CONTAINERS)}")
+        volume_dirs = conn.get("volume_dirs") or {}
+        if not isinstance(volume_dirs, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v.startswith("/") for k, v in volume_dirs.items()
+        ):
+            raise PermanentBackendError("connection.volume_dirs must map claim names to absolute directories")
         return cls(
             cluster=str(conn.get("slurm_cluster") or cluster.name),
             mode=mode,
@@ -87,6 +103,8 @@ class SlurmSettings:
             gres_models=dict(conn.get("gres_models") or {}),
             timeout_s=float(conn.get("timeout_s") or 30),
             submit_user=str(conn.get("submit_user") or default_user),
+            containers=containers,
+            volume_dirs=dict(volume_dirs),
         )
 
     def model_of(self, gres_type: str) -> str:

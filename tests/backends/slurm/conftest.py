@@ -28,6 +28,7 @@ def connection(local_slurm, **extra) -> dict:
         "output_dir": local_slurm.jobs_dir,
         "partition": "gpu",
         "job_path": f"{local_slurm.stand_ins()}:/usr/local/bin:/usr/bin:/bin",  # torchrun's stand-in first
+        "containers": "none",  # no pyxis here: jobs run on the nodes' own software (the spec's image unused)
         **extra,
     }
 

@@ -81,3 +81,16 @@ def test_a_bad_token_or_an_unreachable_slurmrestd_fails_the_connection_test(loca
     with pytest.raises(RetryableBackendError, match="did not answer"):
         unreachable.inventory()
     assert "did not answer" in unreachable.test_connection().message
+
+
+def test_exit_codes_over_rest_are_sacct_s_not_the_raw_wait_status(local_slurm, monkeypatch, cleanup):
+    """slurmrestd's exit_code is the raw wait status (768 for `exit 3`) and slurmdb's reads 0 for it on 22.05."""
+    from tests.backends.slurm.test_slurm_backend import exiting_script
+
+    backend = rest_backend(local_slurm, monkeypatch)
+    name = unique("rest-exit3")
+    cleanup[0].append(name)
+    backend.submit(WorkloadSpec(name=name, tenant="t", manifest=exiting_script(name, local_slurm.jobs_dir, "exit 3")))
+    done = wait_for(lambda: (s := backend.status([name])[name]).state.finished and s, "the job to fail")
+    assert done.state == BackendState.FAILED and done.reason.startswith("FAILED: exit code 3"), done.reason
+    assert "768" not in done.reason

@@ -3,14 +3,20 @@ usage as sacct reports it, quota push (dry-run diff, apply, GrpTRES holding), ca
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from apps.backends.base import NotFoundError, PermanentBackendError
 from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from apps.backends.slurm.backend import SlurmBackend
 from apps.backends.types import BackendState, WorkloadSpec
-from tests.backends.slurm.conftest import sleep_spec, unique, wait_for
+from apps.fleet.models import Cluster
+from tests.backends.slurm.conftest import connection, sleep_spec, unique, wait_for
 
 DONE = {BackendState.SUCCEEDED, BackendState.FAILED, BackendState.CANCELLED}
 
@@ -207,3 +213,107 @@ def test_quota_plan_previews_the_push_of_a_desired_state_and_changes_nothing(db,
     described = "\n".join(c.describe() for c in changes if c.action == "change")
     assert f"add account {tenant} under root" in described and f"add account {tenant}_train" in described
     assert tenant not in local_slurm.run("sacctmgr", "-n", "-P", "show", "account", "format=account").stdout
+
+
+def test_quota_push_checks_the_clusters_live_accounting_configuration(slurm_backend, local_slurm):
+    """The local cluster runs with AccountingStorageTRES=...,gres/gpu,gres/gpu:a100 and
+    AccountingStorageEnforce=associations,limits,qos (scontrol show config): a push of a100 limits warns about
+    neither; an h100 model, which the cluster does not account, is named and its limit left out."""
+    config = local_slurm.run("scontrol", "show", "config").stdout
+    assert re.search(r"AccountingStorageTRES\s*=.*gres/gpu:a100", config)
+    tenant = unique("qc").replace("-", "")
+    plan = slurm_backend.quota_pusher().plan(quota_state(tenant, f"{tenant}_train", limit=4))
+    assert not [m for m in plan.messages if "AccountingStorage" in m], plan.messages
+
+    state = quota_state(tenant, f"{tenant}_train", limit=4)
+    h100 = GpuModelRef("h100", "H100-SXM5-80GB", "NVIDIA-H100-80GB-HBM3", "h100")
+    queue = replace(state.queues[0], quotas=(*state.queues[0].quotas, QuotaLine("h100", 2, 0)))
+    plan = slurm_backend.quota_pusher().plan(replace(state, queues=(queue,), gpu_models=(*state.gpu_models, h100)))
+    [message] = [m for m in plan.messages if "AccountingStorage" in m]
+    assert message.startswith("AccountingStorageTRES lacks gres/gpu:h100 (scontrol show config: ")
+    limits = [a for c in plan.changes for a in c.argv if a.startswith("GrpTRES=")]
+    assert limits and all("gres/gpu:a100=4" in a and "h100" not in a for a in limits), limits
+
+
+def test_a_node_slurmctld_marks_down_is_the_controllers_and_its_gpus_are_not_allocatable(slurm_backend, local_slurm):
+    """A node failure as on a real cluster: gpu-04's slurmd is killed, and after SlurmdTimeout slurmctld sets it
+    DOWN+NOT_RESPONDING with reason "Not responding" (user SlurmUser). That is neither the console's nor an
+    administrator's reason, and none of the node's GPUs can be allocated."""
+    node = "gpu-04"
+    pid_file = Path(local_slurm.conf).parent.parent / "run" / f"slurmd-{node}.pid"
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    try:
+        wait_for(
+            lambda: "Not responding" in local_slurm.run("sinfo", "-h", "-n", node, "-o", "%T|%E").stdout,
+            "slurmctld to mark the node not responding",
+            timeout=150,
+        )
+        info = next(n for n in slurm_backend.inventory().nodes if n.name == node)
+        assert info.state == "down" and info.unschedulable
+        assert info.state_reason == "slurmctld: Not responding"
+        assert info.labels["slurm.schedmd.com/drained-by"] == "slurmctld"
+        assert info.gpu_allocatable == 0 and len(info.gpus) == 8
+        with pytest.raises(PermanentBackendError, match="slurmctld took gpu-04 out of service"):
+            slurm_backend.resume(node)
+    finally:
+        started = local_slurm.script("start")  # starts the slurmd again; ReturnToService=2 puts it back
+        assert started.returncode == 0, started.stderr
+    wait_for(
+        lambda: local_slurm.run("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() == "idle",
+        "the node to return to service",
+    )
+    back = next(n for n in slurm_backend.inventory().nodes if n.name == node)
+    assert back.state == "ready" and back.gpu_allocatable == 8 and back.state_reason == ""
+
+
+def exiting_script(name: str, jobs_dir: str, body: str) -> str:
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"#SBATCH --job-name={name}",
+            "#SBATCH --gres=gpu:a100:1",
+            "#SBATCH --time=5",
+            f"#SBATCH --output={jobs_dir}/%x-%j.out",
+            body,
+            "",
+        ]
+    )
+
+
+def test_exit_codes_and_signals_are_shown_as_sacct_reports_them(slurm_backend, cleanup, local_slurm):
+    """A job that exits 3 and one killed by SIGTERM: sacct says 3:0 and 0:15, squeue --json holds 768 and 15."""
+    exits, killed = unique("exit3"), unique("sigterm")
+    cleanup[0].extend([exits, killed])
+    for name, body in ((exits, "exit 3"), (killed, "kill -TERM $$")):
+        script = exiting_script(name, local_slurm.jobs_dir, body)
+        slurm_backend.submit(WorkloadSpec(name=name, tenant="t", manifest=script))
+    assert wait_state(slurm_backend, exits, DONE).reason.startswith("FAILED: exit code 3")
+    assert wait_state(slurm_backend, killed, DONE).reason.startswith("FAILED: signal 15")
+    expected = {f"{exits}|3:0", f"{killed}|0:15"}
+
+    def accounted():
+        out = local_slurm.run("sacct", "-X", "-n", "-P", "-a", f"--name={exits},{killed}", "-o", "JobName,ExitCode")
+        return set(out.stdout.split()) == expected
+
+    wait_for(accounted, "sacct to record both jobs")
+    assert state_of(slurm_backend, exits).reason.startswith("FAILED: exit code 3")  # now from sacct
+    assert state_of(slurm_backend, killed).reason.startswith("FAILED: signal 15")
+
+
+def test_without_a_container_runtime_a_spec_with_an_image_reaches_no_slurm_job(local_slurm, cleanup):
+    backend = SlurmBackend(Cluster(name="gpuc", kind="slurm", connection=connection(local_slurm, containers="")))
+    name = unique("image")
+    cleanup[0].append(name)
+    with pytest.raises(PermanentBackendError) as caught:
+        backend.submit(sleep_spec(name))
+    assert "image: 'busybox:1.36' cannot run on this Slurm cluster" in str(caught.value)
+    assert 'containers: "pyxis"' in str(caught.value)
+    assert local_slurm.run("squeue", "-h", "--states=all", f"--name={name}").stdout.strip() == ""
+    assert "specs with an image are refused" in " ".join(backend.test_connection().notes)
+
+
+def test_the_connection_test_says_pyxis_is_not_loaded_where_srun_lacks_its_options(local_slurm):
+    backend = SlurmBackend(Cluster(name="gpuc", kind="slurm", connection=connection(local_slurm, containers="pyxis")))
+    report = backend.test_connection()
+    assert not report.ok and report.features["pyxis"] is False
+    assert "the pyxis SPANK plugin is not loaded" in report.message

@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.backends.registry import get_backend
+from apps.core.errors import InvalidInput
 from apps.fleet import services as fleet
 from apps.fleet.models import GpuModel
 from apps.tenancy import services as tenancy
@@ -142,6 +143,19 @@ def test_an_impossible_job_fails_with_slurms_message_on_the_workload_page(
     page = client.get(reverse("workloads:workload_detail", args=[workload.pk]))
     assert page.status_code == 200
     assert "Requested node configuration is not available" in page.content.decode()
+
+
+def test_nine_gpus_per_worker_on_eight_gpu_nodes_are_refused_by_the_console_before_slurm(
+    slurm_fleet, personas, local_slurm, django_capture_on_commit_callbacks
+):
+    """What the console knows from its inventory (8 GPUs per node here) it refuses itself, naming the field;
+    nothing reaches Slurm (README, "Slurm clusters")."""
+    with pytest.raises(InvalidInput) as caught, django_capture_on_commit_callbacks(execute=True):
+        services.submit_workload(fresh(personas.member_a), kind="training", spec=spec("nine", gpus_per_worker=9))
+    assert "gpus_per_worker" in caught.value.fields
+    assert "9 GPUs exceed the 8 GPUs per node" in str(caught.value.fields["gpus_per_worker"])
+    assert not Workload.objects.filter(name="nine").exists()
+    assert local_slurm.run("squeue", "-h", "--states=all", "-o", "%j").stdout.count("-nine") == 0
 
 
 def test_a_job_beyond_the_pushed_grptres_waits_with_slurms_reason_in_the_console(

@@ -124,7 +124,17 @@ CASES: dict[str, tuple[str, dict, str]] = {
         apply_overrides(SERVE, {"autoscaling": None, "max_runtime_s": 604_800}),
         "slurm",
     ),
+    "slurm-training-pyxis.sh": ("training", TRAINING, "slurm-pyxis"),
+    "slurm-inference-pyxis.sh": (
+        "inference",
+        apply_overrides(SERVE, {"autoscaling": None, "max_runtime_s": 604_800}),
+        "slurm-pyxis",
+    ),
 }
+# The Slurm clusters the golden scripts render for: one that runs jobs on its nodes' own software, and one
+# with pyxis/enroot whose shared file system holds the specs' volumes.
+VOLUME_DIRS = {"datasets": "/lustre/datasets", "checkpoints": "/lustre/ckpt", "llama-weights": "/lustre/models/llama"}
+SLURM_TARGETS = {"slurm": {}, "slurm-pyxis": {"containers": "pyxis", "volume_dirs": VOLUME_DIRS}}
 
 
 def kube_context(queueing: str, spec: Spec, **overrides) -> RenderContext:
@@ -151,6 +161,7 @@ def slurm_context(**overrides) -> SlurmContext:
         "partition": "gpu",
         "gres_type": "a100",
         "output_dir": "/var/log/gpu-console",
+        "containers": "none",  # a cluster without a container runtime (the local test cluster is one)
     }
     values.update(overrides)
     return SlurmContext(**values)

@@ -20,19 +20,19 @@ import yaml
 
 from apps.backends.render.workload import render_kubernetes, render_slurm, validation_errors
 from apps.backends.render.workload.context import RenderedWorkload
-from tests.render.workload.cases import CASES, kube_context, slurm_context, spec_of
+from tests.render.workload.cases import CASES, SLURM_TARGETS, kube_context, slurm_context, spec_of
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
-KUBE = sorted(name for name, (_, _, target) in CASES.items() if target != "slurm")
+KUBE = sorted(name for name, (_, _, target) in CASES.items() if target not in SLURM_TARGETS)
 
 
 def rendered(name: str) -> str:
     """The text a golden file holds: YAML with caveats for Kubernetes, the sbatch script for Slurm."""
     _, _, target = CASES[name]
     spec = spec_of(name)
-    if target == "slurm":
-        return render_slurm(spec, slurm_context()).script
+    if target in SLURM_TARGETS:
+        return render_slurm(spec, slurm_context(**SLURM_TARGETS[target])).script
     return render_kubernetes(spec, kube_context(target, spec)).to_yaml()
 
 

@@ -364,7 +364,8 @@ def test_every_script_is_valid_bash(tmp_path, engine):
 
 
 def test_sbatch_test_only_accepts_the_scripts(tmp_path, local_slurm):
-    """On the local Slurm cluster (4 nodes x 8 a100, partition gpu): sbatch --test-only takes every script."""
+    """On the local Slurm cluster (4 nodes x 8 a100, partition gpu, no container runtime: containers "none"):
+    sbatch --test-only takes every script."""
     partition = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()[0]
     ctx = slurm_context(account="root", qos="normal", partition=partition, output_dir=str(tmp_path))
     for spec in [train(), train(workers=2, gpus_per_worker=4), serve(autoscaling=None, replicas=1)]:
@@ -373,6 +374,28 @@ def test_sbatch_test_only_accepts_the_scripts(tmp_path, local_slurm):
         path.write_text(render_slurm(spec, ctx).script)
         result = subprocess.run(["sbatch", "--test-only", str(path)], capture_output=True, text=True, timeout=30)
         assert result.returncode == 0 and "to start at" in result.stderr, result.stderr
+
+
+def test_a_pyxis_script_on_the_local_cluster_where_pyxis_is_not_loaded(tmp_path, local_slurm):
+    """What Slurm does with the pyxis script where the plugin is not loaded, as on the local cluster (Debian
+    packages neither pyxis nor enroot). sbatch reads only the #SBATCH lines, so --test-only accepts the
+    script: it cannot tell. The job then fails at its srun line, refused by srun itself; the connection test
+    is what catches this before any job (srun --help lists no --container-image)."""
+    partition = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()[0]
+    ctx = slurm_context(account="root", qos="normal", partition=partition, output_dir=str(tmp_path), containers="pyxis")
+    spec = train(workers=1, gpus_per_worker=1, volumes=[], command=["true"], args=[])
+    spec = replace(spec, cpu=None, memory_gib=None)
+    path = tmp_path / "job.sh"
+    path.write_text(render_slurm(spec, ctx).script)
+    test_only = subprocess.run(["sbatch", "--test-only", str(path)], capture_output=True, text=True, timeout=30)
+    assert test_only.returncode == 0 and "to start at" in test_only.stderr, test_only.stderr
+    assert "--container-image" not in subprocess.run(["srun", "--help"], capture_output=True, text=True).stdout
+
+    ran = subprocess.run(["sbatch", "--parsable", "--wait", str(path)], capture_output=True, text=True, timeout=120)
+    assert ran.returncode != 0
+    job_id = ran.stdout.strip().split(";")[0]
+    output = (tmp_path / f"{spec.name}-{job_id}.out").read_text()
+    assert "srun: unrecognized option '--container-image=nvcr.io#nvidia/pytorch:24.08-py3'" in output
 
 
 def test_hostile_training_job_runs_exactly_on_real_slurm(tmp_path, local_slurm):
@@ -402,3 +425,88 @@ def test_hostile_training_job_runs_exactly_on_real_slurm(tmp_path, local_slurm):
     assert recorded_env(record, "train")["HOSTILE"] == values[0]
     assert recorded(record, "torchrun")[:3] == ["--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d"]
     assert not pwned.exists()
+
+
+# --- containers: pyxis, "none", or refused ------------------------------------------------------------------
+
+PYXIS = {"containers": "pyxis", "volume_dirs": {"datasets": "/lustre/datasets", "checkpoints": "/lustre/ckpt"}}
+
+
+def test_without_a_container_runtime_an_image_is_refused_naming_the_field_and_the_setting():
+    for spec in (train(), serve()):
+        with pytest.raises(RenderError) as caught:
+            render_slurm(spec, slurm_context(containers=""))
+        assert caught.value.field == "image"
+        assert 'containers: "pyxis"' in caught.value.reason and spec.image in caught.value.reason
+    with pytest.raises(RenderError) as caught:
+        render_slurm(train(), slurm_context(containers="docker"))
+    assert caught.value.field == "containers"
+    none = render_slurm(train(), slurm_context(containers="none"))
+    assert "--container" not in none.script
+    assert any("image nvcr.io/nvidia/pytorch:24.08-py3 is not used" in c for c in none.caveats)
+
+
+def test_pyxis_runs_every_step_in_the_image_with_the_volumes_mounted(tmp_path, sandbox):
+    """srun gets pyxis's options as separate words (https://github.com/NVIDIA/pyxis/wiki/Usage): the image as
+    an enroot URI (registry before '#') and each volume as SRC:DST[:ro] from the cluster's volume_dirs."""
+    _, record, run = sandbox
+    rendered = render_slurm(train(command=["train"], args=["--steps", "1"]), slurm_context(**PYXIS))
+    assert run(rendered.script).returncode == 0
+    srun = recorded(record, "srun")
+    assert srun[:3] == [
+        "--kill-on-bad-exit=1",
+        "--container-image=nvcr.io#nvidia/pytorch:24.08-py3",
+        "--container-mounts=/lustre/datasets:/data:ro,/lustre/ckpt:/ckpt",
+    ]
+    assert srun[3] == "torchrun" and rendered.argv_preview[:4] == ["srun", *srun[:3]]
+    served = render_slurm(serve(), slurm_context(containers="pyxis", volume_dirs={"llama-weights": "/lustre/llama"}))
+    assert "--container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/lustre/llama:/models:ro vllm" in (
+        served.script
+    )
+
+
+@pytest.mark.parametrize(
+    ("image", "uri"),
+    [
+        ("nvcr.io/nvidia/pytorch:24.08-py3", "nvcr.io#nvidia/pytorch:24.08-py3"),
+        ("registry.local:5000/team/img:1.0", "registry.local:5000#team/img:1.0"),
+        ("localhost/img:1", "localhost#img:1"),
+        ("vllm/vllm-openai:v0.11.0", "vllm/vllm-openai:v0.11.0"),
+        ("busybox:1.36", "busybox:1.36"),
+    ],
+)
+def test_images_become_enroot_uris(image, uri):
+    script = render_slurm(train(image=image, volumes=[]), slurm_context(containers="pyxis")).script
+    assert f"--container-image={uri}" in script
+
+
+@pytest.mark.parametrize(
+    ("spec", "context", "field"),
+    [
+        (lambda: train(image="nvcr.io/nvidia/pytorch@sha256:" + "a" * 64), PYXIS, "image"),
+        (lambda: train(), {"containers": "pyxis", "volume_dirs": {"datasets": "/lustre/datasets"}}, "volumes"),
+        (
+            lambda: train(),
+            {"containers": "pyxis", "volume_dirs": {**PYXIS["volume_dirs"], "datasets": "/a:b"}},
+            "volume_dirs",
+        ),
+        (
+            lambda: train(),
+            {"containers": "pyxis", "volume_dirs": {**PYXIS["volume_dirs"], "datasets": "/a,/b"}},
+            "volume_dirs",
+        ),
+        (lambda: serve(), {"containers": "pyxis"}, "weights"),
+        (lambda: serve(tensor_parallel=16, autoscaling=None, weights=None), PYXIS, "tensor_parallel"),
+    ],
+    ids=["digest", "unmapped-claim", "colon-in-dir", "comma-in-dir", "unmapped-weights", "multi-node-vllm"],
+)
+def test_what_pyxis_cannot_take_is_refused_by_name(spec, context, field):
+    with pytest.raises(RenderError) as caught:
+        render_slurm(spec(), slurm_context(**context))
+    assert caught.value.field == field
+
+
+def test_multi_node_sglang_runs_in_the_image_on_every_node():
+    spec = serve(engine="sglang", image=DEFAULT_IMAGES["sglang"], tensor_parallel=16, autoscaling=None, weights=None)
+    script = render_slurm(spec, slurm_context(containers="pyxis")).script
+    assert "srun --kill-on-bad-exit=1 --container-image=lmsysorg/sglang:v0.5.3 bash -c " in script

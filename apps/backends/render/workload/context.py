@@ -65,9 +65,17 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
     )
 
 
-def slurm_context(context: WorkloadContext, *, partition: str, gres_type: str, output_dir: str) -> SlurmContext:
+def slurm_context(
+    context: WorkloadContext,
+    *,
+    partition: str,
+    gres_type: str,
+    output_dir: str,
+    containers: str = "",
+    volume_dirs: dict[str, str] | None = None,
+) -> SlurmContext:
     """The Slurm renderer's context: the queue's account, the tier's QOS, and the cluster's partition, GRES type
-    of the workload's GPU model and output directory."""
+    of the workload's GPU model, output directory and container runtime (with its volume directories)."""
     return SlurmContext(
         account=context.slurm_account,
         qos=context.tier,
@@ -75,6 +83,8 @@ def slurm_context(context: WorkloadContext, *, partition: str, gres_type: str, o
         gres_type=gres_type,
         output_dir=output_dir,
         job_name=context.name,
+        containers=containers,
+        volume_dirs=dict(volume_dirs or {}),
     )
 
 
@@ -166,6 +176,12 @@ class SlurmContext:
     starting with '-'); `gres_type` is the GPU GRES type (e.g. "a100"); `output_dir` an absolute path for
     the job's output file. `mig_gres_type` names the GRES type of MIG instances when the site's differs
     from Slurm's AutoDetect naming "<gres_type>_<profile>".
+
+    `containers` is how the cluster runs a spec's image: "pyxis" (the NVIDIA pyxis SPANK plugin with enroot:
+    `srun --container-image`), "none" (the site runs jobs on the nodes' own software: the image is not
+    used, and the script says so) or "" (not configured: a spec with an image is refused, never run without
+    it). `volume_dirs` maps a volume's claim to the directory on the cluster's shared file system that
+    pyxis bind-mounts at the volume's mount path.
     """
 
     account: str
@@ -176,6 +192,8 @@ class SlurmContext:
     job_name: str = ""  # default: the spec's name
     mig_gres_type: str = ""
     rdzv_port: int = 29500
+    containers: str = ""
+    volume_dirs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

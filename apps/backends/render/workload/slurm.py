@@ -22,6 +22,7 @@ from apps.backends.render.names import is_dns_label, path_error
 from apps.backends.render.result import comment_block
 from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec
 from apps.backends.render.workload.common import check_env_names, sh_join, sh_quote
+from apps.backends.render.workload.containers import container_options
 from apps.backends.render.workload.context import RenderedScript, SlurmContext
 from apps.backends.render.workload.engines import (
     HEALTH_PATH,
@@ -40,6 +41,11 @@ _GRES_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # What any `#SBATCH` value may contain, checked once more on every line as it is written.
 DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.:/%=,+-]+")
 SRUN = ("srun", "--kill-on-bad-exit=1")
+
+
+def _srun(container: list[str]) -> str:
+    """srun with the container options (pyxis), each one shell-quoted word."""
+    return " ".join([*SRUN, *(sh_quote(option) for option in container)])
 
 
 def render_slurm(spec: Spec, ctx: SlurmContext) -> RenderedScript:
@@ -142,7 +148,7 @@ def _training_gres(spec: TrainingJobSpec, ctx: SlurmContext, per_node: int) -> s
 
 
 def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedScript:
-    caveats = []
+    container, caveats = container_options(spec, ctx)
     one_node = spec.topology == Topology.NODE and spec.workers > 1
     if one_node and spec.sharing.mode != Sharing.WHOLE:
         raise RenderError("topology", "several shared-GPU workers on one node have no Slurm form; use topology any")
@@ -181,12 +187,12 @@ def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedSc
         *_env_lines(env),
         'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'head_node="${nodes[0]}"',
-        " ".join([*SRUN, *own]) + " " + sh_join(user),
+        " ".join([_srun(container), *own]) + " " + sh_join(user),
     ]
     script = (
         "\n".join(["#!/bin/bash", *_directives_flags(options), *_header("Training job", name, caveats), *body]) + "\n"
     )
-    preview = [*SRUN, *(a.replace('"', "") for a in own), *user]
+    preview = [*SRUN, *container, *(a.replace('"', "") for a in own), *user]
     return RenderedScript(script=script, argv_preview=preview, caveats=caveats)
 
 
@@ -200,7 +206,7 @@ def _directives_flags(options: list[tuple[str, str]]) -> list[str]:
 
 
 def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> RenderedScript:
-    caveats = []
+    container, caveats = container_options(spec, ctx)
     options = _common_options(spec, ctx, name, str(spec.nodes_per_replica), f"gpu:{ctx.gres_type}:{spec.gpus_per_pod}")
     if spec.replicas > 1:
         options.append(("array", f"0-{spec.replicas - 1}"))  # one replica per array task
@@ -214,13 +220,13 @@ def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> Rend
         f"{spec.shutdown.drain_seconds} s drain) bounds how long in-flight requests get"
     )
     env = dict(spec.env)
-    if spec.weights and not spec.model.startswith("/"):
+    if spec.weights and not container and not spec.model.startswith("/"):
         caveats.append("the weights volume is a Kubernetes PVC; on Slurm the model is read from the shared file system")
     lines = ["set -uo pipefail  # no -e: the script handles the engine's exit itself", "", *_env_lines(env)]
     lines.append(f"health_url=http://127.0.0.1:{spec.port}{HEALTH_PATH}")
     if spec.multi_node:
         lines += ['mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")', 'head_node="${nodes[0]}"']
-    launch, preview = _launch(spec)
+    launch, preview = _launch(spec, container)
     lines += launch
     lines += _supervise(spec)
     script = "\n".join(
@@ -229,11 +235,11 @@ def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> Rend
     return RenderedScript(script=script + "\n", argv_preview=preview, caveats=caveats)
 
 
-def _launch(spec: InferenceServiceSpec) -> tuple[list[str], list[str]]:
+def _launch(spec: InferenceServiceSpec, container: list[str]) -> tuple[list[str], list[str]]:
     """Lines that start the engine in the background (pid in server_pid), and the engine step's argv."""
     if not spec.multi_node:
         argv = engine_argv(spec)
-        return [" ".join(SRUN) + " " + sh_join(argv) + " &", "server_pid=$!"], [*SRUN, *argv]
+        return [_srun(container) + " " + sh_join(argv) + " &", "server_pid=$!"], [*SRUN, *container, *argv]
     if spec.engine == "sglang":
         # One task per node; each learns its rank from Slurm, the init address is the first host ($1).
         argv = engine_argv(spec, distributed=("$SLURM_NNODES", "$SLURM_NODEID", f"$head_node:{SGLANG_DIST_PORT}"))
@@ -244,8 +250,17 @@ def _launch(spec: InferenceServiceSpec) -> tuple[list[str], list[str]]:
             + f' --nnodes "$SLURM_NNODES" --node-rank "$SLURM_NODEID" --dist-init-addr "$1:{SGLANG_DIST_PORT}"'
             + (" " + sh_join(spec.extra_args) if spec.extra_args else "")
         )
-        line = " ".join(SRUN) + " bash -c " + sh_quote(inner) + ' bash "$head_node" &'
-        return [line, "server_pid=$!"], [*SRUN, *argv]
+        line = _srun(container) + " bash -c " + sh_quote(inner) + ' bash "$head_node" &'
+        return [line, "server_pid=$!"], [*SRUN, *container, *argv]
+    if container:
+        # The Ray head, its workers, the wait for them and vLLM are separate srun steps; in pyxis each would be
+        # its own container, and the wait (ray.init(address="auto")) runs in the batch shell, outside any.
+        raise RenderError(
+            "tensor_parallel",
+            f"{spec.gpus_per_replica} GPUs per replica span {spec.nodes_per_replica} nodes: multi-node vLLM (a Ray "
+            'cluster across srun steps) has no rendering with containers: "pyxis"; use engine sglang, or a '
+            "replica that fits one node",
+        )
     # vLLM: a Ray head on the first node, Ray workers on the others, then vLLM on the head.
     overlap = ("srun", "--overlap", "--kill-on-bad-exit=1")
     worker = f'until ray start --address="$1:{RAY_PORT}" --disable-usage-stats --block; do sleep 5; done'

@@ -14,6 +14,8 @@
 # nothing a user typed is interpreted by the shell.
 #
 # Caveats:
+# - containers 'none': the job runs on the nodes' own software; the image vllm/vllm-openai:v0.11.0
+#   is not used
 # - scancel sends SIGTERM, which the script forwards to the engine; Slurm's KillWait (not the spec's
 #   60 s drain) bounds how long in-flight requests get
 # - the weights volume is a Kubernetes PVC; on Slurm the model is read from the shared file system

@@ -14,6 +14,9 @@
 # nothing a user typed is interpreted by the shell.
 #
 # Caveats:
+# - containers 'none': the job runs on the nodes' own software; the image
+#   nvcr.io/nvidia/pytorch:24.08-py3 is not used
+# - containers 'none': the volumes are not mounted; the job sees the nodes' file systems
 # - Slurm requeues the job on node failure or preemption; it has no per-job retry count
 set -euo pipefail
 
