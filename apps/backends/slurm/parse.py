@@ -177,9 +177,10 @@ def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, 
     model = settings.model_of(gres_type) if gres_type else ""
     memory = catalog_by_code().get(model, {}).get("memory_mib", 0)
     health = "unknown" if state != "ready" else "healthy"
-    # Slurm allocates nothing on a node that is down, not responding or drained: none of its GPUs is
-    # allocatable (running jobs keep what they hold until they end).
-    allocatable = count if state == "ready" and not node_unschedulable(node) else 0
+    # Slurm allocates nothing on a node that is down or not responding: none of its GPUs is allocatable.
+    # A drained node keeps them, as a cordoned Kubernetes node does: it is unschedulable, so it has no free
+    # GPUs (Node.gpu_free), but its capacity is still the cluster's.
+    allocatable = count if state == "ready" else 0
     gpus = []
     for index in range(count):
         holders = allocations.get((name, index), [])

@@ -189,14 +189,18 @@ def test_who_took_a_node_out_of_service(node, source, shown):
         ("mixed", [], 8),
         ("down", ["NOT_RESPONDING"], 0),
         ("idle", ["NOT_RESPONDING"], 0),
-        ("idle", ["DRAIN"], 0),
-        ("mixed", ["DRAIN"], 0),
+        ("idle", ["DRAIN"], 8),
+        ("mixed", ["DRAIN"], 8),
         ("down", [], 0),
     ],
 )
 def test_gpus_of_a_node_slurm_cannot_allocate_on_are_not_allocatable(state, flags, allocatable):
+    """Down and not responding: nothing allocatable. Drained: allocatable (as a cordoned Kubernetes node) but
+    unschedulable, so none of it is free."""
     info = parse.node_info(sinfo_node(state, flags, "x" if flags or state == "down" else ""), SETTINGS, {})
     assert info.gpu_allocatable == allocatable and len(info.gpus) == 8
+    if "DRAIN" in flags:
+        assert info.unschedulable
 
 
 @pytest.mark.parametrize(
