@@ -81,9 +81,13 @@ def _validated(cluster: Cluster) -> None:
         message = f"inference_metrics_url: {problem}"
         raise InvalidInput(_("connection.%(message)s") % {"message": message}, {"connection": message})
     try:
-        backend_class(cluster.kind)
+        kind = backend_class(cluster.kind)
     except BackendError as exc:
         raise InvalidInput(str(exc), {"kind": str(exc)}) from exc
+    problems = kind.connection_errors(cluster.connection or {})
+    if problems:
+        message = "; ".join(problems)
+        raise InvalidInput(_("connection.%(message)s") % {"message": message}, {"connection": message})
 
 
 def create_cluster(

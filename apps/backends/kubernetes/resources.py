@@ -79,6 +79,9 @@ QUOTA_KINDS = [
     _BY_KEY[("scheduling.volcano.sh/v1beta1", "Queue")],
 ]
 
+# Quota objects the push deletes once the desired state no longer holds them (see quota.py: why only these).
+PRUNED_KINDS = [_BY_KEY[("kueue.x-k8s.io/v1beta2", "LocalQueue")]]
+
 
 def kind_of(obj: dict) -> Kind:
     found = _BY_KEY.get((obj.get("apiVersion"), obj.get("kind")))

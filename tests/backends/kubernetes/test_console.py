@@ -9,8 +9,9 @@ import pytest
 from django.utils import timezone
 
 from apps.backends.registry import get_backend
-from apps.fleet.models import GpuModel, Node
-from apps.fleet.services import create_cluster, sync_inventory
+from apps.core.errors import InvalidInput
+from apps.fleet.models import Cluster, GpuModel, Node
+from apps.fleet.services import create_cluster, sync_inventory, update_cluster
 from apps.tenancy import services as tenancy
 from apps.tenancy.desired_state import build_desired_state
 from apps.workloads import services
@@ -52,7 +53,15 @@ def test_submit_runs_reconciles_and_cancels(k8s, fake, personas, api, django_cap
     job = fake.get("batch", "v1", "jobs", workload.backend_name, "a-train")
     assert job is not None, [r.path for r in fake.requests_to("PATCH")]
     labels = job["metadata"]["labels"]
-    assert labels["gpu-console/workload"] == str(workload.pk) and labels["kueue.x-k8s.io/queue-name"] == "a-train"
+    assert labels["gpu-console/workload"] == str(workload.pk)
+    # The label names a LocalQueue in the Job's own namespace, and that LocalQueue (pushed with the quota) points
+    # at the queue's ClusterQueue: https://kueue.sigs.k8s.io/docs/concepts/local_queue/
+    local_queue = fake.get("kueue.x-k8s.io", "v1beta2", "localqueues", labels["kueue.x-k8s.io/queue-name"], "a-train")
+    assert local_queue is not None, [
+        o["metadata"]["name"] for o in fake.objects("kueue.x-k8s.io", "v1beta2", "localqueues")
+    ]
+    assert local_queue["spec"]["clusterQueue"] == "a-train"
+    assert fake.get("kueue.x-k8s.io", "v1beta2", "clusterqueues", "a-train") is not None
     assert job["spec"]["template"]["spec"]["priorityClassName"] == "training"
     services.reconcile_workloads()
     workload.refresh_from_db()
@@ -138,3 +147,37 @@ def test_a_runbook_drain_that_a_disruption_budget_blocks_fails_and_keeps_the_cor
     )
     assert "2 pod(s) on gpu-01 could not be evicted" in operation.error
     assert fake.get("", "v1", "nodes", "gpu-01")["spec"]["unschedulable"] is True
+
+
+def test_the_clusters_leaf_label_reaches_the_submitted_job(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    """`topology_labels` in the connection settings: a gang kept on one leaf switch has its pod affinity on the
+    site's own leaf label, the one its nodes carry (not the console's default gpu-console/leaf-switch)."""
+    connection = {**k8s.connection, "topology_labels": {"leaf": "network.example.com/leaf"}}
+    update_cluster(fresh(personas.platform_admin), k8s, connection=connection)
+    workload = submit(api, personas, django_capture_on_commit_callbacks, workers=2, topology="leaf")
+    job = fake.get("batch", "v1", "jobs", workload.backend_name, "a-train")
+    assert job is not None, workload.state_reason
+    terms = job["spec"]["template"]["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [term["topologyKey"] for term in terms] == ["network.example.com/leaf"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "problem"),
+    [
+        ({"leaf": "network example/leaf"}, "topology_labels.leaf: 'network example/leaf' is not a node label key"),
+        ({"switch": "site/switch"}, "topology_labels.switch: not a topology level"),
+    ],
+)
+def test_a_bad_topology_labels_setting_is_refused_and_changes_nothing(k8s, personas, setting, problem):
+    admin = fresh(personas.platform_admin)
+    before = dict(k8s.connection)
+    with pytest.raises(InvalidInput) as exc:
+        update_cluster(admin, k8s, connection={**before, "topology_labels": setting})
+    assert problem in str(exc.value)
+    k8s.refresh_from_db()
+    assert k8s.connection == before
+    with pytest.raises(InvalidInput) as exc:
+        create_cluster(admin, name="k8s-2", kind="kubernetes", connection={"topology_labels": setting})
+    assert problem in str(exc.value) and not Cluster.objects.filter(name="k8s-2").exists()

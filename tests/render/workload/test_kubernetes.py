@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from apps.backends.render import rules
 from apps.backends.render.errors import RenderError
 from apps.backends.render.validate import crd_index
-from apps.backends.render.workload import RenderedWorkload, render_kubernetes, validation_errors
+from apps.backends.render.workload import (
+    RenderedWorkload,
+    WorkloadContext,
+    kubernetes_context,
+    render_kubernetes,
+    validation_errors,
+)
 from apps.backends.render.workload.common import kube_literal, short_name
 from apps.backends.render.workload.engines import engine_argv
 from apps.backends.render.workload.inference import waiting_query
@@ -201,6 +207,47 @@ def test_kueue_topology_is_a_required_pod_affinity(topology, key):
     spec = train(workers=1, topology="node") if topology == "node" else train(topology="nvlink")
     affinity = pod_spec(render(spec))["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert affinity == [{"labelSelector": {"matchLabels": {"gpu-console/workload": "4242"}}, "topologyKey": key}]
+
+
+WORKLOAD_CONTEXT = WorkloadContext(
+    name="pretrain-8b",
+    workload_id="4242",
+    queue="acme-train",
+    tier="training",
+    gpu_model="h100",
+    product_label=H100,
+    namespace="acme-train",
+)
+
+
+def test_the_clusters_topology_labels_place_a_gang_on_one_leaf():
+    """A 4 x 8 gang on one leaf switch, on a site whose leaf label is its own (connection `topology_labels`)."""
+    connection = {"queueing": "kueue", "topology_labels": {"leaf": "network.example.com/leaf", "rack": "example/rk"}}
+    ctx = kubernetes_context(WORKLOAD_CONTEXT, connection)
+    assert ctx.topology_labels["leaf"] == "network.example.com/leaf"
+    assert ctx.topology_labels["nvlink"] == "nvidia.com/gpu.clique"  # not in the setting: the default
+    result = render_kubernetes(train(topology="leaf"), ctx)
+    affinity = pod_spec(result)["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [term["topologyKey"] for term in affinity] == ["network.example.com/leaf"]
+    assert any("network.example.com/leaf" in caveat for caveat in result.caveats)
+    assert "gpu-console/leaf-switch" not in result.text
+    assert validation_errors(result) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "field", "message"),
+    [
+        ({"leaf": "not a label"}, "connection.topology_labels.leaf", "is not a node label key"),
+        ({"leaf": "-bad/leaf"}, "connection.topology_labels.leaf", "is not a node label key"),
+        ({"leaf": 7}, "connection.topology_labels.leaf", "is not a node label key"),
+        ({"spine": "site/spine"}, "connection.topology_labels.spine", "not a topology level"),
+        (["site/leaf"], "connection.topology_labels", "must be an object"),
+    ],
+)
+def test_a_bad_topology_labels_setting_is_refused_naming_it(setting, field, message):
+    with pytest.raises(RenderError) as exc:
+        kubernetes_context(WORKLOAD_CONTEXT, {"topology_labels": setting})
+    assert exc.value.field == field and message in str(exc.value)
 
 
 def test_volcano_topology_uses_network_topology_or_host_affinity():

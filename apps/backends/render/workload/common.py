@@ -21,7 +21,7 @@ from apps.backends.render.objects import GPU_RESOURCE, MANAGED_BY, MANAGER, PROD
 from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec, Volume
 from apps.backends.render.volcano import resource_name as volcano_resource_name
 from apps.backends.render.workload.context import QUEUEINGS, RenderContext
-from apps.backends.types import Sharing
+from apps.backends.types import Sharing, Topology
 
 WORKLOAD_LABEL = "gpu-console/workload"
 KIND_LABEL = "gpu-console/kind"
@@ -106,6 +106,10 @@ def check_context(ctx: RenderContext) -> None:
         raise RenderError("gpu_resource", f"{ctx.gpu_resource!r} is not a resource name")
     if not isinstance(ctx.gpus_per_node, int) or ctx.gpus_per_node < 1:
         raise RenderError("gpus_per_node", f"must be a positive integer, not {ctx.gpus_per_node!r}")
+    for level in (Topology.NODE, Topology.NVLINK, Topology.LEAF):
+        label = ctx.topology_labels.get(level)
+        if not isinstance(label, str) or not is_qualified_name(label):
+            raise RenderError(f"topology_labels.{level}", f"{label!r} is not a node label key")
 
 
 def check_env_names(env: dict[str, str]) -> None:
