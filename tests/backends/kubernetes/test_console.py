@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from apps.backends.registry import get_backend
 from apps.core.errors import InvalidInput
-from apps.fleet.models import Cluster, GpuModel, Node
+from apps.fleet.models import Cluster, GpuModel, Node, NodePool
 from apps.fleet.services import create_cluster, sync_inventory, update_cluster
 from apps.tenancy import services as tenancy
 from apps.tenancy.desired_state import build_desired_state
@@ -181,3 +181,30 @@ def test_a_bad_topology_labels_setting_is_refused_and_changes_nothing(k8s, perso
     with pytest.raises(InvalidInput) as exc:
         create_cluster(admin, name="k8s-2", kind="kubernetes", connection={"topology_labels": setting})
     assert problem in str(exc.value) and not Cluster.objects.filter(name="k8s-2").exists()
+
+
+def test_work_on_a_tainted_pool_tolerates_the_pools_taints_and_runs(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    """The site reserves its H100 pool with a taint: inventory sync gives the pool the taint all its nodes carry
+    (not a node's own state: cordon, not-ready), the Job tolerates it, and kube-scheduler places it."""
+    reserved = {"key": "dedicated", "value": "training", "effect": "NoSchedule"}
+    with fake.lock:
+        nodes = fake.store.bucket(fake.resource("", "v1", "nodes"))
+        for (_ns, name), node in nodes.items():
+            node["metadata"]["labels"]["gpu-console/pool"] = "h100-train"
+            node["spec"]["taints"] = [reserved]
+        nodes[("", "gpu-02")]["spec"]["taints"].append(
+            {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}
+        )
+    assert sync_inventory(k8s.pk).ok
+    assert NodePool.objects.get(cluster=k8s, name="h100-train").taints == [reserved]
+    workload = submit(api, personas, django_capture_on_commit_callbacks)
+    job = fake.get("batch", "v1", "jobs", workload.backend_name, "a-train")
+    tolerations = job["spec"]["template"]["spec"]["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in tolerations
+    assert not any(t["key"].startswith("node.kubernetes.io/") for t in tolerations)
+    services.reconcile_workloads()
+    workload.refresh_from_db()
+    assert workload.state == "running", workload.state_reason
+    assert [p["node"] for p in workload.placements] == ["gpu-01"]  # gpu-02's memory pressure is not tolerated
