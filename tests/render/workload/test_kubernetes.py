@@ -202,6 +202,63 @@ def test_tolerations_follow_the_pool_taints():
     assert "tolerations" not in pod_spec(render(train(), tolerations=[]))
 
 
+@pytest.mark.parametrize("make", [train, serve])
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_a_specs_own_tolerations_follow_the_pools(make, queueing):
+    spec = make(
+        tolerations=[
+            {"key": "example.com/spot", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "a", "value": "b", "effect": "NoExecute"},  # the pool's already: once
+        ]
+    )
+    result = render(spec, queueing, tolerations=[{"key": "a", "value": "b", "effect": "NoExecute"}])
+    assert pod_spec(result)["tolerations"] == [
+        {"key": "a", "operator": "Equal", "value": "b", "effect": "NoExecute"},
+        {"key": "example.com/spot", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    assert validation_errors(result) == []
+
+
+@pytest.mark.parametrize("make", [train, serve])
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_secret_env_is_a_secret_key_reference_never_a_value(make, queueing):
+    spec = make(secret_env=[{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}])
+    result = render(spec, queueing)
+    containers = [c for o in result.objects for c in _containers(o)]
+    assert containers
+    for one in containers:  # every container of the workload (LWS leaders and workers alike)
+        refs = [e for e in one["env"] if e["name"] == "HF_TOKEN"]
+        assert refs == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
+    assert validation_errors(result) == []
+
+
+def test_a_secret_reference_replaces_the_renderers_default_of_that_name():
+    result = render(serve(secret_env=[{"name": "HF_HOME", "secret": "hf", "key": "home"}]))
+    env = container(result)["env"]
+    assert [e for e in env if e["name"] == "HF_HOME"] == [
+        {"name": "HF_HOME", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "home"}}}
+    ]
+
+
+def test_a_hand_built_spec_with_a_bad_reference_or_toleration_is_refused():
+    from apps.backends.render.spec import SecretEnv, Toleration
+
+    with pytest.raises(RenderError) as exc:
+        render(replace(train(), secret_env=[SecretEnv("HF_TOKEN", "Not_A_Name", "token")]))
+    assert exc.value.field == "secret_env[0].secret"
+    with pytest.raises(RenderError) as exc:
+        render(replace(train(), tolerations=[Toleration("a", "Exists", "b")]))
+    assert exc.value.field == "spec tolerations[0].value"
+
+
+def _containers(obj: dict) -> list[dict]:
+    spec = obj.get("spec") or {}
+    templates = [spec.get("template")] + [t.get("template") for t in spec.get("tasks") or []]
+    lws = spec.get("leaderWorkerTemplate") or {}
+    templates += [lws.get("leaderTemplate"), lws.get("workerTemplate")]
+    return [c for t in templates if t for c in t["spec"]["containers"]]
+
+
 @pytest.mark.parametrize(("topology", "key"), [("node", "kubernetes.io/hostname"), ("nvlink", "nvidia.com/gpu.clique")])
 def test_kueue_topology_is_a_required_pod_affinity(topology, key):
     spec = train(workers=1, topology="node") if topology == "node" else train(topology="nvlink")

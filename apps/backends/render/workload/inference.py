@@ -102,8 +102,8 @@ def _container(spec: InferenceServiceSpec, ctx: RenderContext, command: list[str
     """The engine container; `command` is as the kubelet must see it (already through kube_literal)."""
     container: dict = {"name": "engine", "image": spec.image, "command": command}
     env = _env(spec)
-    if env:
-        container["env"] = env_list(env)
+    if env or spec.secret_env:
+        container["env"] = env_list(env, spec.secret_env)
     if serving:
         container["ports"] = [{"name": "http", "containerPort": spec.port}]
     container["resources"] = container_resources(spec, ctx)

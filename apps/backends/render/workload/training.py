@@ -87,8 +87,8 @@ def _container(spec: TrainingJobSpec, ctx: RenderContext, name: str, worker0: st
         "image": spec.image,
         "command": [kube_literal(arg) for arg in argv],
     }
-    if env:
-        container["env"] = env_list(env)
+    if env or spec.secret_env:
+        container["env"] = env_list(env, spec.secret_env)
     container["ports"] = [{"name": "rdzv", "containerPort": RDZV_PORT}]
     container["resources"] = container_resources(spec, ctx)
     container["volumeMounts"] = [shm_mount(), *mounts]
