@@ -114,7 +114,9 @@ def test_elastic_training_uses_partial_admission_and_torchrun_ranges():
         "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
     }
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert "--nnodes=2:8" in command and "--max-restarts=2" in command
+    # Restarts: the 2 retries, plus one for each of the 4 workers that may join after the first 2 (torchrun
+    # counts membership changes against --max-restarts: https://pytorch.org/docs/stable/elastic/quickstart.html).
+    assert "--nnodes=2:8" in command and "--max-restarts=6" in command
     env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["CHECKPOINT_PATH"] == "/ckpt/e"
     volcano = render(spec, "volcano").objects[0]["spec"]
@@ -123,6 +125,39 @@ def test_elastic_training_uses_partial_admission_and_torchrun_ranges():
     # No partial admission when the job starts at its minimum (Kueue accepts 1..parallelism-1 only).
     at_min = train(workers=2, elastic={"min_workers": 2, "max_workers": 8, "checkpoint_path": "/ckpt/e"})
     assert "annotations" not in render(at_min).objects[1]["metadata"]
+
+
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_an_elastic_gang_of_2_to_4_rendezvous_on_a_range(queueing):
+    """min 2 of 4 workers: torchrun must accept 2..4 nodes, or a gang started with 2 waits at rendezvous for 4."""
+    spec = train(workers=4, retries=1, elastic={"min_workers": 2, "max_workers": 4, "checkpoint_path": "/ckpt/e"})
+    argv = container(render(spec, queueing))["command"]
+    assert argv[:8] == [
+        "torchrun",
+        "--nnodes=2:4",
+        "--nproc-per-node=8",
+        "--rdzv-backend=c10d",
+        argv[4],
+        "--rdzv-id=pretrain-8b",  # stable: the object name, the same for every pod and every restart
+        "--max-restarts=3",  # 1 retry + 2 workers that may join late
+        "--no-python",
+    ]
+    assert argv[4].startswith("--rdzv-endpoint=pretrain-8b-") and argv[4].endswith(":29500")
+
+
+def test_a_volcano_gang_started_below_its_size_rendezvous_on_a_range():
+    """gang_min 2 of 4 without elastic: Volcano starts it with 2 (minAvailable), so torchrun accepts 2..4 and each
+    of the 2 late workers may restart the group once; Kueue admits the Job whole, so there it stays fixed at 4."""
+    spec = train(workers=4, gang_min=2)
+    volcano = render(spec, "volcano")
+    assert volcano.objects[0]["spec"]["minAvailable"] == 2
+    argv = container(volcano)["command"]
+    assert "--nnodes=2:4" in argv and "--max-restarts=2" in argv
+    assert any("gang_min 2 of its 4 workers" in c for c in volcano.caveats)
+    kueue = container(render(spec, "kueue"))["command"]
+    assert "--nnodes=4" in kueue and "--max-restarts=0" in kueue
+    fixed = container(render(train(workers=4), "volcano"))["command"]
+    assert "--nnodes=4" in fixed and "--max-restarts=0" in fixed
 
 
 def test_checkpoint_on_no_writable_volume_is_a_caveat():
