@@ -208,3 +208,47 @@ def test_work_on_a_tainted_pool_tolerates_the_pools_taints_and_runs(
     workload.refresh_from_db()
     assert workload.state == "running", workload.state_reason
     assert [p["node"] for p in workload.placements] == ["gpu-01"]  # gpu-02's memory pressure is not tolerated
+
+
+def test_a_drain_never_takes_an_inference_service_below_its_min_replicas(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    """Online inference gets a PodDisruptionBudget (policy/v1, minAvailable = min_replicas): the Eviction API refuses
+    to drain its last serving replica (without it the drain takes the service down); the node it does not run on
+    drains; cancelling the service takes the budget away with it."""
+    spec = {
+        "name": "llama",
+        "tenant": "a",
+        "queue": "train",
+        "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "gpu_model": "h100",
+        "tensor_parallel": 8,
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api(fresh(personas.member_a)).post(
+            "/api/v1/workloads/", {"kind": "inference", "spec": spec}, format="json"
+        )
+    assert response.status_code == 201, response.json()
+    workload = Workload.objects.get(pk=response.json()["id"])
+    budget = fake.get("policy", "v1", "poddisruptionbudgets", workload.backend_name, "a-train")
+    assert budget is not None, workload.state_reason
+    assert budget["spec"] == {
+        "minAvailable": 1,
+        "selector": {"matchLabels": {"gpu-console/workload": str(workload.pk)}},
+    }
+    fake.advance(30)
+    services.reconcile_workloads()
+    workload.refresh_from_db()
+    assert workload.state == "running", workload.state_reason
+    serving = workload.placements[0]["node"]
+    idle = next(n for n in ("gpu-01", "gpu-02") if n != serving)
+    # A refused eviction is not retried for the default 300 s here.
+    update_cluster(fresh(personas.platform_admin), k8s, connection={**k8s.connection, "drain_timeout_s": 0})
+    backend = get_backend(k8s)
+    assert backend.drain(idle, "maintenance").blocked == {}
+    refused = backend.drain(serving, "maintenance")
+    assert refused.blocked and not refused.evicted, refused
+    assert "disruption budget" in " ".join(refused.blocked.values())
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_workload(fresh(personas.member_a), workload)
+    assert fake.get("policy", "v1", "poddisruptionbudgets", workload.backend_name, "a-train") is None

@@ -429,10 +429,10 @@ def test_a_worker_larger_than_this_clusters_nodes_is_refused():
 # --- inference ---------------------------------------------------------------------------------------------
 
 
-def test_single_node_service_is_a_deployment_a_service_and_a_scaled_object():
+def test_single_node_service_is_a_deployment_a_service_a_budget_and_a_scaled_object():
     result = render(serve())
-    deployment, service, scaled = result.objects
-    assert [o["kind"] for o in result.objects] == ["Deployment", "Service", "ScaledObject"]
+    deployment, service, _budget, scaled = result.objects
+    assert [o["kind"] for o in result.objects] == ["Deployment", "Service", "PodDisruptionBudget", "ScaledObject"]
     assert "replicas" not in deployment["spec"]  # KEDA's HPA owns it
     assert deployment["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "acme-serve"
     assert service["metadata"]["name"] == "llama-70b-api"
@@ -449,12 +449,12 @@ def test_single_node_service_is_a_deployment_a_service_and_a_scaled_object():
         "threshold": "8",
     }
     fixed = render(serve(autoscaling=None))
-    assert fixed.objects[0]["spec"]["replicas"] == 2 and len(fixed.objects) == 2
+    assert fixed.objects[0]["spec"]["replicas"] == 2 and len(fixed.objects) == 3
 
 
 def test_sglang_scales_on_its_queue_metric():
     spec = serve(engine="sglang", image="lmsysorg/sglang:v0.5.3")
-    query = render(spec).objects[2]["spec"]["triggers"][0]["metadata"]["query"]
+    query = of_kind(render(spec), "ScaledObject")["spec"]["triggers"][0]["metadata"]["query"]
     assert query.startswith("sum(sglang:num_queue_reqs{")
 
 
@@ -496,7 +496,7 @@ def test_shm_is_memory_backed():
 def test_multi_node_service_is_a_leader_worker_set():
     spec = serve(tensor_parallel=8, pipeline_parallel=2, autoscaling={"enabled": True, "max_replicas": 3})
     result = render(spec)
-    lws, service, scaled = result.objects
+    lws, service, _budget, scaled = result.objects
     assert (lws["apiVersion"], lws["kind"]) == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
     template = lws["spec"]["leaderWorkerTemplate"]
     assert (template["size"], template["restartPolicy"]) == (2, "RecreateGroupOnPodRestart")
@@ -511,6 +511,41 @@ def test_multi_node_service_is_a_leader_worker_set():
         "name": "llama-70b",
     }
     assert 'pod=~"llama-70b-[0-9]+"' in waiting_query(spec, kube_context("kueue", spec), "llama-70b")
+
+
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_a_disruption_budget_keeps_min_replicas_serving_through_a_drain(queueing):
+    """policy/v1 PodDisruptionBudget over the service's pods, minAvailable = min_replicas."""
+    scaled = render(serve(autoscaling={"enabled": True, "min_replicas": 2, "max_replicas": 6}, replicas=3), queueing)
+    budget = of_kind(scaled, "PodDisruptionBudget")
+    assert (budget["apiVersion"], budget["metadata"]["name"], budget["metadata"]["namespace"]) == (
+        "policy/v1",
+        "llama-70b",
+        "acme-serve",
+    )
+    assert budget["spec"] == {"minAvailable": 2, "selector": {"matchLabels": {"gpu-console/workload": "4242"}}}
+    assert budget["metadata"]["labels"]["gpu-console/kind"] == "inference"  # cancel finds it with the workload
+    assert validation_errors(scaled) == []
+    # A fixed count: min_replicas, at most the replicas; when that is every replica, the caveat says a drain waits.
+    fixed = render(serve(autoscaling=None, replicas=3), queueing)
+    assert of_kind(fixed, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    single = render(serve(autoscaling=None, replicas=1), queueing)
+    assert of_kind(single, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    assert any("keeps 1 of 1 replicas serving" in c for c in single.caveats)
+
+
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_a_leader_worker_sets_budget_counts_whole_groups(queueing):
+    """Evicting any pod of a group (a worker too) recreates the group: the budget covers leaders and workers and
+    keeps min_replicas x group size pods, not min_replicas leaders."""
+    spec = serve(tensor_parallel=16, autoscaling={"enabled": True, "min_replicas": 2, "max_replicas": 4}, replicas=2)
+    result = render(spec, queueing)
+    budget = of_kind(result, "PodDisruptionBudget")
+    assert budget["spec"] == {"minAvailable": 4, "selector": {"matchLabels": {"gpu-console/workload": "4242"}}}
+    template = of_kind(result, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):  # the selector picks both roles
+        assert template[role]["metadata"]["labels"]["gpu-console/workload"] == "4242"
+    assert validation_errors(result) == []
 
 
 def test_volcano_leader_worker_set_names_its_queue():
@@ -668,8 +703,13 @@ def mutated(result: RenderedWorkload, change) -> RenderedWorkload:
         ),
         (
             lambda: render(serve()),
-            lambda o: o[2]["spec"].update(minReplicaCount=9),
+            lambda o: o[3]["spec"].update(minReplicaCount=9),
             "minReplicaCount must be less than or equal to maxReplicaCount",
+        ),
+        (
+            lambda: render(serve()),
+            lambda o: o[2]["spec"].update(minAvailable=[1]),
+            "PodDisruptionBudget",
         ),
         (lambda: render(serve()), lambda o: o[0]["spec"].update(replica=1), "'replica' was unexpected"),
         (
