@@ -252,3 +252,23 @@ def test_a_drain_never_takes_an_inference_service_below_its_min_replicas(
     with django_capture_on_commit_callbacks(execute=True):
         services.cancel_workload(fresh(personas.member_a), workload)
     assert fake.get("policy", "v1", "poddisruptionbudgets", workload.backend_name, "a-train") is None
+
+
+def test_a_queue_whose_full_name_is_too_long_still_reaches_its_local_queue(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    """ "<tenant>-<queue>" above 63 characters: the quota renderer shortens the ClusterQueue and LocalQueue name,
+    and the workload's queue-name label carries that same shortened name (it was refused as not a label value)."""
+    admin = fresh(personas.platform_admin)
+    long_name = "q" * 63
+    queue = tenancy.create_queue(admin, tenant=personas.a, name=long_name)
+    tenancy.bind_queue(admin, queue, cluster=k8s, namespaces=["a-long"])
+    tenancy.set_quota(admin, queue=queue, gpu_model=GpuModel.objects.get(code="h100"), guaranteed=0)
+    get_backend(k8s).push_quota(build_desired_state(k8s))
+    workload = submit(api, personas, django_capture_on_commit_callbacks, queue=long_name)
+    job = fake.get("batch", "v1", "jobs", workload.backend_name, "a-long")
+    assert job is not None, Workload.objects.get(pk=workload.pk).state_reason
+    label = job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert len(label) <= 63 and label.startswith("a-qqq")
+    local_queue = fake.get("kueue.x-k8s.io", "v1beta2", "localqueues", label, "a-long")
+    assert local_queue is not None and local_queue["spec"]["clusterQueue"] == label
