@@ -78,6 +78,12 @@ class Backend(ABC):
     def __init__(self, cluster):
         self.cluster = cluster
 
+    @classmethod
+    def connection_errors(cls, connection: dict) -> list[str]:
+        """What is wrong with a cluster's connection settings for this backend, as "key: problem" messages ([]
+        when nothing is). Checked when a cluster is added or changed, so a bad setting is refused at once."""
+        return []
+
     # Connection and inventory
 
     @abstractmethod

@@ -29,6 +29,49 @@ def _norm(value: str) -> str:
 
 HEALTH_ORDER = {"healthy": 0, "unknown": 1, "warning": 2, "unhealthy": 3}
 
+# Taints that say something about one node's state, not what its pool is reserved for; a pool's taints never
+# include them, so no workload is given a toleration of them:
+# * Kubernetes's own: the node lifecycle controller taints nodes by condition (node.kubernetes.io/not-ready,
+#   unreachable, memory-pressure, disk-pressure, pid-pressure, network-unavailable), `kubectl cordon` adds
+#   node.kubernetes.io/unschedulable, a cloud provider node.cloudprovider.kubernetes.io/uninitialized and
+#   shutdown (https://kubernetes.io/docs/reference/labels-annotations-taints/,
+#   https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/#taint-based-evictions);
+# * the cluster autoscaler's, on a node it is about to remove (ToBeDeletedByClusterAutoscaler,
+#   DeletionCandidateOfClusterAutoscaler: https://github.com/kubernetes/autoscaler/blob/master/cluster-autoscaler/FAQ.md);
+# * the console's runbook taints: tolerating them would send new work to a node awaiting a reset or an RMA.
+RESET_TAINT = "gpu-console/reset-requested"
+RMA_TAINT = "gpu-console/rma"
+NODE_STATE_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+NODE_STATE_TAINTS = frozenset(
+    {"ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler", RESET_TAINT, RMA_TAINT}
+)
+
+
+def is_node_state_taint(key: str) -> bool:
+    """A taint about the node's own state (see NODE_STATE_TAINTS), never one to tolerate for its pool."""
+    return key in NODE_STATE_TAINTS or key.startswith(NODE_STATE_TAINT_PREFIXES)
+
+
+def pool_taints(node_taints: list[list[dict]]) -> list[dict]:
+    """The taints a pool reserves its nodes with: those every one of its nodes carries (same key, value and
+    effect), in the first node's order, without the node-state taints. `node_taints` is each node's list of
+    {key, value, effect}; a node tainted alone (a node being drained, a site's one-off) changes nothing."""
+    if not node_taints:
+        return []
+
+    def ident(taint: dict) -> tuple[str, str, str]:
+        return (taint.get("key", ""), taint.get("value", "") or "", taint.get("effect", "NoSchedule"))
+
+    shared = set.intersection(*({ident(t) for t in taints} for taints in node_taints))
+    out: list[dict] = []
+    for taint in node_taints[0]:
+        key, value, effect = ident(taint)
+        if (key, value, effect) in shared and not is_node_state_taint(key) and key:
+            item = {"key": key, "value": value, "effect": effect}
+            if item not in out:
+                out.append(item)
+    return out
+
 
 def node_fields(info: NodeInfo, resolver: ModelResolver) -> dict:
     """The Node columns for one reported node (GPU aggregates included)."""

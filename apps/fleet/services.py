@@ -19,7 +19,7 @@ from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
 from apps.backends.types import ConnectionReport
 from apps.core.errors import Conflict, InvalidInput
-from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields
+from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields, pool_taints
 from apps.fleet.links import METRICS_URL_PLACEHOLDERS, url_template_error
 from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
 
@@ -81,9 +81,13 @@ def _validated(cluster: Cluster) -> None:
         message = f"inference_metrics_url: {problem}"
         raise InvalidInput(_("connection.%(message)s") % {"message": message}, {"connection": message})
     try:
-        backend_class(cluster.kind)
+        kind = backend_class(cluster.kind)
     except BackendError as exc:
         raise InvalidInput(str(exc), {"kind": str(exc)}) from exc
+    problems = kind.connection_errors(cluster.connection or {})
+    if problems:
+        message = "; ".join(problems)
+        raise InvalidInput(_("connection.%(message)s") % {"message": message}, {"connection": message})
 
 
 def create_cluster(
@@ -282,6 +286,29 @@ def _pool_ids(cluster: Cluster, infos, resolver: ModelResolver) -> dict[str, int
     return dict(NodePool.objects.filter(cluster=cluster, name__in=wanted).values_list("name", "id"))
 
 
+def _sync_pool_taints(cluster: Cluster) -> None:
+    """Each pool's taints from its nodes' (the ones they all carry, see `pool_taints`): what the workload
+    renderers tolerate for work on that pool. Pools without a node left keep what they had."""
+    by_pool: dict[int, list[list[dict]]] = {}
+    current: dict[int, list[dict]] = {}
+    rows = (
+        Node.objects.filter(cluster=cluster, pool__isnull=False)
+        .exclude(state=NodeState.VANISHED)
+        .order_by("name")
+        .values_list("pool_id", "taints", "pool__taints")
+    )
+    for pool_id, taints, pool_has in rows:
+        by_pool.setdefault(pool_id, []).append(taints or [])
+        current[pool_id] = pool_has
+    stale = [
+        NodePool(pk=pool_id, taints=taints)
+        for pool_id, node_taints in by_pool.items()
+        if (taints := pool_taints(node_taints)) != current[pool_id]
+    ]
+    if stale:
+        NodePool.objects.bulk_update(stale, ["taints"])
+
+
 def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
     now = timezone.now()
     resolver = ModelResolver(GpuModel.objects.all())
@@ -352,6 +379,8 @@ def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
             Node.objects.filter(cluster=cluster, name__in=vanished_names).update(
                 state=NodeState.VANISHED, vanished_at=now, gpu_allocated=0, fingerprint=""
             )
+        if changed or vanished_names:
+            _sync_pool_taints(cluster)
         # Everything still reported was seen now, changed or not: one UPDATE for the whole cluster.
         Node.objects.filter(cluster=cluster).exclude(state=NodeState.VANISHED).update(last_seen_at=now)
         if added or vanished_names:

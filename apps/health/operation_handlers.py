@@ -12,6 +12,7 @@ from django.utils.translation import gettext_noop
 from apps.backends.base import BackendError, RetryableBackendError
 from apps.backends.registry import get_backend
 from apps.backends.types import BackendState, Taint
+from apps.fleet.inventory import RESET_TAINT, RMA_TAINT
 from apps.fleet.models import Node
 from apps.health.models import Incident, IncidentState, IsolationOwner, LostRun, NodeHealth
 from apps.health.rules import INCIDENT_REASON, OPERATION_DONE
@@ -20,8 +21,6 @@ from apps.operations.runner import OperationFailed, OperationHandler, register
 
 # Shown as "3 of 8 workloads evicted" on the operation's page (translated there).
 WORKLOADS_EVICTED = gettext_noop("workloads evicted")
-RESET_TAINT = "gpu-console/reset-requested"
-RMA_TAINT = "gpu-console/rma"
 _DEAD = {BackendState.FAILED, BackendState.UNKNOWN, BackendState.PREEMPTED, BackendState.CANCELLED}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
+from apps.backends.render.names import dns_label
 from apps.backends.render.titles import workload_title
 from apps.backends.render.workload import WorkloadContext
 from apps.fleet.models import NodePool
@@ -17,9 +18,9 @@ from apps.workloads.models import Workload
 
 
 def render_context(workload: Workload) -> WorkloadContext:
-    """Where `workload` runs: the queue's binding on its cluster (the first namespace, else the tenant's slug;
-    the Slurm account, else one derived from the queue's name), the tier, the GPU model's product label and
-    the taints of the cluster's node pool of that model."""
+    """Where `workload` runs: the name of its queue's objects on the cluster, the queue's binding there (the first
+    namespace, else the tenant's slug; the Slurm account, else one derived from the queue's name), the tier, the
+    GPU model's product label and the taints of the cluster's node pool of that model."""
     binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
     namespaces = (binding.namespaces if binding else []) or [workload.tenant.slug]
     model = workload.gpu_model
@@ -27,7 +28,9 @@ def render_context(workload: Workload) -> WorkloadContext:
     return WorkloadContext(
         name=workload.backend_name,
         workload_id=str(workload.pk),
-        queue=workload.queue.full_name,
+        # The name of the queue's objects on the cluster (Kueue ClusterQueue and LocalQueue, Volcano leaf Queue):
+        # "<tenant>-<queue>", shortened the same way the quota renderers shorten it when it is too long.
+        queue=dns_label(workload.queue.full_name),
         tier=workload.tier.name,
         preemptible=workload.tier.preemptible,
         gpu_model=model.code,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -178,6 +179,32 @@ def test_taints_block_unless_tolerated():
     assert waiting.reason == "needs 1 × 8 × any model; largest fit is 0 (not counted: 1 node tainted)"
     tolerant = backend.submit(spec("tolerant", gpus_per_worker=8, labels={"tolerate:maintenance": ""}))
     assert tolerant.state == RUNNING and nodes_of(status(backend, "tolerant")) == {"gpu-0001"}
+
+
+def test_the_pools_taints_and_the_specs_tolerations_are_tolerated_as_on_kubernetes():
+    """Parity with the Kubernetes rendering: what the console's render context says the pool is tainted with, and
+    the spec's own tolerations, let the workload onto tainted nodes in the simulator too."""
+    from apps.backends.render.spec import Toleration, TrainingJobSpec
+    from apps.backends.render.workload import WorkloadContext
+
+    _, backend = make_cluster("parity", nodes=2)
+    backend.taint("gpu-0001", Taint("dedicated", "training", "NoSchedule"))
+    backend.taint("gpu-0002", Taint("example.com/spot", "", "NoSchedule"))
+    source = TrainingJobSpec(
+        name="own", tenant="team-a", queue="default", image="x:1", command=["x"], gpu_model="", gpus_per_worker=8
+    )
+    pool = spec("pool", gpus_per_worker=8)
+    pool.context = WorkloadContext(
+        name="pool",
+        workload_id="pool",
+        queue="team-a-default",
+        tier="training",
+        tolerations=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}],
+    )
+    assert backend.submit(pool).state == RUNNING and nodes_of(status(backend, "pool")) == {"gpu-0001"}
+    own = spec("own", gpus_per_worker=8)
+    own.source = replace(source, tolerations=[Toleration("example.com/spot", "Exists")])
+    assert backend.submit(own).state == RUNNING and nodes_of(status(backend, "own")) == {"gpu-0002"}
 
 
 def test_no_execute_taint_evicts_what_does_not_tolerate_it():

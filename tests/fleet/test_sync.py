@@ -161,4 +161,41 @@ def test_query_counts_equal_for_small_and_large_fleets(db, monkeypatch):
         counts[size] = (len(first), len(changed), len(unchanged))
     assert counts[10] == counts[300], counts
     first, changed, unchanged = counts[300]
-    assert first <= 16 and changed <= 16 and unchanged <= 9, counts
+    assert first <= 17 and changed <= 17 and unchanged <= 9, counts
+
+
+def test_a_pool_takes_the_taints_all_its_nodes_carry(cluster, fake):
+    """NodePool.taints (what workloads on the pool tolerate) follow the nodes: the taints every node of the pool
+    shares, never a node's own state (Kubernetes's condition and cordon taints, the autoscaler's, the console's
+    runbook taints), and they change when the nodes' do."""
+    from apps.fleet.models import NodePool
+
+    reserved = Taint("dedicated", "training", "NoSchedule")
+    own_state = [
+        Taint("node.kubernetes.io/unschedulable", "", "NoSchedule"),
+        Taint("node.kubernetes.io/not-ready", "", "NoExecute"),
+        Taint("node.cloudprovider.kubernetes.io/shutdown", "", "NoSchedule"),
+        Taint("ToBeDeletedByClusterAutoscaler", "1718000000", "NoSchedule"),
+        Taint("gpu-console/rma", "20250101T0000", "NoSchedule"),
+    ]
+    nodes = [make_node(i) for i in range(3)]
+    for node in nodes:
+        node.taints = [reserved, *own_state]  # every node: still only the reservation is the pool's
+    nodes[0].taints.append(Taint("site/one-off", "x", "NoSchedule"))  # one node only
+    fake.nodes = nodes
+    services.sync_inventory(cluster.pk)
+    pool = NodePool.objects.get(cluster=cluster, name="train")
+    assert pool.taints == [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]
+
+    # The site changes the reservation's value on every node: the pool follows.
+    for node in nodes:
+        node.taints = [Taint("dedicated", "inference", "NoSchedule")]
+    services.sync_inventory(cluster.pk)
+    pool.refresh_from_db()
+    assert pool.taints == [{"key": "dedicated", "value": "inference", "effect": "NoSchedule"}]
+
+    # A node without it joins the pool: no taint is shared any more.
+    fake.nodes = [*nodes, make_node(7)]
+    services.sync_inventory(cluster.pk)
+    pool.refresh_from_db()
+    assert pool.taints == []

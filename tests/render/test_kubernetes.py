@@ -178,12 +178,14 @@ def test_local_queue_per_bound_namespace(kueue):
         for o in kueue
         if o["kind"] == "LocalQueue"
     ]
+    # Named like the ClusterQueue: the workloads' kueue.x-k8s.io/queue-name label names a LocalQueue of their
+    # namespace (https://kueue.sigs.k8s.io/docs/concepts/local_queue/), and it carries the ClusterQueue's name.
     assert sorted(lqs) == [
-        ("nerf-batch", "exp", "nerf-exp"),
-        ("nerf-dev", "exp", "nerf-exp"),
-        ("nlp", "finetune", "nlp-finetune"),
-        ("serving-prod", "online", "serving-online"),
-        ("vision-train", "train", "vision-train"),
+        ("nerf-batch", "nerf-exp", "nerf-exp"),
+        ("nerf-dev", "nerf-exp", "nerf-exp"),
+        ("nlp", "nlp-finetune", "nlp-finetune"),
+        ("serving-prod", "serving-online", "serving-online"),
+        ("vision-train", "vision-train", "vision-train"),
     ]
 
 
@@ -325,11 +327,13 @@ def test_long_names_are_shortened_deterministically_and_stay_distinct(queueing, 
     assert leaf == [
         o["metadata"]["name"]
         for o in render_kubernetes(long_name_state(queueing)).objects
-        if o["metadata"]["name"] in leaf
+        if o["metadata"]["name"] in leaf and o["kind"] == kind
     ]
     assert validate_objects(objects, ["1.35"]) == []
     if queueing == "kueue":
-        assert sorted(o["spec"]["clusterQueue"] for o in objects if o["kind"] == "LocalQueue") == sorted(leaf)
+        local = [o for o in objects if o["kind"] == "LocalQueue"]
+        assert sorted(o["spec"]["clusterQueue"] for o in local) == sorted(leaf)
+        assert sorted(o["metadata"]["name"] for o in local) == sorted(leaf)  # the shortened name, as workloads carry
 
 
 def bad(state, message: str) -> None:

@@ -97,6 +97,50 @@ COMMON_CASES = [
     ({"cpu": "8"}, "cpu", "must be an integer, not a string"),
     ({"memory_gib": True}, "memory_gib", "must be an integer, not a boolean"),
     ({"memory_gib": 1.5}, "memory_gib", "must be an integer, not a number"),
+    # tolerations: Kubernetes's rules, and nothing that gets work past a node's own state
+    ({"tolerations": {"key": "a"}}, "tolerations", "must be a list of {key, operator, value, effect}"),
+    ({"tolerations": ["dedicated"]}, "tolerations[0]", "must be a JSON object"),
+    ({"tolerations": [{"key": "a", "colour": "x"}]}, "tolerations[0].colour", "unknown field"),
+    ({"tolerations": [{"operator": "Exists"}]}, "tolerations[0].key", "this field is required"),
+    ({"tolerations": [{"key": "", "operator": "Exists"}]}, "tolerations[0].key", "toleration of every taint"),
+    ({"tolerations": [{"key": "bad key"}]}, "tolerations[0].key", "is not a taint key"),
+    ({"tolerations": [{"key": "a", "operator": "In"}]}, "tolerations[0].operator", "not one of Equal, Exists"),
+    ({"tolerations": [{"key": "a", "effect": "Never"}]}, "tolerations[0].effect", "not one of NoSchedule"),
+    ({"tolerations": [{"key": "a", "operator": "Exists", "value": "x"}]}, "tolerations[0].value", "must be empty"),
+    ({"tolerations": [{"key": "a", "value": "x y"}]}, "tolerations[0].value", "not a taint value"),
+    ({"tolerations": [{"key": "a", "value": 1}]}, "tolerations[0].value", "must be a string"),
+    ({"tolerations": [{"key": "node.kubernetes.io/unschedulable"}]}, "tolerations[0].key", "a node's own state"),
+    ({"tolerations": [{"key": "node.kubernetes.io/not-ready"}]}, "tolerations[0].key", "a node's own state"),
+    ({"tolerations": [{"key": "gpu-console/rma"}]}, "tolerations[0].key", "a node's own state"),
+    ({"tolerations": [{"key": "ToBeDeletedByClusterAutoscaler"}]}, "tolerations[0].key", "a node's own state"),
+    ({"tolerations": [{"key": f"k{i}"} for i in range(17)]}, "tolerations", "at most 16 items"),
+    # secret_env: references only, with the names Kubernetes allows
+    ({"secret_env": {"HF_TOKEN": "hf"}}, "secret_env", "must be a list of {name, secret, key}"),
+    ({"secret_env": [{"name": "HF_TOKEN", "secret": "hf"}]}, "secret_env[0].key", "this field is required"),
+    ({"secret_env": [{"name": "A", "secret": "s", "key": "k", "value": "x"}]}, "secret_env[0].value", "unknown"),
+    ({"secret_env": [{"name": "1A", "secret": "s", "key": "k"}]}, "secret_env[0].name", "not a variable name"),
+    ({"secret_env": [{"name": "SLURM_X", "secret": "s", "key": "k"}]}, "secret_env[0].name", "reserved"),
+    (
+        {"env": {"HF_TOKEN": "hf_abc"}, "secret_env": [{"name": "HF_TOKEN", "secret": "s", "key": "k"}]},
+        "secret_env[0].name",
+        "HF_TOKEN is also in env",
+    ),
+    (
+        {"secret_env": [{"name": "A", "secret": "s", "key": "k"}, {"name": "A", "secret": "t", "key": "k"}]},
+        "secret_env[1].name",
+        "A is already secret_env[0]",
+    ),
+    ({"secret_env": [{"name": "A", "secret": "HF", "key": "k"}]}, "secret_env[0].secret", "not a Secret name"),
+    ({"secret_env": [{"name": "A", "secret": "s" * 254, "key": "k"}]}, "secret_env[0].secret", "not a Secret name"),
+    ({"secret_env": [{"name": "A", "secret": "s", "key": "a/b"}]}, "secret_env[0].key", "not a key of a Secret"),
+    ({"secret_env": [{"name": "A", "secret": "s", "key": ".."}]}, "secret_env[0].key", "not a key of a Secret"),
+    ({"secret_env": [{"name": "A", "secret": "s", "key": "..x"}]}, "secret_env[0].key", "not a key of a Secret"),
+    ({"secret_env": [{"name": "A", "secret": "s", "key": ""}]}, "secret_env[0].key", "not a key of a Secret"),
+    (
+        {"secret_env": [{"name": f"V{i}", "secret": "s", "key": "k"} for i in range(65)]},
+        "secret_env",
+        "at most 64 items",
+    ),
 ]
 
 
@@ -489,9 +533,15 @@ ROUND_TRIP = [
             memory_gib=400,
             topology="leaf",
             retries=0,
+            tolerations=[
+                {"key": "dedicated", "value": "training", "effect": "NoSchedule"},
+                {"key": "example.com/spot", "operator": "Exists"},
+            ],
+            secret_env=[{"name": "WANDB_API_KEY", "secret": "wandb", "key": "api-key"}],
         ),
     ),
     ("inference", inference()),
+    ("inference", inference(secret_env=[{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}])),
     (
         "inference",
         inference(
@@ -674,3 +724,27 @@ def test_specs_and_renderers_import_without_django():
         "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'django'); assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+
+
+@pytest.mark.parametrize("kind", ["training", "inference"])
+def test_tolerations_and_secret_references_are_carried_as_given(kind):
+    """The console keeps a Secret's reference, never a value: to_dict (what the workload stores) has the names."""
+    base = training() if kind == "training" else inference()
+    data = {
+        **base,
+        "tolerations": [
+            {"key": "dedicated", "value": "inference", "effect": "NoSchedule"},
+            {"key": "example.com/spot", "operator": "Exists"},
+            {"key": "dedicated", "value": "inference", "effect": "NoSchedule"},  # the same twice: kept once
+        ],
+        "secret_env": [{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}],
+    }
+    spec = parse_spec(kind, data, CATALOG)
+    assert [t.to_dict() for t in spec.tolerations] == [
+        {"key": "dedicated", "operator": "Equal", "value": "inference", "effect": "NoSchedule"},
+        {"key": "example.com/spot", "operator": "Exists", "value": "", "effect": ""},
+    ]
+    stored = spec.to_dict()
+    assert stored["secret_env"] == [{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}]
+    assert "HF_TOKEN" not in stored["env"]
+    assert parse_spec(kind, training() if kind == "training" else inference(), CATALOG).to_dict()["secret_env"] == []

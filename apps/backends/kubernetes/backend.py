@@ -22,7 +22,16 @@ from apps.backends.kubernetes.api import KubeApi
 from apps.backends.kubernetes.connection import api_client, timeout_of
 from apps.backends.kubernetes.inventory import InventorySettings, group_pods, node_info
 from apps.backends.kubernetes.nodes import DrainSettings, NodeOps, Progress
-from apps.backends.kubernetes.resources import COMPANION_KINDS, EVENT, NODE, POD, WORKLOAD_KINDS, Kind, kind_of
+from apps.backends.kubernetes.resources import (
+    COMPANION_KINDS,
+    EVENT,
+    NODE,
+    POD,
+    PRUNED_KINDS,
+    WORKLOAD_KINDS,
+    Kind,
+    kind_of,
+)
 from apps.backends.kubernetes.workloads import (
     event_lines,
     objects_for,
@@ -35,6 +44,7 @@ from apps.backends.render.objects import MANAGED_BY, MANAGER
 from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext
 from apps.backends.render.workload.common import short_name
+from apps.backends.render.workload.context import topology_label_errors
 from apps.backends.types import (
     BackendState,
     ConnectionReport,
@@ -84,6 +94,10 @@ class KubernetesBackend(Backend):
     def __init__(self, cluster, *, sleep=None):
         super().__init__(cluster)
         self._sleep = sleep  # tests replace the drain's backoff sleep
+
+    @classmethod
+    def connection_errors(cls, connection: dict) -> list[str]:
+        return topology_label_errors(connection.get("topology_labels"))
 
     @cached_property
     def settings(self) -> dict:
@@ -378,11 +392,11 @@ class KubernetesBackend(Backend):
     def quota_plan(self, state: DesiredState) -> list[quota_push.Change]:
         """What a push of `state` would change on the cluster (server-side dry run), changing nothing."""
         objects, _ = self.quota_objects(state)
-        return quota_push.plan(self.api, objects)
+        return quota_push.plan(self.api, objects, self._served(PRUNED_KINDS))
 
     def push_quota(self, state: DesiredState) -> PushResult:
         objects, messages = self.quota_objects(state)
-        changes, applied = quota_push.push(self.api, objects)
+        changes, applied = quota_push.push(self.api, objects, self._served(PRUNED_KINDS))
         lines = [c.describe() for c in changes if c.action != "unchanged"]
         return PushResult(applied=applied, unchanged=len(changes) - applied, messages=lines + messages)
 

@@ -5,14 +5,22 @@ Kueue or Volcano objects, and per bound namespace the Namespace, its ResourceQuo
 
 * `plan` asks the API server what applying each object would change (server-side apply with
   dryRun=All, compared with the live object): the "what will change on the cluster" preview.
-* `push` applies, in dependency order, only what the plan says changes.
+* `push` applies, in dependency order, only what the plan says changes, then deletes the console's own
+  objects of the PRUNED kinds that the desired state no longer holds.
 * `drift` compares what the cluster holds under the console's label with the desired objects: missing,
-  changed by someone else (the fields), and left over (the console no longer wants them; never deleted
-  automatically, since a ClusterQueue may still hold workloads).
+  changed by someone else (the fields), and left over (the console no longer wants them; apart from the
+  pruned kinds never deleted automatically, since a ClusterQueue may still hold workloads).
+
+Pruned: Kueue LocalQueues only. A LocalQueue holds no quota and no usage of its own; it only lets the
+workloads of its namespace name a ClusterQueue (https://kueue.sigs.k8s.io/docs/concepts/local_queue/). One
+the console no longer renders is either a name it used before (LocalQueues were once named after the queue
+alone, a name no workload carries) or one in a namespace no longer bound to the queue: both are a way into
+a ClusterQueue the desired state does not have. The new LocalQueue is applied before the old one goes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass, field
 
@@ -86,7 +94,7 @@ def desired_paths_differing(desired: object, live: object, prefix: str = "") -> 
 @dataclass
 class Change:
     obj: dict
-    action: str  # create | update | unchanged
+    action: str  # create | update | unchanged | delete
     fields: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -97,8 +105,26 @@ class Change:
         return f"{self.action} {label(self.obj)}"
 
 
-def plan(api: KubeApi, objects: list[dict]) -> list[Change]:
-    """What applying `objects` would change, asked of the API server (dryRun=All), without changing anything."""
+# Workloads carry the gpu-console/kind label; the quota renderers' objects do not.
+QUOTA_SELECTOR = f"{MANAGED_BY}={MANAGER},!gpu-console/kind"
+
+
+def plan(api: KubeApi, objects: list[dict], prune: list[Kind] | None = None) -> list[Change]:
+    """What applying `objects` would change, asked of the API server (dryRun=All), without changing anything;
+    then the console's objects of the `prune` kinds (served on this cluster) that `objects` no longer hold, to
+    be deleted."""
+    changes = _apply_plan(api, objects)
+    wanted = {key(obj) for obj in objects}
+    for kind in prune or []:
+        for item in api.list(kind.path(), f"list {kind.plural}", labelSelector=QUOTA_SELECTOR):
+            item.setdefault("apiVersion", kind.api_version)
+            item.setdefault("kind", kind.kind)
+            if key(item) not in wanted:
+                changes.append(Change(item, "delete"))
+    return changes
+
+
+def _apply_plan(api: KubeApi, objects: list[dict]) -> list[Change]:
     changes: list[Change] = []
     new_namespaces: set[str] = set()
     for obj in objects:
@@ -125,13 +151,19 @@ def plan(api: KubeApi, objects: list[dict]) -> list[Change]:
     return changes
 
 
-def push(api: KubeApi, objects: list[dict]) -> tuple[list[Change], int]:
-    """Plan, then apply what changes, in the renderer's dependency order. Returns (plan, applied)."""
-    changes = plan(api, objects)
+def push(api: KubeApi, objects: list[dict], prune: list[Kind] | None = None) -> tuple[list[Change], int]:
+    """Plan, then apply what changes, in the renderer's dependency order, then delete what the plan prunes.
+    Returns (plan, objects applied or deleted)."""
+    changes = plan(api, objects, prune)
     applied = 0
     for change in changes:
-        if change.action != "unchanged":
+        if change.action in ("create", "update"):
             api.apply(change.obj, object_path(change.obj), f"apply {label(change.obj)}")
+            applied += 1
+    for change in changes:
+        if change.action == "delete":
+            with contextlib.suppress(NotFoundError):  # gone already: what the push wants
+                api.request("DELETE", object_path(change.obj), f"delete {label(change.obj)}")
             applied += 1
     return changes, applied
 

@@ -65,7 +65,11 @@ WORKLOAD_KINDS = [
     _BY_KEY[("apps/v1", "Deployment")],
     _BY_KEY[("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")],
 ]
-COMPANION_KINDS = [_BY_KEY[("keda.sh/v1alpha1", "ScaledObject")], _BY_KEY[("v1", "Service")]]
+COMPANION_KINDS = [
+    _BY_KEY[("keda.sh/v1alpha1", "ScaledObject")],
+    _BY_KEY[("v1", "Service")],
+    _BY_KEY[("policy/v1", "PodDisruptionBudget")],
+]
 # What the quota renderers produce (the drift report lists these by the console's label).
 QUOTA_KINDS = [
     _BY_KEY[("scheduling.k8s.io/v1", "PriorityClass")],
@@ -78,6 +82,9 @@ QUOTA_KINDS = [
     _BY_KEY[("kueue.x-k8s.io/v1beta2", "LocalQueue")],
     _BY_KEY[("scheduling.volcano.sh/v1beta1", "Queue")],
 ]
+
+# Quota objects the push deletes once the desired state no longer holds them (see quota.py: why only these).
+PRUNED_KINDS = [_BY_KEY[("kueue.x-k8s.io/v1beta2", "LocalQueue")]]
 
 
 def kind_of(obj: dict) -> Kind:

@@ -10,7 +10,12 @@ Mapping (reference §1 and §6):
                 borrowingLimit / lendingLimit when set (omitted = unlimited / lend everything).
                 Every ClusterQueue has a cohortName, so both limits are legal (a CEL rule forbids
                 borrowingLimit without one).
-* namespace  -> LocalQueue named after the queue, pointing at the ClusterQueue.
+* namespace  -> LocalQueue "<tenant>-<queue>" (the ClusterQueue's name), pointing at the ClusterQueue. A
+                workload's `kueue.x-k8s.io/queue-name` label names a LocalQueue in its own namespace
+                (https://kueue.sigs.k8s.io/docs/concepts/local_queue/), and the workload renderer sets
+                it to the ClusterQueue's name, so the LocalQueue must carry that name. A namespace is
+                bound to one queue (the ClusterQueue's namespaceSelector matches its tenant and queue
+                labels), so the name is unique in it.
 * tier       -> WorkloadPriorityClass with the tier's value.
 """
 
@@ -59,9 +64,13 @@ def cluster_objects(plan: Plan, queues: list[QueueSpec]) -> list[dict]:
 
 
 def namespace_objects(plan: Plan, queue: QueueSpec, namespace: str) -> list[dict]:
-    """The LocalQueue through which the namespace's workloads reach the queue's ClusterQueue."""
-    spec = {"clusterQueue": cluster_queue_name(queue)}
-    return [obj(API, "LocalQueue", meta(queue.name, namespace=namespace, label_set=labels(queue=queue)), spec=spec)]
+    """The LocalQueue through which the namespace's workloads reach the queue's ClusterQueue.
+
+    Named like the ClusterQueue: that is the name the workloads' queue-name label carries.
+    """
+    name = cluster_queue_name(queue)
+    spec = {"clusterQueue": name}
+    return [obj(API, "LocalQueue", meta(name, namespace=namespace, label_set=labels(queue=queue)), spec=spec)]
 
 
 def quota_hard(plan: Plan, queue: QueueSpec) -> dict[str, int]:

@@ -79,6 +79,35 @@ class Elastic:
 
 
 @dataclass(frozen=True)
+class Toleration:
+    """A toleration the spec adds to its node pool's, as Kubernetes has it: `Equal` tolerates the taint with this
+    key and value, `Exists` any value of the key; an empty `effect` tolerates every effect
+    (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)."""
+
+    key: str
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "operator": self.operator, "value": self.value, "effect": self.effect}
+
+
+@dataclass(frozen=True)
+class SecretEnv:
+    """An environment variable whose value is one key of a Kubernetes Secret in the workload's namespace
+    (env valueFrom.secretKeyRef: https://kubernetes.io/docs/concepts/configuration/secret/). The console keeps
+    this reference only; the value stays in the cluster."""
+
+    name: str  # the variable, e.g. HF_TOKEN
+    secret: str  # the Secret's name
+    key: str  # the key in the Secret's data
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "secret": self.secret, "key": self.key}
+
+
+@dataclass(frozen=True)
 class TrainingJobSpec:
     """A distributed training job: `workers` pods (or Slurm nodes), each running torchrun over its GPUs.
 
@@ -108,6 +137,8 @@ class TrainingJobSpec:
     volumes: list[Volume] = field(default_factory=list)
     cpu: int | None = None  # cores per worker; None: the renderer's default
     memory_gib: int | None = None  # per worker; None: the renderer's default
+    tolerations: list[Toleration] = field(default_factory=list)  # beside the node pool's
+    secret_env: list[SecretEnv] = field(default_factory=list)
 
     @property
     def gpus_per_pod(self) -> float:
@@ -147,6 +178,8 @@ class TrainingJobSpec:
             "volumes": [v.to_dict() for v in self.volumes],
             "cpu": self.cpu,
             "memory_gib": self.memory_gib,
+            "tolerations": [t.to_dict() for t in self.tolerations],
+            "secret_env": [s.to_dict() for s in self.secret_env],
         }
 
 
@@ -239,6 +272,8 @@ class InferenceServiceSpec:
     memory_gib: int | None = None
     max_runtime_s: int | None = None  # None: runs until cancelled
     gpus_per_node: int = 8  # derived from parse_spec's argument, not input
+    tolerations: list[Toleration] = field(default_factory=list)  # beside the node pool's
+    secret_env: list[SecretEnv] = field(default_factory=list)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -299,6 +334,8 @@ class InferenceServiceSpec:
             "cpu": self.cpu,
             "memory_gib": self.memory_gib,
             "max_runtime_s": self.max_runtime_s,
+            "tolerations": [t.to_dict() for t in self.tolerations],
+            "secret_env": [s.to_dict() for s in self.secret_env],
         }
 
 

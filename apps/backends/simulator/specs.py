@@ -74,8 +74,16 @@ def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
         required=gang,
         demand=demand,
         topology=topology,
-        tolerations=tolerations_from_labels(spec.labels),
+        tolerations=tolerations_from_labels(spec.labels) | _tolerated_keys(spec),
     )
+
+
+def _tolerated_keys(spec: WorkloadSpec) -> frozenset[str]:
+    """What Kubernetes would be told to tolerate for this workload: its node pool's taints (the render context
+    the console passes) and the spec's own tolerations, by key, as the simulator matches taints."""
+    keys = {str(taint.get("key", "")) for taint in (spec.context.tolerations if spec.context else [])}
+    keys |= {toleration.key for toleration in getattr(spec.source, "tolerations", None) or []}
+    return frozenset(key for key in keys if key)
 
 
 def _mig_slices(spec: WorkloadSpec, bad) -> int:

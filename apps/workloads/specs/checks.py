@@ -105,6 +105,16 @@ def under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def env_name_error(name: object) -> Text | None:
+    """Why `name` cannot be an environment variable of a workload (not a name, or one the console sets)."""
+    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name) or len(name) > 128:
+        return N_("%(name)r is not a variable name: letters, digits and '_', not starting with a digit", name=name)
+    if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
+        reserved = ", ".join(RESERVED_ENV_PREFIXES)
+        return N_("%(name)s is set by the console (names %(reserved)s* are reserved)", name=name, reserved=reserved)
+    return None
+
+
 def check_env(errors: Errors, reader: Reader) -> dict[str, str]:
     value, present = reader.get("env", {})
     if not present:
@@ -119,17 +129,8 @@ def check_env(errors: Errors, reader: Reader) -> dict[str, str]:
     out = {}
     for name, item in value.items():
         where = f"{reader.path('env')}.{name}"
-        if not _ENV_NAME.fullmatch(name) or len(name) > 128:
-            errors.add(
-                where,
-                N_("%(name)r is not a variable name: letters, digits and '_', not starting with a digit", name=name),
-            )
-        elif name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
-            reserved = ", ".join(RESERVED_ENV_PREFIXES)
-            errors.add(
-                where,
-                N_("%(name)s is set by the console (names %(reserved)s* are reserved)", name=name, reserved=reserved),
-            )
+        if problem := env_name_error(name):
+            errors.add(where, problem)
         elif not isinstance(item, str):
             errors.add(where, N_("must be a string, not %(type)s", type=type_name(item)))
         elif "\x00" in item or len(item) > MAX_ENV_VALUE or not is_text(item):

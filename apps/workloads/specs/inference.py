@@ -113,6 +113,8 @@ def parse_inference(
         env=common["env"],
         cpu=common["cpu"],
         memory_gib=common["memory_gib"],
+        tolerations=common["tolerations"],  # type: ignore[arg-type]
+        secret_env=common["secret_env"],  # type: ignore[arg-type]
         max_runtime_s=max_runtime,
         gpus_per_node=gpus_per_node,
     )

@@ -8,9 +8,25 @@ from apps.workloads.specs.checks import check_dns_label, check_env
 from apps.workloads.specs.inference import parse_inference
 from apps.workloads.specs.model import KINDS, SpecError
 from apps.workloads.specs.reader import Errors, Reader
+from apps.workloads.specs.secret_env import parse_secret_env
+from apps.workloads.specs.tolerations import parse_tolerations
 from apps.workloads.specs.training import parse_training
 
-_COMMON = ("kind", "name", "tenant", "queue", "tier", "image", "env", "gpu_model", "cpu", "memory_gib", "max_runtime_s")
+_COMMON = (
+    "kind",
+    "name",
+    "tenant",
+    "queue",
+    "tier",
+    "image",
+    "env",
+    "secret_env",
+    "gpu_model",
+    "cpu",
+    "memory_gib",
+    "max_runtime_s",
+    "tolerations",
+)
 _TRAINING_FIELDS = (
     *_COMMON,
     "command",
@@ -102,7 +118,9 @@ def _parse_common(reader: Reader, errors: Errors, kind: str, catalog: dict[str, 
         "env": check_env(errors, reader),
         "cpu": reader.integer("cpu", None, lo=1, hi=1024, nullable=True),
         "memory_gib": reader.integer("memory_gib", None, lo=1, hi=16_384, nullable=True),
+        "tolerations": parse_tolerations(reader, errors),
     }
+    out["secret_env"] = parse_secret_env(reader, errors, out["env"])
     check_dns_label(errors, "name", out["name"])
     check_dns_label(errors, "tenant", out["tenant"], N_("tenant slug"))
     check_dns_label(errors, "queue", out["queue"], N_("queue name"))

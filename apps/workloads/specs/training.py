@@ -220,6 +220,8 @@ def parse_training(
         volumes=volumes,  # type: ignore[arg-type]
         cpu=common["cpu"],
         memory_gib=common["memory_gib"],
+        tolerations=common["tolerations"],  # type: ignore[arg-type]
+        secret_env=common["secret_env"],  # type: ignore[arg-type]
     )
 
 

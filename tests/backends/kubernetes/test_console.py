@@ -9,8 +9,9 @@ import pytest
 from django.utils import timezone
 
 from apps.backends.registry import get_backend
-from apps.fleet.models import GpuModel, Node
-from apps.fleet.services import create_cluster, sync_inventory
+from apps.core.errors import InvalidInput
+from apps.fleet.models import Cluster, GpuModel, Node, NodePool
+from apps.fleet.services import create_cluster, sync_inventory, update_cluster
 from apps.tenancy import services as tenancy
 from apps.tenancy.desired_state import build_desired_state
 from apps.workloads import services
@@ -52,7 +53,15 @@ def test_submit_runs_reconciles_and_cancels(k8s, fake, personas, api, django_cap
     job = fake.get("batch", "v1", "jobs", workload.backend_name, "a-train")
     assert job is not None, [r.path for r in fake.requests_to("PATCH")]
     labels = job["metadata"]["labels"]
-    assert labels["gpu-console/workload"] == str(workload.pk) and labels["kueue.x-k8s.io/queue-name"] == "a-train"
+    assert labels["gpu-console/workload"] == str(workload.pk)
+    # The label names a LocalQueue in the Job's own namespace, and that LocalQueue (pushed with the quota) points
+    # at the queue's ClusterQueue: https://kueue.sigs.k8s.io/docs/concepts/local_queue/
+    local_queue = fake.get("kueue.x-k8s.io", "v1beta2", "localqueues", labels["kueue.x-k8s.io/queue-name"], "a-train")
+    assert local_queue is not None, [
+        o["metadata"]["name"] for o in fake.objects("kueue.x-k8s.io", "v1beta2", "localqueues")
+    ]
+    assert local_queue["spec"]["clusterQueue"] == "a-train"
+    assert fake.get("kueue.x-k8s.io", "v1beta2", "clusterqueues", "a-train") is not None
     assert job["spec"]["template"]["spec"]["priorityClassName"] == "training"
     services.reconcile_workloads()
     workload.refresh_from_db()
@@ -138,3 +147,128 @@ def test_a_runbook_drain_that_a_disruption_budget_blocks_fails_and_keeps_the_cor
     )
     assert "2 pod(s) on gpu-01 could not be evicted" in operation.error
     assert fake.get("", "v1", "nodes", "gpu-01")["spec"]["unschedulable"] is True
+
+
+def test_the_clusters_leaf_label_reaches_the_submitted_job(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    """`topology_labels` in the connection settings: a gang kept on one leaf switch has its pod affinity on the
+    site's own leaf label, the one its nodes carry (not the console's default gpu-console/leaf-switch)."""
+    connection = {**k8s.connection, "topology_labels": {"leaf": "network.example.com/leaf"}}
+    update_cluster(fresh(personas.platform_admin), k8s, connection=connection)
+    workload = submit(api, personas, django_capture_on_commit_callbacks, workers=2, topology="leaf")
+    job = fake.get("batch", "v1", "jobs", workload.backend_name, "a-train")
+    assert job is not None, workload.state_reason
+    terms = job["spec"]["template"]["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [term["topologyKey"] for term in terms] == ["network.example.com/leaf"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "problem"),
+    [
+        ({"leaf": "network example/leaf"}, "topology_labels.leaf: 'network example/leaf' is not a node label key"),
+        ({"switch": "site/switch"}, "topology_labels.switch: not a topology level"),
+    ],
+)
+def test_a_bad_topology_labels_setting_is_refused_and_changes_nothing(k8s, personas, setting, problem):
+    admin = fresh(personas.platform_admin)
+    before = dict(k8s.connection)
+    with pytest.raises(InvalidInput) as exc:
+        update_cluster(admin, k8s, connection={**before, "topology_labels": setting})
+    assert problem in str(exc.value)
+    k8s.refresh_from_db()
+    assert k8s.connection == before
+    with pytest.raises(InvalidInput) as exc:
+        create_cluster(admin, name="k8s-2", kind="kubernetes", connection={"topology_labels": setting})
+    assert problem in str(exc.value) and not Cluster.objects.filter(name="k8s-2").exists()
+
+
+def test_work_on_a_tainted_pool_tolerates_the_pools_taints_and_runs(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    """The site reserves its H100 pool with a taint: inventory sync gives the pool the taint all its nodes carry
+    (not a node's own state: cordon, not-ready), the Job tolerates it, and kube-scheduler places it."""
+    reserved = {"key": "dedicated", "value": "training", "effect": "NoSchedule"}
+    with fake.lock:
+        nodes = fake.store.bucket(fake.resource("", "v1", "nodes"))
+        for (_ns, name), node in nodes.items():
+            node["metadata"]["labels"]["gpu-console/pool"] = "h100-train"
+            node["spec"]["taints"] = [reserved]
+        nodes[("", "gpu-02")]["spec"]["taints"].append(
+            {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}
+        )
+    assert sync_inventory(k8s.pk).ok
+    assert NodePool.objects.get(cluster=k8s, name="h100-train").taints == [reserved]
+    workload = submit(api, personas, django_capture_on_commit_callbacks)
+    job = fake.get("batch", "v1", "jobs", workload.backend_name, "a-train")
+    tolerations = job["spec"]["template"]["spec"]["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in tolerations
+    assert not any(t["key"].startswith("node.kubernetes.io/") for t in tolerations)
+    services.reconcile_workloads()
+    workload.refresh_from_db()
+    assert workload.state == "running", workload.state_reason
+    assert [p["node"] for p in workload.placements] == ["gpu-01"]  # gpu-02's memory pressure is not tolerated
+
+
+def test_a_drain_never_takes_an_inference_service_below_its_min_replicas(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    """Online inference gets a PodDisruptionBudget (policy/v1, minAvailable = min_replicas): the Eviction API refuses
+    to drain its last serving replica (without it the drain takes the service down); the node it does not run on
+    drains; cancelling the service takes the budget away with it."""
+    spec = {
+        "name": "llama",
+        "tenant": "a",
+        "queue": "train",
+        "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "gpu_model": "h100",
+        "tensor_parallel": 8,
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api(fresh(personas.member_a)).post(
+            "/api/v1/workloads/", {"kind": "inference", "spec": spec}, format="json"
+        )
+    assert response.status_code == 201, response.json()
+    workload = Workload.objects.get(pk=response.json()["id"])
+    budget = fake.get("policy", "v1", "poddisruptionbudgets", workload.backend_name, "a-train")
+    assert budget is not None, workload.state_reason
+    assert budget["spec"] == {
+        "minAvailable": 1,
+        "selector": {"matchLabels": {"gpu-console/workload": str(workload.pk)}},
+    }
+    fake.advance(30)
+    services.reconcile_workloads()
+    workload.refresh_from_db()
+    assert workload.state == "running", workload.state_reason
+    serving = workload.placements[0]["node"]
+    idle = next(n for n in ("gpu-01", "gpu-02") if n != serving)
+    # A refused eviction is not retried for the default 300 s here.
+    update_cluster(fresh(personas.platform_admin), k8s, connection={**k8s.connection, "drain_timeout_s": 0})
+    backend = get_backend(k8s)
+    assert backend.drain(idle, "maintenance").blocked == {}
+    refused = backend.drain(serving, "maintenance")
+    assert refused.blocked and not refused.evicted, refused
+    assert "disruption budget" in " ".join(refused.blocked.values())
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_workload(fresh(personas.member_a), workload)
+    assert fake.get("policy", "v1", "poddisruptionbudgets", workload.backend_name, "a-train") is None
+
+
+def test_a_queue_whose_full_name_is_too_long_still_reaches_its_local_queue(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    """ "<tenant>-<queue>" above 63 characters: the quota renderer shortens the ClusterQueue and LocalQueue name,
+    and the workload's queue-name label carries that same shortened name (it was refused as not a label value)."""
+    admin = fresh(personas.platform_admin)
+    long_name = "q" * 63
+    queue = tenancy.create_queue(admin, tenant=personas.a, name=long_name)
+    tenancy.bind_queue(admin, queue, cluster=k8s, namespaces=["a-long"])
+    tenancy.set_quota(admin, queue=queue, gpu_model=GpuModel.objects.get(code="h100"), guaranteed=0)
+    get_backend(k8s).push_quota(build_desired_state(k8s))
+    workload = submit(api, personas, django_capture_on_commit_callbacks, queue=long_name)
+    job = fake.get("batch", "v1", "jobs", workload.backend_name, "a-long")
+    assert job is not None, Workload.objects.get(pk=workload.pk).state_reason
+    label = job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert len(label) <= 63 and label.startswith("a-qqq")
+    local_queue = fake.get("kueue.x-k8s.io", "v1beta2", "localqueues", label, "a-long")
+    assert local_queue is not None and local_queue["spec"]["clusterQueue"] == label

@@ -99,3 +99,53 @@ def test_volcano_queues_are_pushed_on_a_volcano_cluster(db, fake):
     leaf = fake.get("scheduling.volcano.sh", "v1beta1", "queues", "team-a-train")
     assert leaf["spec"]["parent"] == "team-a" and leaf["spec"]["deserved"] == {"nvidia.com/gpu-h100": 8}
     assert backend.quota_drift(state).clean
+
+
+def test_push_prunes_the_consoles_local_queues_it_no_longer_wants(db, fake):
+    """A cluster pushed before LocalQueues were named after their ClusterQueue holds one named after the queue
+    ("train"), which no workload names: the push replaces it, and leaves LocalQueues it does not manage alone."""
+    cluster, backend = setup(fake)
+    console = {
+        "app.kubernetes.io/managed-by": "gpu-console",
+        "gpu-console/tenant": "team-a",
+        "gpu-console/queue": "train",
+    }
+    fake.add_namespace("team-a-train", console)
+    for name, labels in (("train", console), ("someone-elses", {"team": "ml"})):
+        fake.seed(
+            "kueue.x-k8s.io",
+            "v1beta2",
+            "localqueues",
+            {"metadata": {"name": name, "namespace": "team-a-train", "labels": labels}, "spec": {"clusterQueue": "x"}},
+        )
+    state = build_desired_state(cluster)
+    plan = [c.describe() for c in backend.quota_plan(state)]
+    assert "delete LocalQueue team-a-train/train" in plan and "create LocalQueue team-a-train/team-a-train" in plan
+    assert not any("someone-elses" in line for line in plan)
+    assert fake.get("kueue.x-k8s.io", "v1beta2", "localqueues", "train", "team-a-train") is not None  # a plan only
+
+    result = backend.push_quota(state)
+    assert "delete LocalQueue team-a-train/train" in result.messages
+    names = sorted(o["metadata"]["name"] for o in fake.objects("kueue.x-k8s.io", "v1beta2", "localqueues"))
+    assert names == ["someone-elses", "team-a-train"]
+    # The new LocalQueue was applied before the old one was deleted: never a moment without one.
+    writes = [(r.method, r.path) for r in fake.requests if r.method in ("PATCH", "DELETE") and "localqueues" in r.path]
+    assert writes[-2:] == [
+        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a-train/localqueues/team-a-train"),
+        ("DELETE", "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a-train/localqueues/train"),
+    ]
+    again = backend.push_quota(state)
+    assert again.applied == 0 and not any(m.startswith("delete") for m in again.messages)
+
+
+def test_a_namespace_unbound_from_its_queue_loses_its_local_queue(db, fake):
+    cluster, backend = setup(fake)
+    backend.push_quota(build_desired_state(cluster))
+    assert fake.get("kueue.x-k8s.io", "v1beta2", "localqueues", "team-a-train", "team-a-train") is not None
+    from apps.tenancy.models import QueueBinding
+
+    QueueBinding.objects.filter(cluster=cluster).update(namespaces=["team-a-other"])
+    result = backend.push_quota(build_desired_state(cluster))
+    assert "delete LocalQueue team-a-train/team-a-train" in result.messages
+    assert fake.get("kueue.x-k8s.io", "v1beta2", "localqueues", "team-a-train", "team-a-train") is None
+    assert fake.get("kueue.x-k8s.io", "v1beta2", "localqueues", "team-a-train", "team-a-other") is not None

@@ -59,7 +59,17 @@ SERVE = {
 
 # name -> (kind, spec data, queueing or "slurm")
 CASES: dict[str, tuple[str, dict, str]] = {
-    "training-4x8-h100-kueue.yaml": ("training", TRAINING, "kueue"),
+    "training-4x8-h100-kueue.yaml": (
+        "training",
+        apply_overrides(
+            TRAINING,
+            {
+                "tolerations": [{"key": "example.com/reserved-for", "value": "pretraining", "effect": "NoSchedule"}],
+                "secret_env": [{"name": "WANDB_API_KEY", "secret": "wandb", "key": "api-key"}],
+            },
+        ),
+        "kueue",
+    ),
     "training-4x8-h100-volcano.yaml": ("training", apply_overrides(TRAINING, {"topology": "leaf"}), "volcano"),
     "training-mig-1g10gb.yaml": (
         "training",
@@ -85,7 +95,11 @@ CASES: dict[str, tuple[str, dict, str]] = {
         ),
         "kueue",
     ),
-    "vllm-tp4-autoscaling.yaml": ("inference", SERVE, "kueue"),
+    "vllm-tp4-autoscaling.yaml": (
+        "inference",
+        apply_overrides(SERVE, {"secret_env": [{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}]}),
+        "kueue",
+    ),
     "sglang-dp2.yaml": (
         "inference",
         {

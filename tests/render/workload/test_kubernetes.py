@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from apps.backends.render import rules
 from apps.backends.render.errors import RenderError
 from apps.backends.render.validate import crd_index
-from apps.backends.render.workload import RenderedWorkload, render_kubernetes, validation_errors
+from apps.backends.render.workload import (
+    RenderedWorkload,
+    WorkloadContext,
+    kubernetes_context,
+    render_kubernetes,
+    validation_errors,
+)
 from apps.backends.render.workload.common import kube_literal, short_name
 from apps.backends.render.workload.engines import engine_argv
 from apps.backends.render.workload.inference import waiting_query
@@ -108,7 +114,9 @@ def test_elastic_training_uses_partial_admission_and_torchrun_ranges():
         "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
     }
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert "--nnodes=2:8" in command and "--max-restarts=2" in command
+    # Restarts: the 2 retries, plus one for each of the 4 workers that may join after the first 2 (torchrun
+    # counts membership changes against --max-restarts: https://pytorch.org/docs/stable/elastic/quickstart.html).
+    assert "--nnodes=2:8" in command and "--max-restarts=6" in command
     env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["CHECKPOINT_PATH"] == "/ckpt/e"
     volcano = render(spec, "volcano").objects[0]["spec"]
@@ -117,6 +125,39 @@ def test_elastic_training_uses_partial_admission_and_torchrun_ranges():
     # No partial admission when the job starts at its minimum (Kueue accepts 1..parallelism-1 only).
     at_min = train(workers=2, elastic={"min_workers": 2, "max_workers": 8, "checkpoint_path": "/ckpt/e"})
     assert "annotations" not in render(at_min).objects[1]["metadata"]
+
+
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_an_elastic_gang_of_2_to_4_rendezvous_on_a_range(queueing):
+    """min 2 of 4 workers: torchrun must accept 2..4 nodes, or a gang started with 2 waits at rendezvous for 4."""
+    spec = train(workers=4, retries=1, elastic={"min_workers": 2, "max_workers": 4, "checkpoint_path": "/ckpt/e"})
+    argv = container(render(spec, queueing))["command"]
+    assert argv[:8] == [
+        "torchrun",
+        "--nnodes=2:4",
+        "--nproc-per-node=8",
+        "--rdzv-backend=c10d",
+        argv[4],
+        "--rdzv-id=pretrain-8b",  # stable: the object name, the same for every pod and every restart
+        "--max-restarts=3",  # 1 retry + 2 workers that may join late
+        "--no-python",
+    ]
+    assert argv[4].startswith("--rdzv-endpoint=pretrain-8b-") and argv[4].endswith(":29500")
+
+
+def test_a_volcano_gang_started_below_its_size_rendezvous_on_a_range():
+    """gang_min 2 of 4 without elastic: Volcano starts it with 2 (minAvailable), so torchrun accepts 2..4 and each
+    of the 2 late workers may restart the group once; Kueue admits the Job whole, so there it stays fixed at 4."""
+    spec = train(workers=4, gang_min=2)
+    volcano = render(spec, "volcano")
+    assert volcano.objects[0]["spec"]["minAvailable"] == 2
+    argv = container(volcano)["command"]
+    assert "--nnodes=2:4" in argv and "--max-restarts=2" in argv
+    assert any("gang_min 2 of its 4 workers" in c for c in volcano.caveats)
+    kueue = container(render(spec, "kueue"))["command"]
+    assert "--nnodes=4" in kueue and "--max-restarts=0" in kueue
+    fixed = container(render(train(workers=4), "volcano"))["command"]
+    assert "--nnodes=4" in fixed and "--max-restarts=0" in fixed
 
 
 def test_checkpoint_on_no_writable_volume_is_a_caveat():
@@ -196,11 +237,109 @@ def test_tolerations_follow_the_pool_taints():
     assert "tolerations" not in pod_spec(render(train(), tolerations=[]))
 
 
+@pytest.mark.parametrize("make", [train, serve])
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_a_specs_own_tolerations_follow_the_pools(make, queueing):
+    spec = make(
+        tolerations=[
+            {"key": "example.com/spot", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "a", "value": "b", "effect": "NoExecute"},  # the pool's already: once
+        ]
+    )
+    result = render(spec, queueing, tolerations=[{"key": "a", "value": "b", "effect": "NoExecute"}])
+    assert pod_spec(result)["tolerations"] == [
+        {"key": "a", "operator": "Equal", "value": "b", "effect": "NoExecute"},
+        {"key": "example.com/spot", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    assert validation_errors(result) == []
+
+
+@pytest.mark.parametrize("make", [train, serve])
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_secret_env_is_a_secret_key_reference_never_a_value(make, queueing):
+    spec = make(secret_env=[{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}])
+    result = render(spec, queueing)
+    containers = [c for o in result.objects for c in _containers(o)]
+    assert containers
+    for one in containers:  # every container of the workload (LWS leaders and workers alike)
+        refs = [e for e in one["env"] if e["name"] == "HF_TOKEN"]
+        assert refs == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
+    assert validation_errors(result) == []
+
+
+def test_a_secret_reference_replaces_the_renderers_default_of_that_name():
+    result = render(serve(secret_env=[{"name": "HF_HOME", "secret": "hf", "key": "home"}]))
+    env = container(result)["env"]
+    assert [e for e in env if e["name"] == "HF_HOME"] == [
+        {"name": "HF_HOME", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "home"}}}
+    ]
+
+
+def test_a_hand_built_spec_with_a_bad_reference_or_toleration_is_refused():
+    from apps.backends.render.spec import SecretEnv, Toleration
+
+    with pytest.raises(RenderError) as exc:
+        render(replace(train(), secret_env=[SecretEnv("HF_TOKEN", "Not_A_Name", "token")]))
+    assert exc.value.field == "secret_env[0].secret"
+    with pytest.raises(RenderError) as exc:
+        render(replace(train(), tolerations=[Toleration("a", "Exists", "b")]))
+    assert exc.value.field == "spec tolerations[0].value"
+
+
+def _containers(obj: dict) -> list[dict]:
+    spec = obj.get("spec") or {}
+    templates = [spec.get("template")] + [t.get("template") for t in spec.get("tasks") or []]
+    lws = spec.get("leaderWorkerTemplate") or {}
+    templates += [lws.get("leaderTemplate"), lws.get("workerTemplate")]
+    return [c for t in templates if t for c in t["spec"]["containers"]]
+
+
 @pytest.mark.parametrize(("topology", "key"), [("node", "kubernetes.io/hostname"), ("nvlink", "nvidia.com/gpu.clique")])
 def test_kueue_topology_is_a_required_pod_affinity(topology, key):
     spec = train(workers=1, topology="node") if topology == "node" else train(topology="nvlink")
     affinity = pod_spec(render(spec))["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert affinity == [{"labelSelector": {"matchLabels": {"gpu-console/workload": "4242"}}, "topologyKey": key}]
+
+
+WORKLOAD_CONTEXT = WorkloadContext(
+    name="pretrain-8b",
+    workload_id="4242",
+    queue="acme-train",
+    tier="training",
+    gpu_model="h100",
+    product_label=H100,
+    namespace="acme-train",
+)
+
+
+def test_the_clusters_topology_labels_place_a_gang_on_one_leaf():
+    """A 4 x 8 gang on one leaf switch, on a site whose leaf label is its own (connection `topology_labels`)."""
+    connection = {"queueing": "kueue", "topology_labels": {"leaf": "network.example.com/leaf", "rack": "example/rk"}}
+    ctx = kubernetes_context(WORKLOAD_CONTEXT, connection)
+    assert ctx.topology_labels["leaf"] == "network.example.com/leaf"
+    assert ctx.topology_labels["nvlink"] == "nvidia.com/gpu.clique"  # not in the setting: the default
+    result = render_kubernetes(train(topology="leaf"), ctx)
+    affinity = pod_spec(result)["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert [term["topologyKey"] for term in affinity] == ["network.example.com/leaf"]
+    assert any("network.example.com/leaf" in caveat for caveat in result.caveats)
+    assert "gpu-console/leaf-switch" not in result.text
+    assert validation_errors(result) == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "field", "message"),
+    [
+        ({"leaf": "not a label"}, "connection.topology_labels.leaf", "is not a node label key"),
+        ({"leaf": "-bad/leaf"}, "connection.topology_labels.leaf", "is not a node label key"),
+        ({"leaf": 7}, "connection.topology_labels.leaf", "is not a node label key"),
+        ({"spine": "site/spine"}, "connection.topology_labels.spine", "not a topology level"),
+        (["site/leaf"], "connection.topology_labels", "must be an object"),
+    ],
+)
+def test_a_bad_topology_labels_setting_is_refused_naming_it(setting, field, message):
+    with pytest.raises(RenderError) as exc:
+        kubernetes_context(WORKLOAD_CONTEXT, {"topology_labels": setting})
+    assert exc.value.field == field and message in str(exc.value)
 
 
 def test_volcano_topology_uses_network_topology_or_host_affinity():
@@ -290,10 +429,10 @@ def test_a_worker_larger_than_this_clusters_nodes_is_refused():
 # --- inference ---------------------------------------------------------------------------------------------
 
 
-def test_single_node_service_is_a_deployment_a_service_and_a_scaled_object():
+def test_single_node_service_is_a_deployment_a_service_a_budget_and_a_scaled_object():
     result = render(serve())
-    deployment, service, scaled = result.objects
-    assert [o["kind"] for o in result.objects] == ["Deployment", "Service", "ScaledObject"]
+    deployment, service, _budget, scaled = result.objects
+    assert [o["kind"] for o in result.objects] == ["Deployment", "Service", "PodDisruptionBudget", "ScaledObject"]
     assert "replicas" not in deployment["spec"]  # KEDA's HPA owns it
     assert deployment["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "acme-serve"
     assert service["metadata"]["name"] == "llama-70b-api"
@@ -310,12 +449,12 @@ def test_single_node_service_is_a_deployment_a_service_and_a_scaled_object():
         "threshold": "8",
     }
     fixed = render(serve(autoscaling=None))
-    assert fixed.objects[0]["spec"]["replicas"] == 2 and len(fixed.objects) == 2
+    assert fixed.objects[0]["spec"]["replicas"] == 2 and len(fixed.objects) == 3
 
 
 def test_sglang_scales_on_its_queue_metric():
     spec = serve(engine="sglang", image="lmsysorg/sglang:v0.5.3")
-    query = render(spec).objects[2]["spec"]["triggers"][0]["metadata"]["query"]
+    query = of_kind(render(spec), "ScaledObject")["spec"]["triggers"][0]["metadata"]["query"]
     assert query.startswith("sum(sglang:num_queue_reqs{")
 
 
@@ -357,7 +496,7 @@ def test_shm_is_memory_backed():
 def test_multi_node_service_is_a_leader_worker_set():
     spec = serve(tensor_parallel=8, pipeline_parallel=2, autoscaling={"enabled": True, "max_replicas": 3})
     result = render(spec)
-    lws, service, scaled = result.objects
+    lws, service, _budget, scaled = result.objects
     assert (lws["apiVersion"], lws["kind"]) == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
     template = lws["spec"]["leaderWorkerTemplate"]
     assert (template["size"], template["restartPolicy"]) == (2, "RecreateGroupOnPodRestart")
@@ -372,6 +511,41 @@ def test_multi_node_service_is_a_leader_worker_set():
         "name": "llama-70b",
     }
     assert 'pod=~"llama-70b-[0-9]+"' in waiting_query(spec, kube_context("kueue", spec), "llama-70b")
+
+
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_a_disruption_budget_keeps_min_replicas_serving_through_a_drain(queueing):
+    """policy/v1 PodDisruptionBudget over the service's pods, minAvailable = min_replicas."""
+    scaled = render(serve(autoscaling={"enabled": True, "min_replicas": 2, "max_replicas": 6}, replicas=3), queueing)
+    budget = of_kind(scaled, "PodDisruptionBudget")
+    assert (budget["apiVersion"], budget["metadata"]["name"], budget["metadata"]["namespace"]) == (
+        "policy/v1",
+        "llama-70b",
+        "acme-serve",
+    )
+    assert budget["spec"] == {"minAvailable": 2, "selector": {"matchLabels": {"gpu-console/workload": "4242"}}}
+    assert budget["metadata"]["labels"]["gpu-console/kind"] == "inference"  # cancel finds it with the workload
+    assert validation_errors(scaled) == []
+    # A fixed count: min_replicas, at most the replicas; when that is every replica, the caveat says a drain waits.
+    fixed = render(serve(autoscaling=None, replicas=3), queueing)
+    assert of_kind(fixed, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    single = render(serve(autoscaling=None, replicas=1), queueing)
+    assert of_kind(single, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    assert any("keeps 1 of 1 replicas serving" in c for c in single.caveats)
+
+
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_a_leader_worker_sets_budget_counts_whole_groups(queueing):
+    """Evicting any pod of a group (a worker too) recreates the group: the budget covers leaders and workers and
+    keeps min_replicas x group size pods, not min_replicas leaders."""
+    spec = serve(tensor_parallel=16, autoscaling={"enabled": True, "min_replicas": 2, "max_replicas": 4}, replicas=2)
+    result = render(spec, queueing)
+    budget = of_kind(result, "PodDisruptionBudget")
+    assert budget["spec"] == {"minAvailable": 4, "selector": {"matchLabels": {"gpu-console/workload": "4242"}}}
+    template = of_kind(result, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):  # the selector picks both roles
+        assert template[role]["metadata"]["labels"]["gpu-console/workload"] == "4242"
+    assert validation_errors(result) == []
 
 
 def test_volcano_leader_worker_set_names_its_queue():
@@ -529,8 +703,13 @@ def mutated(result: RenderedWorkload, change) -> RenderedWorkload:
         ),
         (
             lambda: render(serve()),
-            lambda o: o[2]["spec"].update(minReplicaCount=9),
+            lambda o: o[3]["spec"].update(minReplicaCount=9),
             "minReplicaCount must be less than or equal to maxReplicaCount",
+        ),
+        (
+            lambda: render(serve()),
+            lambda o: o[2]["spec"].update(minAvailable=[1]),
+            "PodDisruptionBudget",
         ),
         (lambda: render(serve()), lambda o: o[0]["spec"].update(replica=1), "'replica' was unexpected"),
         (

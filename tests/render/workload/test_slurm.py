@@ -332,6 +332,15 @@ def test_hand_built_specs_cannot_reach_a_directive_or_an_export():
         render_slurm(object(), slurm_context())  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("make", [train, serve])
+def test_secret_references_are_refused_by_name_on_slurm(make):
+    """A Kubernetes Secret has no Slurm form yet: refused naming the field, never run without the variable."""
+    spec = make(secret_env=[{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}])
+    with pytest.raises(RenderError) as caught:
+        render_slurm(spec, slurm_context())
+    assert caught.value.field == "secret_env" and "Kubernetes" in caught.value.reason
+
+
 def test_slurm_time_format():
     assert [slurm_time(s) for s in (60, 3661, 86_400, 172_800 + 59)] == [
         "0-00:01:00",

@@ -16,12 +16,12 @@ import re
 import shlex
 
 from apps.backends.render.errors import RenderError
-from apps.backends.render.names import is_dns_label, is_label_value, is_qualified_name
+from apps.backends.render.names import is_dns_label, is_dns_subdomain, is_label_value, is_qualified_name
 from apps.backends.render.objects import GPU_RESOURCE, MANAGED_BY, MANAGER, PRODUCT_LABEL, QUEUE_LABEL, TENANT_LABEL
-from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec, Volume
+from apps.backends.render.spec import InferenceServiceSpec, SecretEnv, Spec, TrainingJobSpec, Volume
 from apps.backends.render.volcano import resource_name as volcano_resource_name
 from apps.backends.render.workload.context import QUEUEINGS, RenderContext
-from apps.backends.types import Sharing
+from apps.backends.types import Sharing, Topology
 
 WORKLOAD_LABEL = "gpu-console/workload"
 KIND_LABEL = "gpu-console/kind"
@@ -42,6 +42,7 @@ _HASH = 8
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _PRINTABLE = re.compile(r"[\x20-\x7e\u00a0-\U0010ffff]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")  # a Secret's data key (the API server's IsConfigMapKey)
 
 
 def kube_literal(value: str) -> str:
@@ -106,6 +107,10 @@ def check_context(ctx: RenderContext) -> None:
         raise RenderError("gpu_resource", f"{ctx.gpu_resource!r} is not a resource name")
     if not isinstance(ctx.gpus_per_node, int) or ctx.gpus_per_node < 1:
         raise RenderError("gpus_per_node", f"must be a positive integer, not {ctx.gpus_per_node!r}")
+    for level in (Topology.NODE, Topology.NVLINK, Topology.LEAF):
+        label = ctx.topology_labels.get(level)
+        if not isinstance(label, str) or not is_qualified_name(label):
+            raise RenderError(f"topology_labels.{level}", f"{label!r} is not a node label key")
 
 
 def check_env_names(env: dict[str, str]) -> None:
@@ -238,8 +243,32 @@ def node_selector(spec: Spec, ctx: RenderContext) -> dict[str, str]:
     return {PRODUCT_LABEL: ctx.product_label}
 
 
-def tolerations(ctx: RenderContext) -> list[dict]:
-    """The node pool's taints as tolerations: Equal with a value, Exists without one."""
+def tolerations(spec: Spec, ctx: RenderContext) -> list[dict]:
+    """The node pool's taints as tolerations (Equal with a value, Exists without one), then the spec's own."""
+    out = _pool_tolerations(ctx)
+    for i, toleration in enumerate(spec.tolerations):
+        where = f"spec tolerations[{i}]"
+        if not is_qualified_name(toleration.key):
+            raise RenderError(f"{where}.key", f"{toleration.key!r} is not a taint key")
+        if toleration.operator not in ("Equal", "Exists"):
+            raise RenderError(f"{where}.operator", f"{toleration.operator!r} is not Equal or Exists")
+        if not is_label_value(toleration.value) or (toleration.operator == "Exists" and toleration.value):
+            raise RenderError(
+                f"{where}.value", f"{toleration.value!r} is not a value for operator {toleration.operator}"
+            )
+        if toleration.effect and toleration.effect not in _EFFECTS:
+            raise RenderError(f"{where}.effect", f"{toleration.effect!r} is not one of {', '.join(_EFFECTS)}")
+        item: dict = {"key": toleration.key, "operator": toleration.operator}
+        if toleration.value:
+            item["value"] = toleration.value
+        if toleration.effect:
+            item["effect"] = toleration.effect
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def _pool_tolerations(ctx: RenderContext) -> list[dict]:
     out = []
     for i, taint in enumerate(ctx.tolerations):
         where = f"tolerations[{i}]"
@@ -262,8 +291,26 @@ def tolerations(ctx: RenderContext) -> list[dict]:
 # --- env and volumes -------------------------------------------------------------------------------------
 
 
-def env_list(env: dict[str, str]) -> list[dict]:
-    return [{"name": name, "value": kube_literal(value)} for name, value in env.items()]
+def env_list(env: dict[str, str], secret_env: list[SecretEnv] | None = None) -> list[dict]:
+    """Literal values (each through kube_literal), then each Secret reference as valueFrom.secretKeyRef; a
+    reference replaces a literal of the same name (a default the renderer set, such as HF_HOME)."""
+    refs = secret_env or []
+    named = {ref.name for ref in refs}
+    out: list[dict] = [{"name": name, "value": kube_literal(value)} for name, value in env.items() if name not in named]
+    out += [{"name": ref.name, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}} for ref in refs]
+    return out
+
+
+def check_secret_env(spec: Spec) -> None:
+    """parse_spec validates the references; a spec built by hand must hold names Kubernetes accepts too."""
+    for i, ref in enumerate(spec.secret_env):
+        where = f"secret_env[{i}]"
+        if not _ENV_NAME.fullmatch(ref.name) or ref.name in spec.env:
+            raise RenderError(f"{where}.name", f"{ref.name!r} is not a variable name, or is also in env")
+        if not is_dns_subdomain(ref.secret):
+            raise RenderError(f"{where}.secret", f"{ref.secret!r} is not a Secret name (a DNS subdomain)")
+        if not _SECRET_KEY.fullmatch(ref.key) or ref.key in (".", "..") or ref.key.startswith(".."):
+            raise RenderError(f"{where}.key", f"{ref.key!r} is not a key of a Secret")
 
 
 def shm_volume(memory_gib: int) -> dict:
@@ -302,7 +349,7 @@ def pod_spec_base(spec: Spec, ctx: RenderContext, *, volcano_scheduler: bool) ->
         out["schedulerName"] = "volcano"
     out["priorityClassName"] = ctx.priority_class
     out["nodeSelector"] = node_selector(spec, ctx)
-    taints = tolerations(ctx)
+    taints = tolerations(spec, ctx)
     if taints:
         out["tolerations"] = taints
     return out

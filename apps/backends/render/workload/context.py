@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from apps.backends.render.errors import RenderError
+from apps.backends.render.names import is_qualified_name
 from apps.backends.render.result import comment_block
 
 QUEUEINGS = ("kueue", "volcano")
@@ -21,6 +23,9 @@ DEFAULT_TOPOLOGY_LABELS = {
     "nvlink": "nvidia.com/gpu.clique",
     "leaf": "gpu-console/leaf-switch",
 }
+# The levels a cluster's `topology_labels` connection setting may name: the renderer places gangs on "leaf" and
+# "nvlink"; "rack" is read by the inventory only. The node level is always kubernetes.io/hostname.
+TOPOLOGY_SETTING_LEVELS = ("rack", "leaf", "nvlink")
 # Volcano HyperNode tiers (1 is the lowest network level) for jobs that must stay within one domain.
 DEFAULT_VOLCANO_TIERS = {"nvlink": 1, "leaf": 2}
 
@@ -48,9 +53,44 @@ class WorkloadContext:
     slurm_account: str = ""  # Slurm: the queue's account on the cluster
 
 
+def topology_label_errors(value: object) -> list[str]:
+    """What is wrong with a `topology_labels` connection setting ({level: node label key}), as
+    "topology_labels.<level>: ..." messages; [] when it is absent or valid."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        return [f"topology_labels: must be an object of level: node label key, not {type(value).__name__}"]
+    errors = []
+    for level, label in value.items():
+        if level not in TOPOLOGY_SETTING_LEVELS:
+            errors.append(
+                f"topology_labels.{level}: not a topology level; levels: {', '.join(TOPOLOGY_SETTING_LEVELS)}"
+            )
+        elif not isinstance(label, str) or not is_qualified_name(label):
+            errors.append(
+                f"topology_labels.{level}: {label!r} is not a node label key ([prefix/]name: a DNS subdomain prefix, "
+                "a name of at most 63 letters, digits, '-', '_' and '.')"
+            )
+    return errors
+
+
+def topology_labels(connection: dict) -> dict[str, str]:
+    """The node label of each topology level on a cluster: the defaults, with the `topology_labels` setting's
+    leaf and NVLink labels (RenderError naming the setting when it is not valid)."""
+    setting = connection.get("topology_labels")
+    errors = topology_label_errors(setting)
+    if errors:
+        field, _, message = errors[0].partition(": ")
+        raise RenderError(f"connection.{field}", message)
+    labels = dict(DEFAULT_TOPOLOGY_LABELS)
+    labels.update({level: label for level, label in (setting or {}).items() if level in labels})
+    return labels
+
+
 def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderContext:
     """The Kubernetes renderer's context on a cluster with these connection settings (`queueing`, default
-    kueue; `gpus_per_node`, default 8)."""
+    kueue; `gpus_per_node`, default 8; `topology_labels`, the node labels of the leaf switch and NVLink domain,
+    defaults in DEFAULT_TOPOLOGY_LABELS)."""
     return RenderContext(
         namespace=context.namespace,
         queue_name=context.queue,
@@ -62,6 +102,7 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
         gpus_per_node=int(connection.get("gpus_per_node", 8)),
         preemptible=context.preemptible,
         name=context.name,
+        topology_labels=topology_labels(connection),
     )
 
 
@@ -98,6 +139,8 @@ class RenderContext:
     {key, value, effect} dicts. `name` overrides the object name (default: the spec's name), for a console
     that keeps names unique per namespace. `gpu_resource` overrides the GPU extended resource: by default
     nvidia.com/gpu with Kueue, and with Volcano the per-model nvidia.com/gpu-<model> its queues quota.
+    `topology_labels` are the node labels of each topology level (the cluster's `topology_labels` setting):
+    a gang kept on one leaf switch or NVLink domain has a required pod affinity on that label.
     """
 
     namespace: str

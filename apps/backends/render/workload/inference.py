@@ -1,8 +1,9 @@
 """Inference services on Kubernetes: a Deployment, or a LeaderWorkerSet when a replica spans nodes.
 
 Both get a ClusterIP Service "<name>-api" on the serving pods (the LeaderWorkerSet controller already owns
-a headless Service named after the set), and with autoscaling a KEDA ScaledObject on the engine's
-waiting-request gauge, summed over the workload's serving pods.
+a headless Service named after the set), a PodDisruptionBudget so that a drain never takes the service below
+its min_replicas, and with autoscaling a KEDA ScaledObject on the engine's waiting-request gauge, summed over
+the workload's serving pods.
 
 Probes: a startupProbe on /health gives weight loading its generous budget (readiness.initial_delay_s)
 while letting the pod become ready the moment the model is loaded; readiness then follows /health every
@@ -55,6 +56,7 @@ def inference_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str)
         objects = [_leader_worker_set(spec, ctx, name), _service(spec, ctx, service, "leader")]
     else:
         objects = [_deployment(spec, ctx, name), _service(spec, ctx, service, "server")]
+    objects.append(_disruption_budget(spec, ctx, name))
     if spec.autoscaling.enabled:
         objects.append(_scaled_object(spec, ctx, name))
     endpoint = f"http://{service}.{ctx.namespace}.svc.{ctx.cluster_domain}:{spec.port}"
@@ -102,8 +104,8 @@ def _container(spec: InferenceServiceSpec, ctx: RenderContext, command: list[str
     """The engine container; `command` is as the kubelet must see it (already through kube_literal)."""
     container: dict = {"name": "engine", "image": spec.image, "command": command}
     env = _env(spec)
-    if env:
-        container["env"] = env_list(env)
+    if env or spec.secret_env:
+        container["env"] = env_list(env, spec.secret_env)
     if serving:
         container["ports"] = [{"name": "http", "containerPort": spec.port}]
     container["resources"] = container_resources(spec, ctx)
@@ -231,6 +233,36 @@ def _service(spec: InferenceServiceSpec, ctx: RenderContext, name: str, role: st
     }
 
 
+def replica_floor(spec: InferenceServiceSpec) -> int:
+    """Replicas a drain must leave serving: the spec's min_replicas (autoscaling's floor), at most its replicas
+    when the count is fixed."""
+    floor = spec.autoscaling.min_replicas
+    return floor if spec.autoscaling.enabled else min(floor, spec.replicas)
+
+
+def _disruption_budget(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> dict:
+    """A policy/v1 PodDisruptionBudget: evictions (a drain, the cluster autoscaler) leave `replica_floor` replicas.
+
+    An eviction is refused when fewer than minAvailable selected pods would stay available
+    (https://kubernetes.io/docs/concepts/workloads/pods/disruptions/). A Deployment's replica is one pod. A
+    LeaderWorkerSet's replica is a group, and evicting any pod of it, leader or worker, recreates the whole group
+    (restartPolicy RecreateGroupOnPodRestart,
+    https://github.com/kubernetes-sigs/lws/blob/main/docs/examples/sample/README.md), so the budget covers every
+    pod of the set and keeps floor x group size of them available: a budget on leaders alone would let a drain
+    evict the workers of every group. An integer minAvailable is what a budget over pods of any controller takes
+    (https://kubernetes.io/docs/tasks/run-application/configure-pdb/#arbitrary-controllers-and-selectors).
+    """
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": meta(name, ctx, console_labels(spec, ctx)),
+        "spec": {
+            "minAvailable": replica_floor(spec) * spec.nodes_per_replica,
+            "selector": {"matchLabels": selector(ctx)},
+        },
+    }
+
+
 def waiting_query(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> str:
     """PromQL: the engine's waiting requests summed over this workload's serving pods.
 
@@ -295,6 +327,17 @@ def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[
                 "Tensor parallelism across nodes is slow without InfiniBand/RoCE: prefer tensor_parallel within a "
                 "node and pipeline_parallel across nodes."
             )
+    floor = replica_floor(spec)
+    if not spec.autoscaling.enabled and floor >= spec.replicas:
+        out.append(
+            f"The PodDisruptionBudget keeps {floor} of {spec.replicas} replicas serving: a drain of a node that runs "
+            "one waits (the console's drain reports it) until more replicas run elsewhere."
+        )
+    elif spec.multi_node:
+        out.append(
+            f"The PodDisruptionBudget counts pods ({floor} x {spec.nodes_per_replica}): a group whose leader is still "
+            "loading counts its ready workers."
+        )
     if spec.autoscaling.enabled:
         out.append(
             "Autoscaling needs KEDA and a Prometheus that scrapes the engine pods' /metrics with namespace and "

@@ -15,6 +15,7 @@ from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpe
 from apps.backends.render.workload.common import (
     check_context,
     check_env_names,
+    check_secret_env,
     check_spec_labels,
     object_name,
     volcano_resource_caveat,
@@ -31,6 +32,7 @@ def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:
     check_context(ctx)
     check_spec_labels(spec)
     check_env_names(spec.env)
+    check_secret_env(spec)
     name = object_name(spec, ctx)
     if isinstance(spec, TrainingJobSpec):
         _check_training_fits(spec, ctx)

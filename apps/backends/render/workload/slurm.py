@@ -55,6 +55,12 @@ def render_slurm(spec: Spec, ctx: SlurmContext) -> RenderedScript:
     name = ctx.job_name or spec.name
     _check_context(ctx, name)
     check_env_names(spec.env)
+    if spec.secret_env:
+        raise RenderError(
+            "secret_env",
+            "Kubernetes Secret references cannot be rendered for Slurm yet: submit to a Kubernetes cluster, or "
+            "leave secret_env out",
+        )
     if isinstance(spec, TrainingJobSpec):
         return _training(spec, ctx, name)
     return _inference(spec, ctx, name)

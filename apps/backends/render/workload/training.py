@@ -38,16 +38,27 @@ COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelis
 
 
 def torchrun_argv(
-    spec: TrainingJobSpec, endpoint: str, rdzv_id: str, nnodes: str, *, nproc: int | None = None
+    spec: TrainingJobSpec,
+    endpoint: str,
+    rdzv_id: str,
+    nnodes: str,
+    *,
+    nproc: int | None = None,
+    late_joiners: int = 0,
 ) -> list[str]:
     """torchrun's command line; the user's program and arguments follow `--` untouched.
 
-    One process per GPU of the worker (one for a shared GPU), unless `nproc` says otherwise.
+    One process per GPU of the worker (one for a shared GPU), unless `nproc` says otherwise. `late_joiners`:
+    how many workers may join after the rendezvous first completes (a gang started below its size).
+
+    --max-restarts: torchrun's docs count every restart against it, "regardless of whether the restart was
+    caused due to a failure or a scaling event" (NUM_ALLOWED_FAILURES_OR_MEMBERSHIP_CHANGES,
+    https://pytorch.org/docs/stable/elastic/quickstart.html), and a worker that joins a running group restarts
+    it: so each possible late joiner adds one, besides the failures an elastic job may survive (its retries).
+    A fixed gang fails fast on a failure, and the job controller (backoffLimit / Volcano policies) restarts it.
     """
     per_node = nproc or (spec.gpus_per_worker if spec.sharing.mode == Sharing.WHOLE else 1)
-    # Elastic jobs let torchrun restart its workers (re-rendezvous with whoever is left); a fixed gang
-    # fails fast and the job controller (backoffLimit / Volcano policies) restarts the whole job.
-    restarts = spec.retries if spec.elastic else 0
+    restarts = (spec.retries if spec.elastic else 0) + late_joiners
     return [
         "torchrun",
         f"--nnodes={nnodes}",
@@ -63,9 +74,23 @@ def torchrun_argv(
     ]
 
 
-def nnodes(spec: TrainingJobSpec) -> str:
-    """torchrun's --nnodes: the fixed worker count, or the elastic min:max range."""
-    return f"{spec.elastic.min_workers}:{spec.elastic.max_workers}" if spec.elastic else str(spec.workers)
+def node_range(spec: TrainingJobSpec, ctx: RenderContext) -> tuple[int, int]:
+    """(fewest, most) workers torchrun's rendezvous must accept: what the scheduler may start the job with.
+
+    Elastic: its min..max. A gang that Volcano may start below its size (minAvailable = gang_min < workers):
+    gang_min..workers, since torchrun with a fixed --nnodes=<workers> would wait at rendezvous for workers the
+    scheduler never promised, and time out. Otherwise (Kueue admits a non-elastic Job whole) all the workers.
+    """
+    if spec.elastic:
+        return spec.elastic.min_workers, spec.elastic.max_workers
+    if ctx.queueing == "volcano" and spec.gang_min < spec.workers:
+        return spec.gang_min, spec.workers
+    return spec.workers, spec.workers
+
+
+def nnodes(low: int, high: int) -> str:
+    """torchrun's --nnodes: a fixed count, or MIN:MAX (https://pytorch.org/docs/stable/elastic/run.html)."""
+    return str(high) if low == high else f"{low}:{high}"
 
 
 def training_objects(spec: TrainingJobSpec, ctx: RenderContext, name: str) -> tuple[list[dict], list[str]]:
@@ -78,7 +103,9 @@ def training_objects(spec: TrainingJobSpec, ctx: RenderContext, name: str) -> tu
 
 def _container(spec: TrainingJobSpec, ctx: RenderContext, name: str, worker0: str) -> dict:
     endpoint = f"{worker0}.{name}.{ctx.namespace}.svc.{ctx.cluster_domain}:{RDZV_PORT}"
-    argv = torchrun_argv(spec, endpoint, name, nnodes(spec))
+    low, high = node_range(spec, ctx)
+    # At most the job's own workers exist (an elastic max above them is room torchrun never sees filled).
+    argv = torchrun_argv(spec, endpoint, name, nnodes(low, high), late_joiners=min(high, spec.workers) - low)
     env = {"CHECKPOINT_PATH": spec.elastic.checkpoint_path} if spec.elastic else {}
     env.update(spec.env)
     _, mounts = pvc_volumes(spec.volumes)
@@ -87,8 +114,8 @@ def _container(spec: TrainingJobSpec, ctx: RenderContext, name: str, worker0: st
         "image": spec.image,
         "command": [kube_literal(arg) for arg in argv],
     }
-    if env:
-        container["env"] = env_list(env)
+    if env or spec.secret_env:
+        container["env"] = env_list(env, spec.secret_env)
     container["ports"] = [{"name": "rdzv", "containerPort": RDZV_PORT}]
     container["resources"] = container_resources(spec, ctx)
     container["volumeMounts"] = [shm_mount(), *mounts]
@@ -224,6 +251,17 @@ def _caveats(spec: TrainingJobSpec, ctx: RenderContext) -> list[str]:
         out.append(
             f"Topology '{spec.topology}' uses the Job's networkTopology (tier {ctx.volcano_tiers[spec.topology]}): "
             "the cluster needs Volcano HyperNodes describing its NVLink domains and leaf switches."
+        )
+    if ctx.queueing == "volcano" and not spec.elastic and spec.gang_min < spec.workers:
+        out.append(
+            f"Volcano may start this job with gang_min {spec.gang_min} of its {spec.workers} workers: torchrun "
+            f"accepts {spec.gang_min} to {spec.workers} nodes, and restarts the workers from the start of the "
+            "program whenever another one joins (set elastic with a checkpoint path to resume instead)."
+        )
+    if ctx.queueing == "volcano" and spec.gang_min < spec.workers:
+        out.append(
+            "torchrun's rendezvous is hosted by worker 0: the others wait for it (up to torchrun's join timeout) "
+            "if Volcano starts them first."
         )
     mode = spec.sharing.mode
     if mode == Sharing.MIG:
