@@ -27,6 +27,7 @@ def render_script(spec: Spec, context: WorkloadContext, settings: SlurmSettings)
             output_dir=settings.output_dir,
             containers=settings.containers,
             volume_dirs=settings.volume_dirs,
+            secrets_dir=settings.secrets_dir,
         ),
     )
 

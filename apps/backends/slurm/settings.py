@@ -23,6 +23,10 @@ Keys (all optional; docs/configuration.md lists them with examples):
                 is refused (it is never run without its image silently)
 * volume_dirs   with pyxis: a volume's claim -> the directory on the shared file system mounted at its
                 mount_path, e.g. {"datasets": "/lustre/datasets"}
+* secrets_dir   a directory on the compute nodes holding secrets as <secret>/<key> files (e.g.
+                /etc/gpu-console/secrets, readable by the job's user only); a spec's secret_env item
+                {name, secret, key} sets the variable from that file when the job starts. Unset: specs with
+                secret_env are refused
 * timeout_s     bound on every command or request, default 30
 """
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 from dataclasses import dataclass, field
 
 from apps.backends.base import PermanentBackendError
@@ -38,6 +43,7 @@ from apps.backends.render.workload.containers import CONTAINERS
 MODES = ("cli", "rest")
 CONSOLE_PREFIX = "console: "  # the console's node reasons start with this; it resumes only those nodes
 DEFAULT_OUTPUT_DIR = "/var/log/gpu-console"  # job output files (the sbatch script's --output); where logs are
+_ABSOLUTE_DIR = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._-]+)+/?")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class SlurmSettings:
     submit_user: str = ""
     containers: str = ""
     volume_dirs: dict[str, str] = field(default_factory=dict)
+    secrets_dir: str = ""
 
     @classmethod
     def of(cls, cluster) -> SlurmSettings:
@@ -88,6 +95,11 @@ class SlurmSettings:
             isinstance(k, str) and isinstance(v, str) and v.startswith("/") for k, v in volume_dirs.items()
         ):
             raise PermanentBackendError("connection.volume_dirs must map claim names to absolute directories")
+        secrets_dir = conn.get("secrets_dir") or ""
+        if secrets_dir and (not isinstance(secrets_dir, str) or not _ABSOLUTE_DIR.fullmatch(secrets_dir)):
+            raise PermanentBackendError(
+                "connection.secrets_dir must be an absolute directory of letters, digits and / . _ - (no ..)"
+            )
         return cls(
             cluster=str(conn.get("slurm_cluster") or cluster.name),
             mode=mode,
@@ -105,6 +117,7 @@ class SlurmSettings:
             submit_user=str(conn.get("submit_user") or default_user),
             containers=containers,
             volume_dirs=dict(volume_dirs),
+            secrets_dir=secrets_dir.rstrip("/"),
         )
 
     def model_of(self, gres_type: str) -> str:

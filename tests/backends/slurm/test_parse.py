@@ -112,6 +112,17 @@ def test_an_image_is_refused_where_the_cluster_names_no_container_runtime():
         SlurmSettings.of(Cluster(name="c", kind="slurm", connection={"volume_dirs": {"data": "relative"}}))
 
 
+@pytest.mark.parametrize("value", ["relative/dir", "/etc/../root", "/a b", "/x;y", 7])
+def test_the_secrets_dir_must_be_a_plain_absolute_directory(value):
+    with pytest.raises(PermanentBackendError, match=r"connection\.secrets_dir"):
+        SlurmSettings.of(Cluster(name="c", kind="slurm", connection={"secrets_dir": value}))
+
+
+def test_the_secrets_dir_is_kept_without_a_trailing_slash():
+    settings = SlurmSettings.of(Cluster(name="c", kind="slurm", connection={"secrets_dir": "/etc/gpu-console/s/"}))
+    assert settings.secrets_dir == "/etc/gpu-console/s"
+
+
 def test_rest_job_description_from_the_workloads_renderer_script():
     from tests.render.workload.cases import slurm_context
 

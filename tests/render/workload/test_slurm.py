@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from apps.backends.render.errors import RenderError
+from apps.backends.render.spec import SecretEnv
 from apps.backends.render.workload import render_slurm
 from apps.backends.render.workload.engines import engine_argv
 from apps.backends.render.workload.slurm import slurm_time
@@ -332,13 +333,51 @@ def test_hand_built_specs_cannot_reach_a_directive_or_an_export():
         render_slurm(object(), slurm_context())  # type: ignore[arg-type]
 
 
+SECRET = [{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}]
+
+
 @pytest.mark.parametrize("make", [train, serve])
-def test_secret_references_are_refused_by_name_on_slurm(make):
-    """A Kubernetes Secret has no Slurm form yet: refused naming the field, never run without the variable."""
-    spec = make(secret_env=[{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}])
+def test_secret_references_are_refused_by_name_where_the_cluster_keeps_no_secrets(make):
+    """Without the cluster's secrets_dir there is nowhere to read the value from: refused naming the field and
+    the setting, never run without the variable."""
     with pytest.raises(RenderError) as caught:
-        render_slurm(spec, slurm_context())
-    assert caught.value.field == "secret_env" and "Kubernetes" in caught.value.reason
+        render_slurm(make(secret_env=SECRET), slurm_context())
+    assert caught.value.field == "secret_env" and "secrets_dir" in caught.value.reason
+
+
+def test_a_secret_reaches_the_job_from_the_nodes_secrets_dir_and_never_the_script(tmp_path, sandbox):
+    _, record, run = sandbox
+    secrets = tmp_path / "secrets"
+    (secrets / "hf-token").mkdir(parents=True)
+    value = "hf_$(touch pwned) 'quoted' \\n; rm -rf /"
+    (secrets / "hf-token" / "token").write_text(value)
+    script = render_slurm(train(command=["train"], secret_env=SECRET), slurm_context(secrets_dir=str(secrets))).script
+    assert "hf_" not in script  # the script names the file, never the value
+
+    result = run(script)
+
+    assert result.returncode == 0, result.stderr.decode()
+    assert recorded_env(record, "train")["HF_TOKEN"] == value
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(("secret", "key"), [("..", "token"), ("hf", ".."), ("hf", "../../etc/shadow"), ("a/b", "k")])
+def test_a_hand_built_secret_reference_cannot_leave_the_secrets_dir(secret, key):
+    spec = replace(train(), secret_env=[SecretEnv(name="HF_TOKEN", secret=secret, key=key)])
+    with pytest.raises(RenderError) as caught:
+        render_slurm(spec, slurm_context(secrets_dir="/etc/gpu-console/secrets"))
+    assert caught.value.field == "secret_env[0]"
+
+
+def test_a_missing_secret_stops_the_job_before_it_starts(tmp_path, sandbox):
+    _, record, run = sandbox
+    script = render_slurm(serve(secret_env=SECRET), slurm_context(secrets_dir=str(tmp_path / "none"))).script
+
+    result = run(script)
+
+    assert result.returncode == 1
+    assert f"secret_env HF_TOKEN: cannot read {tmp_path}/none/hf-token/token" in result.stderr.decode()
+    assert not list(record.glob("srun*"))  # nothing ran
 
 
 def test_slurm_time_format():

@@ -114,6 +114,7 @@ def slurm_context(
     output_dir: str,
     containers: str = "",
     volume_dirs: dict[str, str] | None = None,
+    secrets_dir: str = "",
 ) -> SlurmContext:
     """The Slurm renderer's context: the queue's account, the tier's QOS, and the cluster's partition, GRES type
     of the workload's GPU model, output directory and container runtime (with its volume directories)."""
@@ -126,6 +127,7 @@ def slurm_context(
         job_name=context.name,
         containers=containers,
         volume_dirs=dict(volume_dirs or {}),
+        secrets_dir=secrets_dir,
     )
 
 
@@ -224,7 +226,8 @@ class SlurmContext:
     `srun --container-image`), "none" (the site runs jobs on the nodes' own software: the image is not
     used, and the script says so) or "" (not configured: a spec with an image is refused, never run without
     it). `volume_dirs` maps a volume's claim to the directory on the cluster's shared file system that
-    pyxis bind-mounts at the volume's mount path.
+    pyxis bind-mounts at the volume's mount path. `secrets_dir` is where the compute nodes keep secrets as
+    `<secret>/<key>` files, for a spec's `secret_env` (empty: the cluster has none, and such a spec is refused).
     """
 
     account: str
@@ -237,6 +240,7 @@ class SlurmContext:
     rdzv_port: int = 29500
     containers: str = ""
     volume_dirs: dict[str, str] = field(default_factory=dict)
+    secrets_dir: str = ""
 
 
 @dataclass

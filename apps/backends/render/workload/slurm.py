@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from apps.backends.render.errors import RenderError
-from apps.backends.render.names import is_dns_label, path_error
+from apps.backends.render.names import is_dns_label, is_dns_subdomain, path_error
 from apps.backends.render.result import comment_block
 from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec
 from apps.backends.render.workload.common import check_env_names, sh_join, sh_quote
@@ -41,6 +41,7 @@ _GRES_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # What any `#SBATCH` value may contain, checked once more on every line as it is written.
 DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.:/%=,+-]+")
 SRUN = ("srun", "--kill-on-bad-exit=1")
+_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")  # as Kubernetes allows a Secret's key (not "..")
 
 
 def _srun(container: list[str]) -> str:
@@ -55,11 +56,11 @@ def render_slurm(spec: Spec, ctx: SlurmContext) -> RenderedScript:
     name = ctx.job_name or spec.name
     _check_context(ctx, name)
     check_env_names(spec.env)
-    if spec.secret_env:
+    if spec.secret_env and not ctx.secrets_dir:
         raise RenderError(
             "secret_env",
-            "Kubernetes Secret references cannot be rendered for Slurm yet: submit to a Kubernetes cluster, or "
-            "leave secret_env out",
+            "this Slurm cluster keeps no secrets for jobs: set its connection secrets_dir (a directory of "
+            "<secret>/<key> files on the compute nodes), or leave secret_env out",
         )
     if isinstance(spec, TrainingJobSpec):
         return _training(spec, ctx, name)
@@ -122,6 +123,25 @@ def _common_options(spec: Spec, ctx: SlurmContext, name: str, nodes: str, gres: 
 
 def _env_lines(env: dict[str, str]) -> list[str]:
     return [f"export {name}={sh_quote(value)}" for name, value in env.items()]
+
+
+def _secret_lines(spec: Spec, ctx: SlurmContext) -> list[str]:
+    """secret_env: each variable read from `<secrets_dir>/<secret>/<key>` on the node when the job starts, so the
+    value never passes through the console or the script; a missing file stops the job before it runs.
+
+    Secret names are DNS subdomains and keys [-._a-zA-Z0-9] (never "." or ".."), so the path cannot leave
+    secrets_dir; it is quoted all the same.
+    """
+    lines = []
+    check_env_names({item.name: "" for item in spec.secret_env})
+    for i, item in enumerate(spec.secret_env):
+        if not is_dns_subdomain(item.secret) or not _SECRET_KEY.fullmatch(item.key) or item.key.startswith(".."):
+            raise RenderError(f"secret_env[{i}]", f"{item.secret!r}/{item.key!r} is not a Secret name and key")
+        path = sh_quote(f"{ctx.secrets_dir}/{item.secret}/{item.key}")
+        fail = sh_quote(f"secret_env {item.name}: cannot read {ctx.secrets_dir}/{item.secret}/{item.key}")
+        lines.append(f'{item.name}="$(cat -- {path})" || {{ echo {fail} >&2; exit 1; }}')
+        lines.append(f"export {item.name}")
+    return lines
 
 
 def _header(kind: str, name: str, caveats: list[str]) -> list[str]:
@@ -191,6 +211,7 @@ def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedSc
         "set -euo pipefail",
         "",
         *_env_lines(env),
+        *_secret_lines(spec, ctx),
         'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'head_node="${nodes[0]}"',
         " ".join([_srun(container), *own]) + " " + sh_join(user),
@@ -228,7 +249,12 @@ def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> Rend
     env = dict(spec.env)
     if spec.weights and not container and not spec.model.startswith("/"):
         caveats.append("the weights volume is a Kubernetes PVC; on Slurm the model is read from the shared file system")
-    lines = ["set -uo pipefail  # no -e: the script handles the engine's exit itself", "", *_env_lines(env)]
+    lines = [
+        "set -uo pipefail  # no -e: the script handles the engine's exit itself",
+        "",
+        *_env_lines(env),
+        *_secret_lines(spec, ctx),
+    ]
     lines.append(f"health_url=http://127.0.0.1:{spec.port}{HEALTH_PATH}")
     if spec.multi_node:
         lines += ['mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")', 'head_node="${nodes[0]}"']
