@@ -6,11 +6,23 @@ import pytest
 
 from apps.accounts.models import Tenant
 from apps.backends.kubernetes.backend import KubernetesBackend
-from apps.fleet.models import Cluster
-from apps.tenancy.models import Queue, QueueBinding
+from apps.fleet.models import Cluster, GpuModel
+from apps.tenancy.desired_state import build_desired_state
+from apps.tenancy.models import Queue, QueueBinding, Quota
 from tests.backends.k8s_fake import FakeKubernetes
 
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
+# Why the console's Kubernetes workloads do not run on a cluster with Kueue's default configuration today; the
+# tests marked with it pass once the console is fixed (issue 18 items 1 and 7).
+KUEUE_NEVER_ADMITS = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "issue 18: Kueue never admits the console's workloads: their kueue.x-k8s.io/queue-name label is "
+        "'<tenant>-<queue>' while the pushed LocalQueue is named after the queue (\"LocalQueue <tenant>-<queue> "
+        "doesn't exist\"), and the pushed ClusterQueues cover only nvidia.com/gpu, not cpu and memory "
+        '("resource cpu unavailable in ClusterQueue")'
+    ),
+)
 
 
 @pytest.fixture
@@ -33,6 +45,17 @@ def bind_queue(cluster: Cluster, tenant: str, queue: str, namespaces: list[str])
         owner.save(update_fields=["path"])
     q, _ = Queue.objects.get_or_create(tenant=owner, name=queue)
     QueueBinding.objects.create(queue=q, cluster=cluster, namespaces=namespaces)
+    return q
+
+
+def push_queue(cluster: Cluster, tenant: str, queue: str, namespaces: list[str], **quotas: int) -> Queue:
+    """A queue bound to `namespaces` with guaranteed quota per GPU model code (h100=8), and the console's quota
+    desired state pushed to the cluster, as a platform admin's setup would leave it: namespaces, priority
+    classes, and the queueing system's objects (LocalQueue, ClusterQueue, ... or Volcano queues)."""
+    q = bind_queue(cluster, tenant, queue, namespaces)
+    for code, guaranteed in (quotas or {"h100": 8}).items():
+        Quota.objects.create(queue=q, gpu_model=GpuModel.objects.get(code=code), guaranteed=guaranteed)
+    KubernetesBackend(cluster, sleep=lambda seconds: None).push_quota(build_desired_state(cluster))
     return q
 
 
