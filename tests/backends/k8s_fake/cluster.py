@@ -40,7 +40,12 @@ class ControlPlane:
     controllers run)."""
 
     def __init__(
-        self, store: Store, resources: list[Resource], kueue: KueueConfig | None = None, hami_installed: bool = False
+        self,
+        store: Store,
+        resources: list[Resource],
+        kueue: KueueConfig | None = None,
+        hami_installed: bool = False,
+        lws_gang: str = "",
     ):
         self.store = store
         self.resources = resources
@@ -52,6 +57,7 @@ class ControlPlane:
         self.hami = hami_installed
         self.schedulers = [KubeScheduler(self), *([HamiScheduler(self)] if hami_installed else [])]
         self.keda_metrics: dict[tuple[str, str], int] = {}
+        self.lws_gang = lws_gang  # the LWS controller's gangSchedulingManagement.schedulerProvider
         self.deployment_pods = 0
         self._event_seq = 0
         self._events_seen: set[tuple[str, str, str]] = set()

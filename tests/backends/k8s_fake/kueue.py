@@ -26,9 +26,13 @@ into a ClusterQueue's quota, or left pending with the reason Kueue gives.
   lower-priority Workloads of the same ClusterQueue, `reclaimWithinCohort` those of ClusterQueues that borrow,
   lowest priority and newest first (https://kueue.sigs.k8s.io/docs/concepts/preemption/). A preempted Job is
   suspended again, its template restored, and its Workload requeued.
+- Partial admission: a Job annotated `kueue.x-k8s.io/job-min-parallelism` is admitted with the largest
+  parallelism down to that minimum that fits, and `kueue.x-k8s.io/job-completions-equal-parallelism: "true"`
+  lowers its completions with it (https://kueue.sigs.k8s.io/docs/tasks/run/jobs/#partial-admission,
+  https://kueue.sigs.k8s.io/docs/reference/labels-and-annotations/).
 - A finished Job or pod finishes its Workload and its quota is released.
 
-Simplified: admission checks, fair sharing, partial admission, waitForPodsReady and MultiKueue are not modelled;
+Simplified: admission checks, fair sharing, waitForPodsReady and MultiKueue are not modelled;
 topology-aware scheduling only checks that a pod set asking for a topology gets a flavor with one and then
 pins it to one domain of that level with room for every pod.
 """
@@ -53,6 +57,8 @@ REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 OWNER = "fake.kueue/owner"  # where the model keeps which object (and LWS group) a Workload stands for
 LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+COMPLETIONS_EQUAL = "kueue.x-k8s.io/job-completions-equal-parallelism"
 
 
 @dataclass
@@ -140,7 +146,11 @@ class Kueue:
             if queue and "batch/job" in self.config.frameworks and not job["metadata"].get("deletionTimestamp"):
                 spec = job["spec"]
                 count = min(spec.get("parallelism", 1), spec.get("completions") or spec.get("parallelism", 1))
-                out.append((job, "", [{"name": "main", "count": count, "template": spec["template"]}], queue))
+                podset = {"name": "main", "count": count, "template": spec["template"]}
+                minimum = (job["metadata"].get("annotations") or {}).get(MIN_PARALLELISM)
+                if minimum and minimum.isdigit() and 0 < int(minimum) < count:
+                    podset["minCount"] = int(minimum)  # partial admission
+                out.append((job, "", [podset], queue))
         for pod in self.plane.store.all("", "pods"):
             labels = pod["metadata"].get("labels") or {}
             owners = {r.get("kind") for r in pod["metadata"].get("ownerReferences") or []}
@@ -217,7 +227,13 @@ class Kueue:
                     "priority": priority,
                     **({"priorityClassName": class_name} if class_name else {}),
                     "podSets": [
-                        {"name": p["name"], "count": p["count"], "template": _copy(p["template"])} for p in podsets
+                        {
+                            "name": p["name"],
+                            "count": p["count"],
+                            **({"minCount": p["minCount"]} if "minCount" in p else {}),
+                            "template": _copy(p["template"]),
+                        }
+                        for p in podsets
                     ],
                 },
                 "status": {},
@@ -439,6 +455,10 @@ class Kueue:
                     self._topology_check,
                 )
                 mode = min((r.mode for r in results), default=FIT)
+                if mode != FIT:
+                    partial = self._partial(tree, cand, flavors, cqs)
+                    if partial is not None:
+                        results, mode = partial, FIT
                 if mode == FIT and len(results) == len(cand.podsets):
                     key = ("cq", cand.cq)
                     borrows = any(
@@ -463,6 +483,23 @@ class Kueue:
             _, _, _, cand, results = fits[0]
             self._admit(cand, results, flavors, stamp, now)
             changed = True
+
+    def _partial(self, tree: Tree, cand: Candidate, flavors: dict, cqs: dict):
+        """Partial admission (https://kueue.sigs.k8s.io/docs/tasks/run/jobs/#partial-admission): a pod set with a
+        minCount is admitted with the largest count from count-1 down to minCount that fits."""
+        if not any("minCount" in p for p in cand.podsets):
+            return None
+        for step in range(1, max(p["count"] - p.get("minCount", p["count"]) for p in cand.podsets) + 1):
+            scaled = []
+            for p in cand.podsets:
+                count = max(p.get("minCount", p["count"]), p["count"] - step)
+                scaled.append(
+                    dict(p, count=count, requests={k: v * count / p["count"] for k, v in p["requests"].items()})
+                )
+            results = assign(tree, cand.cq, flavors, scaled, self._preempt_while_borrowing(cqs[cand.cq]), None)
+            if min((r.mode for r in results), default=FIT) == FIT and len(results) == len(scaled):
+                return results
+        return None
 
     def _preempt_while_borrowing(self, cq: dict) -> bool:
         preemption = (cq.get("spec") or {}).get("preemption") or {}
@@ -504,6 +541,11 @@ class Kueue:
         if owner["kind"] == "Job":
             spec = owner["spec"]["template"].setdefault("spec", {})
             _inject(spec, *self._injection(assignments[0], flavors))
+            count = assignments[0]["count"]
+            if count != owner["spec"].get("parallelism", 1):
+                owner["spec"]["parallelism"] = count
+                if (owner["metadata"].get("annotations") or {}).get(COMPLETIONS_EQUAL) == "true":
+                    owner["spec"]["completions"] = count
             owner["spec"]["suspend"] = False
             self.plane.save(self.plane.resource("batch", "v1", "jobs"), owner)
         # a Deployment's pod and a LeaderWorkerSet group's pods are ungated by _ungate_pods
@@ -652,6 +694,11 @@ class Kueue:
                 else:
                     spec.pop(key, None)
             owner["spec"]["suspend"] = True
+            count = wl["spec"]["podSets"][0]["count"]
+            if "minCount" in wl["spec"]["podSets"][0]:
+                owner["spec"]["parallelism"] = count
+                if (owner["metadata"].get("annotations") or {}).get(COMPLETIONS_EQUAL) == "true":
+                    owner["spec"]["completions"] = count
             self.plane.save(self.plane.resource("batch", "v1", "jobs"), owner)
             self.plane.event(now, owner, "Stopped", text, "Normal")
         elif owner["kind"] == "Pod":

@@ -103,9 +103,11 @@ class FakeKubernetes:
         *,
         kueue: KueueConfig | None = None,
         hami: bool = False,
+        lws_gang: str = "",
     ):
         """`kueue`: the Kueue Configuration's resource settings (default: Kueue's defaults); `hami`: HAMi's
-        webhook and scheduler are installed."""
+        webhook and scheduler are installed; `lws_gang`: the LWS controller's
+        gangSchedulingManagement.schedulerProvider ("volcano"; default none, as LWS ships)."""
         addons = set(ADDONS if addons is None else addons)
         unknown = addons - set(ADDONS)
         if unknown:
@@ -116,7 +118,7 @@ class FakeKubernetes:
         self.offset = timedelta(0)
         self.lock = threading.RLock()
         self.store = Store(self.now)
-        self.control = ControlPlane(self.store, self.resources, kueue, hami)
+        self.control = ControlPlane(self.store, self.resources, kueue, hami, lws_gang)
         self.control_plane = control_plane
         self.requests: list[Request] = []
         self.record = True

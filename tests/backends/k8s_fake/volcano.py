@@ -93,10 +93,13 @@ class Volcano:
             self._admit_job(obj)
         elif key == ("", "Pod") and obj["spec"].get("schedulerName") == SCHEDULER:
             annotations = obj["metadata"].get("annotations") or {}
-            if GROUP_NAME not in annotations:
+            if GROUP_NAME in annotations:
+                pg = self._podgroup(obj["metadata"].get("namespace", ""), annotations[GROUP_NAME])
+                problem = self._queue_problem(self._queue_of(pg)) if pg is not None else ""
+            else:
                 problem = self._queue_problem(annotations.get(QUEUE_ANNOTATION, "default"))
-                if problem:
-                    raise _denied("validatepod.volcano.sh", problem)
+            if problem:
+                raise _denied("validatepod.volcano.sh", problem)
 
     def _admit_job(self, job: dict) -> None:
         spec = job.setdefault("spec", {})

@@ -11,7 +11,11 @@
   `<name>-<group>-<index>`, with the name / group-index / worker-index / group-key labels, the size and
   leader-name annotations, `LWS_LEADER_ADDRESS` (`<leader>.<name>.<namespace>`, through the headless Service the
   controller creates), `LWS_GROUP_SIZE` and `LWS_WORKER_INDEX`; with `startupPolicy: LeaderReady` workers wait for
-  a running leader. A group is ready when all its pods run.
+  a running leader. A group is ready when all its pods run. With the controller's
+  `gangSchedulingManagement.schedulerProvider: volcano` (opt-in, https://lws.sigs.k8s.io/docs/installation/ and
+  its Volcano provider), each group gets a Volcano PodGroup `<name>-<group>-<revision>` (minMember = size, or 1 with
+  LeaderReady; minResources of the whole group; the queue of the LeaderWorkerSet's
+  `scheduling.volcano.sh/queue-name` annotation) and every pod the `scheduling.k8s.io/group-name` annotation.
 - kubelet: a bound pod runs at once and ends when the `sleep N` of its command has passed on the fake clock (a
   command with `false` fails); a deleted pod goes away after its grace period.
 """
@@ -240,6 +244,10 @@ def leader_worker_sets(plane, now: datetime) -> bool:
                 ]
                 annotated = _env(pod_template, env)
                 annotated.setdefault("metadata", {}).setdefault("annotations", {})[f"{LWS}/size"] = str(size)
+                if plane.lws_gang == "volcano":
+                    group_name = f"{name}-{group}-{revision}"
+                    _volcano_pod_group(plane, lws, group_name, size, revision)
+                    annotated["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = group_name
                 if index:
                     annotated["metadata"]["annotations"][f"{LWS}/leader-name"] = leader
                 annotated["spec"].setdefault("hostname", pod_name)
@@ -265,6 +273,38 @@ def leader_worker_sets(plane, now: datetime) -> bool:
             plane.save(resource, lws)
             changed = True
     return changed
+
+
+def _volcano_pod_group(plane, lws: dict, name: str, size: int, revision: str) -> None:
+    """The LWS controller's Volcano provider: one PodGroup per group (created before its pods here)."""
+    from tests.backends.k8s_fake import podspec, quantity
+
+    podgroups = plane.resource("scheduling.volcano.sh", "v1beta1", "podgroups")
+    ns = lws["metadata"]["namespace"]
+    if podgroups is None or plane.store.bucket(podgroups).get((ns, name)) is not None:
+        return
+    template = lws["spec"]["leaderWorkerTemplate"]
+    total = podspec.pod_requests((template.get("leaderTemplate") or template["workerTemplate"])["spec"])
+    podspec.add(total, podspec.pod_requests(template["workerTemplate"]["spec"]), times=size - 1)
+    annotations = lws["metadata"].get("annotations") or {}
+    created = plane.store.create(
+        podgroups,
+        ns,
+        {
+            "metadata": {
+                "name": name,
+                "labels": {f"{LWS}/name": lws["metadata"]["name"], f"{LWS}/template-revision-hash": revision},
+                "annotations": {k: v for k, v in annotations.items() if k.startswith("volcano.sh/")},
+                "ownerReferences": [plane.owner_ref(lws)],
+            },
+            "spec": {
+                "minMember": 1 if lws["spec"].get("startupPolicy") == "LeaderReady" else size,
+                "minResources": {k: quantity.text(k, v) for k, v in sorted(total.items())},
+                "queue": annotations.get("scheduling.volcano.sh/queue-name", "default"),
+            },
+        },
+    )
+    created["status"] = {"phase": "Pending"}
 
 
 def _headless_service(plane, lws: dict) -> bool:

@@ -133,6 +133,23 @@ def test_quota_is_counted_and_released_when_the_job_finishes(kueue):
     assert reserved(kueue, "second")["status"] == "True"
 
 
+def test_partial_admission_down_to_the_job_s_minimum(kueue):
+    standard(kueue, gpus=16)
+    create(kueue, queued("busy", 8))
+    elastic = queued("elastic", 4, parallelism=4)
+    elastic["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/job-min-parallelism": "2",
+        "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+    }
+    create(kueue, elastic)
+    job = kueue.get("batch", "v1", "jobs", "elastic", NS)
+    assert (job["spec"]["parallelism"], job["spec"]["completions"], job["spec"]["suspend"]) == (2, 2, False)
+    assert workload_of(kueue, "elastic", NS)["status"]["admission"]["podSetAssignments"][0]["count"] == 2
+    assert len(pods(kueue, NS, "elastic")) == 2
+    create(kueue, queued("rigid", 4, parallelism=4))  # no minimum: all four or nothing
+    assert reserved(kueue, "rigid")["status"] == "False"
+
+
 def test_a_request_above_everything_the_queue_could_get(kueue):
     standard(kueue, gpus=8)
     create(kueue, queued("huge", 8, parallelism=2))
