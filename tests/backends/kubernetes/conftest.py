@@ -55,6 +55,13 @@ def issue18(*defects: str):
 KUEUE_NEVER_ADMITS = issue18("localqueue", "cpu-memory")
 
 
+@pytest.fixture
+def fake():
+    server = FakeKubernetes().start()
+    yield server
+    server.stop()
+
+
 def make_cluster(fake: FakeKubernetes, name: str = "k8s", **connection) -> Cluster:
     settings = {"api_url": fake.url, "queueing": "kueue", "request_timeout_s": 5, **connection}
     return Cluster.objects.create(name=name, kind="kubernetes", connection=settings)
