@@ -309,12 +309,12 @@ class Volcano:
             (pg["metadata"]["namespace"], pg["metadata"]["name"]): pg
             for pg in self.plane.store.all("scheduling.volcano.sh", "podgroups")
         }
-        for pod in [*self.plane.store.all("", "pods"), *extra]:
-            if not is_bound(pod) and pod not in extra:
+        tentative = {id(p) for p in extra}
+        for pod in self.plane.store.all("", "pods"):
+            if not is_bound(pod) and id(pod) not in tentative:
                 continue
-            pg = groups.get(
-                (pod["metadata"].get("namespace"), (pod["metadata"].get("annotations") or {}).get(GROUP_NAME))
-            )
+            annotations = pod["metadata"].get("annotations") or {}
+            pg = groups.get((pod["metadata"].get("namespace"), annotations.get(GROUP_NAME)))
             if pg is not None and self._under(self._queue_of(pg), queue_name):
                 podspec.add(total, podspec.pod_requests(pod["spec"]))
         return total

@@ -62,6 +62,43 @@ def test_a_leader_worker_set_creates_its_groups_as_documented(serving):
     assert lws["status"]["readyReplicas"] == 1 and condition(lws, "Available")["status"] == "True"
 
 
+def test_with_the_volcano_provider_each_group_is_one_volcano_gang(db):
+    from tests.backends.k8s_fake import FakeKubernetes
+
+    fake = FakeKubernetes(lws_gang="volcano").start()
+    try:
+        fake.add_namespace(NS)
+        for i in range(3):
+            fake.add_node(f"n{i}", gpus=8)
+        create(
+            fake,
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "serve"},
+                "spec": {"capability": {"nvidia.com/gpu": 16}},
+            },
+        )
+        template = pod_template(8, schedulerName="volcano")
+        lws = {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "tp16", "namespace": NS, "annotations": {"scheduling.volcano.sh/queue-name": "serve"}},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2, "workerTemplate": template}},
+        }
+        create(fake, lws)
+        groups = {g["metadata"]["name"]: g for g in fake.objects("scheduling.volcano.sh", "v1beta1", "podgroups")}
+        assert len(groups) == 2
+        assert {(g["spec"]["minMember"], g["spec"]["queue"]) for g in groups.values()} == {(2, "serve")}
+        assert groups[next(iter(groups))]["spec"]["minResources"]["nvidia.com/gpu"] == "16"
+        placed = pods(fake, NS, "tp16")
+        # The queue holds 16 GPUs: one group of two 8-GPU pods runs, the other waits whole.
+        assert sorted(bool(p["spec"].get("nodeName")) for p in placed) == [False, False, True, True]
+        assert {p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in placed} == set(groups)
+    finally:
+        fake.stop()
+
+
 def scaled_object(target: str, **spec) -> dict:
     return {
         "apiVersion": "keda.sh/v1alpha1",
