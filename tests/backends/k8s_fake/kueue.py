@@ -197,7 +197,14 @@ class Kueue:
 
     def _create_workloads(self, now: datetime) -> bool:
         changed = False
-        for owner, group, podsets, queue in self._owners():
+        owners = self._owners()
+        wanted = {f"{owner['metadata']['uid']}/{group}" for owner, group, _, _ in owners}
+        for wl in self.plane.store.all(GROUP, "workloads"):
+            tag = (wl["metadata"].get("annotations") or {}).get(OWNER, "")
+            if tag.split("/")[1] and tag not in wanted:  # a LeaderWorkerSet group scaled away
+                self.plane.store.remove(self.workloads, wl["metadata"]["namespace"], wl["metadata"]["name"])
+                changed = True
+        for owner, group, podsets, queue in owners:
             if self._workload_of(owner, group) is not None:
                 continue
             priority, class_name = self._priority(owner, podsets)
@@ -585,7 +592,15 @@ class Kueue:
             if not admission or _true(wl, "Finished"):
                 continue
             owner, group = self._owner_of(wl)
-            if owner is None or owner["kind"] == "Job":
+            if owner is None:
+                continue
+            if owner["kind"] == "Job":
+                if owner["spec"].get("suspend") and not owner["metadata"].get("deletionTimestamp"):
+                    # Suspended again from outside while admitted (e.g. a re-applied manifest): Kueue's job
+                    # reconciler starts an admitted Workload's Job again.
+                    owner["spec"]["suspend"] = False
+                    self.plane.save(self.plane.resource("batch", "v1", "jobs"), owner)
+                    changed = True
                 continue
             assignments = {a["name"]: a for a in admission["podSetAssignments"]}
             pods = [owner] if owner["kind"] == "Pod" else self.plane.pods_of(owner)

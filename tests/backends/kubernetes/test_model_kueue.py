@@ -185,6 +185,15 @@ def test_admission_injects_the_flavor_and_its_tolerations(kueue):
     assert admission["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"] == "16"
 
 
+def test_an_admitted_job_suspended_from_outside_is_started_again(kueue):
+    standard(kueue)
+    create(kueue, queued("j", 1))
+    path = f"/apis/batch/v1/namespaces/{NS}/jobs/j"
+    kueue.handle("PATCH", path, {}, {"content-type": "application/merge-patch+json"}, {"spec": {"suspend": True}})
+    assert kueue.get("batch", "v1", "jobs", "j", NS)["spec"]["suspend"] is False
+    assert reserved(kueue, "j")["status"] == "True"
+
+
 def test_a_flavor_must_match_the_pod_s_node_selector(kueue):
     standard(kueue)
     create(kueue, queued("j", 1, nodeSelector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}))
@@ -395,6 +404,9 @@ def test_a_leader_worker_set_group_is_admitted_all_or_nothing(kueue):
     assert "insufficient quota for nvidia.com/gpu in flavor h100" in reserved(kueue, "big")["message"]
     create(kueue, lws("small", 2, 4))
     assert reserved(kueue, "small")["status"] == "True"
+    path = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{NS}/leaderworkersets/big"
+    kueue.handle("PATCH", path, {}, {"content-type": "application/merge-patch+json"}, {"spec": {"replicas": 0}})
+    assert workload_of(kueue, "big", NS) is None and pods(kueue, NS, "big") == []
     assert all(p["spec"].get("nodeName") for p in pods(kueue, NS, "small"))
 
 
