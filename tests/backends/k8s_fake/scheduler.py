@@ -220,10 +220,13 @@ def histogram(per_node: dict[str, list[Reason]]) -> list[str]:
     return sorted(f"{count} {text}" for text, count in counts.items())
 
 
-def fit_error(total: int, per_node: dict[str, list[Reason]], *, preemption: bool = True) -> str:
-    """The scheduler's message for a pod no node fits."""
+def fit_error(total: int, per_node: dict[str, list[Reason]], *, preemption: bool = True, policy: str = "") -> str:
+    """The scheduler's message for a pod no node fits; the preemption part is DefaultPreemption's
+    (a pod whose preemptionPolicy is Never is not eligible to preempt)."""
     message = f"0/{total} nodes are available: {', '.join(histogram(per_node))}."
-    if preemption:
+    if preemption and policy == "Never":
+        message += " preemption: not eligible due to preemptionPolicy=Never."
+    elif preemption:
         verdicts: dict[str, int] = {}
         for reasons in per_node.values():
             why = (
@@ -277,8 +280,8 @@ class KubeScheduler:
     def on_bind(self, pod: dict, info: NodeInfo, snapshot: Snapshot) -> None:
         pass
 
-    def fit_message(self, total: int, per_node: dict[str, list[Reason]]) -> str:
-        return fit_error(total, per_node)
+    def fit_message(self, pod: dict, total: int, per_node: dict[str, list[Reason]]) -> str:
+        return fit_error(total, per_node, policy=pod["spec"].get("preemptionPolicy", ""))
 
     def place(self, pod: dict, snapshot: Snapshot) -> tuple[str | None, dict[str, list[Reason]]]:
         per_node: dict[str, list[Reason]] = {}
@@ -314,7 +317,7 @@ class KubeScheduler:
                 self.bind(pod, node, snapshot, stamp)
                 changed = True
                 continue
-            message = self.fit_message(len(snapshot.nodes), per_node)
+            message = self.fit_message(pod, len(snapshot.nodes), per_node)
             if set_condition(pod, condition("PodScheduled", "False", stamp, "Unschedulable", message)):
                 plane.save(plane.pods, pod)
                 plane.event(now, pod, "FailedScheduling", message)

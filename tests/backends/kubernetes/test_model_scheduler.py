@@ -52,6 +52,21 @@ def test_a_finished_pod_frees_its_resources(plain):
     assert scheduled(plain, "second")["spec"]["nodeName"] == "gpu-01"
 
 
+def test_a_pod_that_may_not_preempt_says_so(plain):
+    plain.add_node("gpu-01", gpus=1)
+    plain.seed(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        {"metadata": {"name": "online"}, "value": 1000, "preemptionPolicy": "Never"},
+    )
+    create(plain, job("big", NS, 2, priorityClassName="online"))
+    assert condition(scheduled(plain, "big"), "PodScheduled")["message"] == (
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. "
+        "preemption: not eligible due to preemptionPolicy=Never."
+    )
+
+
 def test_node_selector_and_required_node_affinity(plain):
     plain.add_node("a100-01", product="NVIDIA-A100-SXM4-80GB", labels={"zone": "z1"})
     plain.add_node("h100-01", labels={"zone": "z2"})
