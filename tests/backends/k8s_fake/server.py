@@ -2,7 +2,8 @@
 
     fake = FakeKubernetes(addons={"kueue", "lws", "keda"}).start()   # ThreadingHTTPServer on 127.0.0.1:<free port>
     fake.url                        # http://127.0.0.1:<port>
-    fake.add_node("gpu-1", gpus=8)  # seed objects directly (no request recorded)
+    fake.add_node("gpu-1", gpus=8)  # seed objects directly (no request recorded); MIG, HAMi, time-slicing, taints
+    FakeKubernetes(kueue=KueueConfig(exclude_resource_prefixes=("cpu", "memory")), hami=True)  # controller setups
     fake.requests                   # every request: method, path, query, content type, body
     fake.fail(500, times=1, method="GET", path="/api/v1/nodes")   # inject errors, hangs (fake.hang(...))
     fake.advance(30)                # let 30 s of fake time pass (the control plane runs)
@@ -12,9 +13,10 @@ What it emulates: discovery (/version, /api, /apis, APIResourceLists with the in
 get / list (label and field selectors, limit / continue) / create / PUT / delete (propagation, grace) for
 the resources in `resources.py`, JSON, merge and (partly) strategic merge patch with resourceVersion
 preconditions (409), server-side apply with field managers, conflicts and force, dryRun=All, the Eviction
-subresource with PodDisruptionBudgets (429), bearer-token authentication (401) and a small control plane
-(`cluster.py`). What it does not: watch, admission webhooks, RBAC, CEL, quota, schema validation (tests
-validate what the backend sends separately), protobuf, server-side table output.
+subresource with PodDisruptionBudgets (429), bearer-token authentication (401), and a semantic model of the
+control plane (`cluster.py`: Kueue, Volcano, kube-scheduler, HAMi, LWS, KEDA, with the admission webhooks and
+plugins they install). What it does not: watch, RBAC, CEL, schema validation (tests validate what the backend
+sends separately), protobuf, server-side table output.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tests.backends.k8s_fake import patching
+from tests.backends.k8s_fake import hami, patching
 from tests.backends.k8s_fake.cluster import ControlPlane
+from tests.backends.k8s_fake.kueue import KueueConfig
 from tests.backends.k8s_fake.resources import ADDONS, Resource, find, served
 from tests.backends.k8s_fake.store import ApiError, Store, conflict, patched, timestamp
 
@@ -92,7 +95,19 @@ REASONS = {
 class FakeKubernetes:
     """The fake API server and its state. Thread-safe: one lock around every request and seeding call."""
 
-    def __init__(self, addons: set[str] | None = None, token: str | None = None, control_plane: bool = True):
+    def __init__(
+        self,
+        addons: set[str] | None = None,
+        token: str | None = None,
+        control_plane: bool = True,
+        *,
+        kueue: KueueConfig | None = None,
+        hami: bool = False,
+        lws_gang: str = "",
+    ):
+        """`kueue`: the Kueue Configuration's resource settings (default: Kueue's defaults); `hami`: HAMi's
+        webhook and scheduler are installed; `lws_gang`: the LWS controller's
+        gangSchedulingManagement.schedulerProvider ("volcano"; default none, as LWS ships)."""
         addons = set(ADDONS if addons is None else addons)
         unknown = addons - set(ADDONS)
         if unknown:
@@ -103,7 +118,7 @@ class FakeKubernetes:
         self.offset = timedelta(0)
         self.lock = threading.RLock()
         self.store = Store(self.now)
-        self.control = ControlPlane(self.store, self.resources)
+        self.control = ControlPlane(self.store, self.resources, kueue, hami, lws_gang)
         self.control_plane = control_plane
         self.requests: list[Request] = []
         self.record = True
@@ -111,6 +126,19 @@ class FakeKubernetes:
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        if "volcano" in self.addons:
+            # Volcano's installation creates the root queue and the default queue (https://volcano.sh/en/docs/queue/).
+            for name, spec in (("root", {}), ("default", {"parent": "root"})):
+                self.seed(
+                    "scheduling.volcano.sh",
+                    "v1beta1",
+                    "queues",
+                    {
+                        "metadata": {"name": name},
+                        "spec": {"weight": 1, "reclaimable": True, **spec},
+                        "status": {"state": "Open"},
+                    },
+                )
 
     # lifecycle
 
@@ -225,25 +253,73 @@ class FakeKubernetes:
         extra_resources: dict | None = None,
         annotations: dict | None = None,
         resource: str = "nvidia.com/gpu",
+        cpu: str = "128",
+        memory: str = "2113536Mi",
+        pods: int = 110,
+        mig: dict[str, int] | None = None,
+        mig_strategy: str = "mixed",
+        time_slicing: int = 0,
+        rename_by_default: bool = False,
+        hami_split: int = 0,
+        unschedulable: bool = False,
     ) -> dict:
-        """A GPU node as GPU Feature Discovery labels it; `resource` is the name its device plugin advertises
-        (Volcano clusters rename it per model, e.g. nvidia.com/gpu-h100)."""
-        capacity = {"cpu": "128", "memory": "2113536Mi", "pods": "110", resource: str(gpus)}
+        """A GPU node as the NVIDIA device plugin and GPU Feature Discovery present it
+        (https://github.com/NVIDIA/k8s-device-plugin, https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/):
+
+        - `resource`: the name the device plugin advertises (`nvidia.com/gpu`; a Volcano cluster set up with
+          per-model names would advertise e.g. `nvidia.com/gpu-h100`);
+        - `mig`: MIG profiles and counts, e.g. {"1g.10gb": 7}: with the mixed strategy each profile is its own
+          resource `nvidia.com/mig-<profile>` (and `gpus` stays the count of whole GPUs, often 0); with the single
+          strategy they are `nvidia.com/gpu` and the product label ends in `-MIG-<profile>`;
+        - `time_slicing`: replicas per GPU: `nvidia.com/gpu` is gpus x replicas, the product label gains `-SHARED`
+          (or, with `rename_by_default`, the resource is `nvidia.com/gpu.shared`), and `nvidia.com/gpu.replicas` /
+          `nvidia.com/gpu.sharing-strategy` are set;
+        - `hami_split`: HAMi's device plugin: `nvidia.com/gpu` is gpus x split and the devices are registered in the
+          `hami.io/node-nvidia-register` annotation (see hami.py);
+        - cpu, memory and pods are the node's capacity and allocatable."""
+        extra_labels: dict[str, str] = {"nvidia.com/gpu.count": str(gpus)}
+        advertised = {resource: gpus}
+        annotations = dict(annotations or {})
+        if mig:
+            if mig_strategy == "single":
+                profile, count = next(iter(mig.items()))
+                advertised = {"nvidia.com/gpu": count}
+                product = f"{product}-MIG-{profile}"
+            else:
+                advertised.update({f"nvidia.com/mig-{p}": c for p, c in mig.items()})
+                extra_labels.update({f"nvidia.com/mig-{p}.count": str(c) for p, c in mig.items()})
+            extra_labels["nvidia.com/mig.strategy"] = mig_strategy
+        if time_slicing > 1:
+            shared = "nvidia.com/gpu.shared" if rename_by_default else resource
+            advertised = {shared: gpus * time_slicing}
+            if not rename_by_default:
+                product = f"{product}-SHARED"
+            extra_labels.update(
+                {"nvidia.com/gpu.replicas": str(time_slicing), "nvidia.com/gpu.sharing-strategy": "time-slicing"}
+            )
+        if hami_split:
+            advertised = {"nvidia.com/gpu": gpus * hami_split}
+            annotations[hami.REGISTER] = hami.register(gpus, memory_mib, hami_split, product, name)
+            extra_labels["gpu"] = "on"
+        capacity = {"cpu": cpu, "memory": memory, "pods": str(pods), **{k: str(v) for k, v in advertised.items()}}
         capacity.update(extra_resources or {})
-        alloc = dict(capacity, **{resource: str(gpus if allocatable is None else allocatable)})
+        alloc = dict(capacity)
+        if allocatable is not None:
+            alloc[resource] = str(allocatable)
         node = {
             "metadata": {
                 "name": name,
                 "labels": {
                     "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
                     "nvidia.com/gpu.product": product,
                     "nvidia.com/gpu.memory": str(memory_mib),
-                    "nvidia.com/gpu.count": str(gpus),
+                    **extra_labels,
                     **(labels or {}),
                 },
-                "annotations": annotations or {},
+                "annotations": annotations,
             },
-            "spec": {"taints": taints} if taints else {},
+            "spec": {**({"taints": taints} if taints else {}), **({"unschedulable": True} if unschedulable else {})},
             "status": {
                 "capacity": capacity,
                 "allocatable": alloc,
@@ -270,6 +346,27 @@ class FakeKubernetes:
             },
         }
         return self.seed("", "v1", "nodes", node)
+
+    def add_hypernode(self, name: str, tier: int, *, nodes: list[str] = (), hypernodes: list[str] = ()) -> dict:
+        """A Volcano HyperNode (topology.volcano.sh/v1alpha1): a switch whose members are nodes (tier 1) or the
+        HyperNodes of the tier below (https://volcano.sh/en/docs/network_topology_aware_scheduling/)."""
+        members = [{"type": "Node", "selector": {"exactMatch": {"name": n}}} for n in nodes]
+        members += [{"type": "HyperNode", "selector": {"exactMatch": {"name": h}}} for h in hypernodes]
+        return self.seed(
+            "topology.volcano.sh",
+            "v1alpha1",
+            "hypernodes",
+            {"metadata": {"name": name}, "spec": {"tier": tier, "members": members}},
+        )
+
+    def scale_metric(self, namespace: str, scaled_object: str, replicas: int | None) -> None:
+        """What KEDA's triggers would ask for (None: the triggers are inactive); see keda.py."""
+        with self.lock:
+            if replicas is None:
+                self.control.keda_metrics.pop((namespace, scaled_object), None)
+            else:
+                self.control.keda_metrics[(namespace, scaled_object)] = replicas
+            self.tick()
 
     def add_pod(
         self,
@@ -423,6 +520,9 @@ class FakeKubernetes:
         if method == "POST" and not name:
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "the request body must be an object")
+            body = copy.deepcopy(body)
+            if self.control_plane:
+                self.control.admit(resource, ns, body)
             return 201, store.create(resource, ns, body, dry_run=dry_run)
         if not name:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
@@ -491,6 +591,8 @@ class FakeKubernetes:
         now = timestamp(self.now())
         if live is None:
             merged.setdefault("metadata", {})["managedFields"] = _managed(applied, resource, now)
+            if self.control_plane:
+                self.control.admit(resource, ns, merged)
             created = self.store.create(resource, ns, merged, dry_run=dry_run)
             if not dry_run:
                 self.store.applied[key] = applied

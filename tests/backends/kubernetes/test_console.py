@@ -16,7 +16,7 @@ from apps.tenancy import services as tenancy
 from apps.tenancy.desired_state import build_desired_state
 from apps.workloads import services
 from apps.workloads.models import OutboxEntry, Workload
-from tests.backends.kubernetes.conftest import seed_nodes
+from tests.backends.kubernetes.conftest import KUEUE_NEVER_ADMITS, seed_nodes
 from tests.utils.personas import fresh
 from tests.workloads.conftest import training_spec
 
@@ -47,6 +47,7 @@ def submit(api, personas, capture, **overrides):
     return Workload.objects.get(pk=response.json()["id"])
 
 
+@KUEUE_NEVER_ADMITS
 def test_submit_runs_reconciles_and_cancels(k8s, fake, personas, api, django_capture_on_commit_callbacks):
     assert Node.objects.filter(cluster=k8s).count() == 2
     workload = submit(api, personas, django_capture_on_commit_callbacks)
@@ -100,6 +101,7 @@ def test_a_forbidden_submission_fails_with_the_reason(k8s, fake, personas, api, 
     assert "403 Forbidden" in workload.state_reason and "rbac.yaml" in workload.state_reason
 
 
+@KUEUE_NEVER_ADMITS
 def test_scheduler_events_reach_the_workload_timeline_once(
     k8s, fake, personas, api, django_capture_on_commit_callbacks
 ):
@@ -111,9 +113,13 @@ def test_scheduler_events_reach_the_workload_timeline_once(
     services.reconcile_workloads()
     workload.refresh_from_db()
     assert workload.state == "admitted"
-    assert workload.state_reason == "0/2 nodes are available: 2 node(s) were unschedulable."
+    message = (
+        "0/2 nodes are available: 2 node(s) were unschedulable. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+    assert workload.state_reason == message
     lines = list(workload.events.filter(kind="cluster").values_list("message", flat=True))
-    assert lines == ["FailedScheduling: 0/2 nodes are available: 2 node(s) were unschedulable."]
+    assert lines == [f"FailedScheduling: {message}"]
     page = api(fresh(personas.member_a)).get(f"/workloads/{workload.pk}/")
     assert page.status_code == 200 and b"FailedScheduling" in page.content
 

@@ -10,7 +10,7 @@ from apps.backends.render.workload import RenderContext, render_kubernetes
 from apps.backends.types import BackendState, WorkloadSpec
 from apps.workloads.specs import InferenceServiceSpec
 from tests.backends.console_specs import console_spec
-from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
+from tests.backends.kubernetes.conftest import KUEUE_NEVER_ADMITS, make_cluster, push_queue, seed_nodes
 
 T = "2026-11-30T10:00:00Z"
 
@@ -124,19 +124,23 @@ def test_services_run_while_a_replica_serves():
     assert workload_status("l", lws, [], []).state == BackendState.RUNNING
 
 
+@KUEUE_NEVER_ADMITS
 def test_a_job_that_cannot_fit_is_pending_with_the_scheduler_s_event(db, fake):
     seed_nodes(fake, count=2, gpus=4)
-    fake.add_namespace("team-a")
     cluster = make_cluster(fake)
-    bind_queue(cluster, "team-a", "train", ["team-a"])
+    push_queue(cluster, "team-a", "train", ["team-a"], h100=8)
     backend = KubernetesBackend(cluster)
     spec = console_spec("big", gpus_per_worker=8, command=["sleep", "60"])
     backend.submit(spec)
     fake.advance(1)
     status = backend.status(["big"])["big"]
+    message = (
+        "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
     assert status.state == BackendState.PENDING
-    assert status.reason == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
-    assert status.events == ["FailedScheduling: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."]
+    assert status.reason == message
+    assert status.events == [f"FailedScheduling: {message}"]
 
 
 def service(name: str, **fields) -> InferenceServiceSpec:
@@ -145,11 +149,13 @@ def service(name: str, **fields) -> InferenceServiceSpec:
     )
 
 
+@KUEUE_NEVER_ADMITS
 @pytest.mark.parametrize(("tp", "kind"), [(1, "Deployment"), (16, "LeaderWorkerSet")])
 def test_inference_services_from_their_rendered_manifest(db, fake, tp, kind):
     seed_nodes(fake, count=2, gpus=8)
-    fake.add_namespace("team-a-serve")
     cluster = make_cluster(fake)
+    push_queue(cluster, "team-a", "serve", ["team-a-serve"], h100=16)
+    fake.reset_requests()
     ctx = RenderContext(
         namespace="team-a-serve",
         queue_name="team-a-serve",

@@ -1,0 +1,213 @@
+"""Journeys on a Volcano cluster through the control-plane model: Volcano with its default queues, the stock NVIDIA
+device plugin (GPUs advertised as nvidia.com/gpu), HyperNodes for the NVLink domains (tier 1) and leaf switches
+(tier 2), LeaderWorkerSet's Volcano gang provider on (the console's caveat for multi-node services) and HAMi
+installed. Each workload kind is submitted through the API and must reach Running on nodes that satisfy its
+constraints, then complete (training) or stay ready (inference). See journey.py for the modelled fleet."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.backends.k8s_fake import FakeKubernetes
+from tests.backends.kubernetes.conftest import issue18
+from tests.backends.kubernetes.journey import (
+    A100,
+    H100_NODES,
+    inference,
+    seed_fleet,
+    seed_hypernodes,
+    start,
+    training,
+)
+
+LEAF = "network.example.com/leaf"
+VOLCANO_RESOURCE = issue18("volcano-resource")
+
+
+@pytest.fixture
+def cluster_fake():
+    fake = FakeKubernetes(hami=True, lws_gang="volcano").start()
+    seed_fleet(fake)
+    seed_hypernodes(fake)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def journey(personas, cluster_fake, api, django_capture_on_commit_callbacks):
+    return start(personas, cluster_fake, api, django_capture_on_commit_callbacks, queueing="volcano")
+
+
+@VOLCANO_RESOURCE
+def test_one_gpu_runs_on_an_h100_and_completes(journey):
+    workload = journey.submit("training", training("one-gpu"))
+    journey.wait(workload, {"running"})
+    (node,) = journey.nodes(workload)
+    assert node in H100_NODES
+    journey.wait(workload, {"succeeded"}, seconds=360, step=30)
+
+
+@VOLCANO_RESOURCE
+def test_a_4x8_gang_runs_on_one_leaf(journey):
+    workload = journey.submit("training", training("gang", workers=4, gpus_per_worker=8, topology="leaf"))
+    journey.wait(workload, {"running"})
+    nodes = journey.nodes(workload)
+    assert (
+        len(nodes) == 4 and len({journey.node(n)["metadata"]["labels"]["gpu-console/leaf-switch"] for n in nodes}) == 1
+    )
+    (group,) = [
+        g
+        for g in journey.fake.objects("scheduling.volcano.sh", "v1beta1", "podgroups")
+        if g["metadata"]["name"].startswith(workload.backend_name)
+    ]
+    assert group["spec"]["queue"] == "a-train" and group["spec"]["minMember"] == 4
+    journey.wait(workload, {"succeeded"}, seconds=360, step=30)
+
+
+def test_a_mig_slice_runs_on_the_mig_node(journey):
+    spec = training("mig", gpu_model="a100", sharing={"mode": "mig", "mig_profile": "1g.10gb"})
+    workload = journey.submit("training", spec)
+    journey.wait(workload, {"running"})
+    assert journey.nodes(workload) == ["a100-mig-01"]
+    journey.wait(workload, {"succeeded"}, seconds=360, step=30)
+
+
+@issue18("volcano-resource", "volcano-hami")
+def test_a_hami_share_runs_on_the_hami_node(journey):
+    spec = training("hami", gpu_model="a100", sharing={"mode": "hami", "gpumem_mib": 20000, "gpucores": 30})
+    workload = journey.submit("training", spec)
+    journey.wait(workload, {"running"})
+    assert journey.nodes(workload) == ["a100-hami-01"]
+    (pod,) = journey.pods(workload)
+    assert pod["spec"]["schedulerName"] == "volcano"  # in the queue's gang, not handed to another scheduler
+    journey.wait(workload, {"succeeded"}, seconds=360, step=30)
+
+
+@VOLCANO_RESOURCE
+def test_a_time_sliced_share_runs_on_the_time_sliced_pool(journey):
+    spec = training("shared", gpu_model="l40s", sharing={"mode": "time-slice", "replicas": 4})
+    workload = journey.submit("training", spec)
+    journey.wait(workload, {"running"})
+    assert journey.nodes(workload) == ["l40s-ts-01"]
+    journey.wait(workload, {"succeeded"}, seconds=360, step=30)
+
+
+@VOLCANO_RESOURCE
+def test_an_elastic_2_to_4_job_runs_and_completes(journey):
+    spec = training(
+        "elastic",
+        workers=4,
+        gpus_per_worker=8,
+        elastic={"min_workers": 2, "max_workers": 4, "checkpoint_path": "/ckpt"},
+    )
+    workload = journey.submit("training", spec)
+    journey.wait(workload, {"running"})
+    assert 2 <= len([n for n in journey.nodes(workload) if n != "-"]) <= 4
+    (pod, *_) = journey.pods(workload)
+    command = pod["spec"]["containers"][0]["command"]
+    assert "--nnodes=2:4" in command
+    journey.wait(workload, {"succeeded"}, seconds=360, step=30)
+
+
+@VOLCANO_RESOURCE
+def test_vllm_tp8_serves_from_one_h100_node(journey):
+    workload = journey.submit("inference", inference("chat", tensor_parallel=8))
+    journey.wait(workload, {"running"})
+    (node,) = journey.nodes(workload)
+    assert node in H100_NODES
+    journey.settle(600)
+    assert journey.state(workload).state == "running"
+
+
+@VOLCANO_RESOURCE
+def test_sglang_tp16_serves_from_a_leader_worker_set_on_two_nodes(journey):
+    workload = journey.submit("inference", inference("big", engine="sglang", tensor_parallel=16))
+    journey.wait(workload, {"running"})
+    nodes = journey.nodes(workload)
+    assert len(nodes) == 2 and set(nodes) <= set(H100_NODES)
+    groups = {p["metadata"]["annotations"].get("scheduling.k8s.io/group-name") for p in journey.pods(workload)}
+    assert len(groups) == 1 and None not in groups  # one gang per group (the LWS controller's Volcano provider)
+    journey.settle(600)
+    assert journey.state(workload).state == "running"
+
+
+@VOLCANO_RESOURCE
+def test_a_keda_autoscaled_service_scales_within_its_bounds(journey):
+    spec = inference("scaled", tensor_parallel=1, autoscaling={"enabled": True, "min_replicas": 1, "max_replicas": 3})
+    workload = journey.submit("inference", spec)
+    journey.wait(workload, {"running"})
+    scaled = journey.fake.get("keda.sh", "v1alpha1", "scaledobjects", workload.backend_name, "a-serve")
+    assert next(c for c in scaled["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
+    journey.fake.scale_metric("a-serve", workload.backend_name, 3)
+    journey.settle(30)
+    assert len([n for n in journey.nodes(workload) if n != "-"]) == 3
+    assert journey.state(workload).state == "running"
+
+
+@issue18("volcano-resource", "taints")
+def test_a_service_on_the_tainted_pool_tolerates_it(journey):
+    workload = journey.submit("inference", inference("l40s-chat", gpu_model="l40s", tensor_parallel=1))
+    journey.wait(workload, {"running"})
+    (node,) = journey.nodes(workload)
+    assert node in ("l40s-01", "l40s-02")
+
+
+@pytest.fixture
+def custom_leaf_journey(personas, api, django_capture_on_commit_callbacks):
+    fake = FakeKubernetes(hami=True, lws_gang="volcano").start()
+    seed_fleet(fake, leaf_label=LEAF)
+    seed_hypernodes(fake)
+    yield start(
+        personas,
+        fake,
+        api,
+        django_capture_on_commit_callbacks,
+        queueing="volcano",
+        topology_labels={"leaf": LEAF},
+    )
+    fake.stop()
+
+
+@VOLCANO_RESOURCE
+def test_custom_topology_labels_keep_a_gang_on_one_leaf(custom_leaf_journey):
+    journey = custom_leaf_journey
+    workload = journey.submit("training", training("gang", workers=4, gpus_per_worker=8, topology="leaf"))
+    journey.wait(workload, {"running"})
+    nodes = journey.nodes(workload)
+    assert len(nodes) == 4 and len({journey.node(n)["metadata"]["labels"][LEAF] for n in nodes}) == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "field", "text"),
+    [
+        ("training", training("too-wide", gpus_per_worker=16), "gpus_per_worker", "exceed the 8 GPUs per node"),
+        (
+            "training",
+            training("no-such-slice", gpu_model="a100", sharing={"mode": "mig", "mig_profile": "1g.5gb"}),
+            "sharing.mig_profile",
+            "no MIG profile '1g.5gb'",
+        ),
+        (
+            "training",
+            training(
+                "too-much-memory", gpu_model="a100", sharing={"mode": "hami", "gpumem_mib": 90000, "gpucores": 10}
+            ),
+            "sharing.gpumem_mib",
+            "is more than the 81920 MiB",
+        ),
+        ("inference", inference("odd-tp", tensor_parallel=12), "tensor_parallel", "must be a multiple of 8"),
+        ("training", training("no-such-model", gpu_model="h200"), "gpu_model", ""),
+    ],
+)
+def test_what_the_console_cannot_express_is_refused_at_submission(journey, kind, spec, field, text):
+    body = journey.refused(kind, spec)
+    assert field in str(body), body
+    assert text in str(body), body
+    assert journey.fake.objects("batch.volcano.sh", "v1alpha1", "jobs") == []
+
+
+def test_nodes_are_what_the_model_says(journey):
+    """The fleet as the journeys assume it (a guard against a fixture that silently changed)."""
+    assert journey.node("a100-mig-01")["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] == "28"
+    assert journey.node("l40s-ts-01")["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-L40S-SHARED"
+    assert journey.node("a100-01")["metadata"]["labels"]["nvidia.com/gpu.product"] == A100
