@@ -25,6 +25,7 @@ from apps.backends.kubernetes.nodes import DrainSettings, NodeOps, Progress
 from apps.backends.kubernetes.resources import (
     COMPANION_KINDS,
     EVENT,
+    KUEUE_WORKLOAD,
     NODE,
     POD,
     PRUNED_KINDS,
@@ -35,8 +36,10 @@ from apps.backends.kubernetes.resources import (
 from apps.backends.kubernetes.workloads import (
     event_lines,
     objects_for,
+    quota_reserved_message,
     render_workload,
     usage_entries,
+    waiting_for_kueue,
     workload_status,
 )
 from apps.backends.render.desired import DesiredState
@@ -265,6 +268,34 @@ class KubernetesBackend(Backend):
                 out[name] = event_lines(mine)
         return out
 
+    def _kueue_waits(self, objects: list[dict], pods: dict[str, list[dict]]) -> dict[str, str]:
+        """Why Kueue has not admitted each waiting workload: its Kueue Workload's QuotaReserved=False message
+        ("LocalQueue x doesn't exist", "couldn't assign flavors ..."), one list call per namespace that has one.
+
+        Kueue keeps that reason on its Workload object, owned by the Job, by each pod of a Deployment or by the
+        LeaderWorkerSet (https://kueue.sigs.k8s.io/docs/concepts/workload/), not on the Job or its pods.
+        """
+        if "kueue" not in self.addons:
+            return {}
+        waiting = [o for o in objects if waiting_for_kueue(o, pods.get(o["metadata"]["name"], []))]
+        out: dict[str, str] = {}
+        for ns in sorted({o["metadata"].get("namespace", "") for o in waiting}):
+            reasons: dict[str, str] = {}
+            for wl in self.api.list(KUEUE_WORKLOAD.path(namespace=ns), f"list Kueue workloads in {ns}"):
+                message = quota_reserved_message(wl)
+                for ref in wl["metadata"].get("ownerReferences") or []:
+                    if message:
+                        reasons.setdefault(ref.get("name", ""), message)
+            for obj in waiting:
+                if obj["metadata"].get("namespace", "") != ns:
+                    continue
+                name = obj["metadata"]["name"]
+                owners = [name, *sorted(p["metadata"]["name"] for p in pods.get(name, []))]
+                message = next((reasons[o] for o in owners if o in reasons), "")
+                if message:
+                    out[name] = message
+        return out
+
     def status(self, backend_ids: list[str]) -> dict[str, WorkloadStatus]:
         from apps.backends.kubernetes.models import KubeCancellation
 
@@ -273,6 +304,7 @@ class KubernetesBackend(Backend):
         objects = list(found.values())
         pods = self._pods_of(objects)
         events = self._events_of(objects, pods)
+        waits = self._kueue_waits(objects, pods)
         cancelled = dict(
             KubeCancellation.objects.filter(cluster=self.cluster, backend_id__in=list(names.values())).values_list(
                 "backend_id", "cancelled_at"
@@ -283,7 +315,8 @@ class KubernetesBackend(Backend):
             obj = found.get(name)
             if obj is not None:
                 out[backend_id] = replace(
-                    workload_status(name, obj, pods.get(name, []), events.get(name, [])), backend_id=backend_id
+                    workload_status(name, obj, pods.get(name, []), events.get(name, []), waits.get(name, "")),
+                    backend_id=backend_id,
                 )
             elif name in cancelled:
                 out[backend_id] = WorkloadStatus(

@@ -48,6 +48,7 @@ KINDS = [
     Kind("kueue.x-k8s.io/v1beta2", "Cohort", "cohorts", False, "kueue"),
     Kind("kueue.x-k8s.io/v1beta2", "ClusterQueue", "clusterqueues", False, "kueue"),
     Kind("kueue.x-k8s.io/v1beta2", "LocalQueue", "localqueues", True, "kueue"),
+    Kind("kueue.x-k8s.io/v1beta2", "Workload", "workloads", True, "kueue"),
     Kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets", True, "lws"),
     Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", True, "keda"),
     Kind("keda.sh/v1alpha1", "TriggerAuthentication", "triggerauthentications", True, "keda"),
@@ -57,6 +58,7 @@ _BY_KEY = {(k.api_version, k.kind): k for k in KINDS}
 NODE = _BY_KEY[("v1", "Node")]
 POD = _BY_KEY[("v1", "Pod")]
 EVENT = _BY_KEY[("v1", "Event")]
+KUEUE_WORKLOAD = _BY_KEY[("kueue.x-k8s.io/v1beta2", "Workload")]  # read only: why Kueue has not admitted
 # Top-level workload objects, whose state is the workload's; the rest of a workload (Services, KEDA
 # ScaledObjects) follows them.
 WORKLOAD_KINDS = [

@@ -73,8 +73,29 @@ def _pending_reason(pods: list[dict], events: list[str]) -> str:
     return events[-1] if events else ""
 
 
-def workload_status(backend_id: str, obj: dict, pods: list[dict], events: list[str]) -> WorkloadStatus:
-    """The console's view of one workload object and its pods (`events`: "reason: message", oldest first)."""
+KUEUE_GATE = "kueue.x-k8s.io/admission"  # the scheduling gate Kueue holds a queued pod with until it admits it
+
+
+def waiting_for_kueue(obj: dict, pods: list[dict]) -> bool:
+    """A suspended Job, or a service whose pods Kueue still gates."""
+    if obj.get("kind") == "Job" and obj.get("apiVersion") == "batch/v1":
+        return bool((obj.get("spec") or {}).get("suspend"))
+    return any(g.get("name") == KUEUE_GATE for p in pods for g in (p.get("spec") or {}).get("schedulingGates") or [])
+
+
+def quota_reserved_message(workload: dict) -> str:
+    """Kueue's reason a Workload holds no quota (its QuotaReserved=False condition), '' otherwise."""
+    for condition in (workload.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "QuotaReserved" and condition.get("status") == "False":
+            return condition.get("message") or condition.get("reason") or ""
+    return ""
+
+
+def workload_status(
+    backend_id: str, obj: dict, pods: list[dict], events: list[str], kueue_wait: str = ""
+) -> WorkloadStatus:
+    """The console's view of one workload object and its pods (`events`: "reason: message", oldest first;
+    `kueue_wait`: why Kueue has not admitted it yet, from its Kueue Workload)."""
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     by_node: dict[str, Placement] = {}
@@ -104,7 +125,8 @@ def workload_status(backend_id: str, obj: dict, pods: list[dict], events: list[s
             out.reason = f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": ")
             out.finished_at = podinfo.parse_time(failed.get("lastTransitionTime"))
         elif spec.get("suspend"):
-            out.reason = "suspended until Kueue admits it" + (f" ({events[-1]})" if events else "")
+            detail = kueue_wait or (events[-1] if events else "")
+            out.reason = "suspended until Kueue admits it" + (f" ({detail})" if detail else "")
         elif running:
             out.state = BackendState.RUNNING
         else:
@@ -134,6 +156,8 @@ def workload_status(backend_id: str, obj: dict, pods: list[dict], events: list[s
             wanted = spec.get("replicas", 1)
             if ready < wanted:
                 out.reason = f"{ready} of {wanted} replicas ready"
+        elif kueue_wait:
+            out.reason = f"waiting for Kueue to admit it ({kueue_wait})"
         else:
             out.reason = _pending_reason(pods, events) or "no replica is ready yet"
     return out

@@ -180,3 +180,35 @@ def test_inference_services_from_their_rendered_manifest(db, fake, tp, kind):
     fake.advance(200)
     assert backend.status(["wl41-chat"])["wl41-chat"].state == BackendState.CANCELLED
     assert fake.objects("", "v1", "pods") == []
+
+
+def test_a_job_kueue_has_not_admitted_says_why_in_kueue_s_words(db, fake):
+    """Kueue keeps its reason on its Workload (QuotaReserved=False), not on the Job: the console reads it there.
+
+    https://kueue.sigs.k8s.io/docs/concepts/workload/ : a LocalQueue deleted by hand leaves the Job suspended.
+    """
+    seed_nodes(fake, count=2, gpus=4)
+    cluster = make_cluster(fake)
+    push_queue(cluster, "team-a", "train", ["team-a"], h100=8)
+    for local_queue in fake.objects("kueue.x-k8s.io", "v1beta2", "localqueues"):
+        fake.store.remove(
+            fake.resource("kueue.x-k8s.io", "v1beta2", "localqueues"),
+            local_queue["metadata"]["namespace"],
+            local_queue["metadata"]["name"],
+        )
+    backend = KubernetesBackend(cluster)
+    backend.submit(console_spec("waits", gpus_per_worker=1, command=["sleep", "60"]))
+    fake.advance(1)
+
+    status = backend.status(["waits"])["waits"]
+
+    assert status.state == BackendState.PENDING
+    assert status.reason == "suspended until Kueue admits it (LocalQueue team-a-train doesn't exist)"
+
+
+def test_a_gated_service_says_why_kueue_holds_it():
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"replicas": 1}}
+    gated = {"metadata": {"name": "d-1"}, "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}}
+    message = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100"
+    status = workload_status("d", deploy, [gated], [], message)
+    assert status.state == BackendState.PENDING and status.reason == f"waiting for Kueue to admit it ({message})"
