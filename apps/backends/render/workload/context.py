@@ -50,7 +50,9 @@ class WorkloadContext:
 
 def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderContext:
     """The Kubernetes renderer's context on a cluster with these connection settings (`queueing`, default
-    kueue; `gpus_per_node`, default 8)."""
+    kueue; `gpus_per_node`, default 8; the GPU-sharing setup: `hami_node_labels`, `volcano_vgpu`,
+    `volcano_per_model_resources`, as the quota renderer reads them, see desired.QuotaSettings)."""
+    hami_labels = connection.get("hami_node_labels") or {}
     return RenderContext(
         namespace=context.namespace,
         queue_name=context.queue,
@@ -62,6 +64,9 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
         gpus_per_node=int(connection.get("gpus_per_node", 8)),
         preemptible=context.preemptible,
         name=context.name,
+        hami_node_labels=dict(hami_labels) if isinstance(hami_labels, dict) else {"": str(hami_labels)},
+        volcano_vgpu=bool(connection.get("volcano_vgpu", False)),
+        per_model_gpu_resources=bool(connection.get("volcano_per_model_resources", False)),
     )
 
 
@@ -87,7 +92,11 @@ class RenderContext:
     `product_label` the node pool's `nvidia.com/gpu.product`; `tolerations` the pool's taints as
     {key, value, effect} dicts. `name` overrides the object name (default: the spec's name), for a console
     that keeps names unique per namespace. `gpu_resource` overrides the GPU extended resource: by default
-    nvidia.com/gpu with Kueue, and with Volcano the per-model nvidia.com/gpu-<model> its queues quota.
+    the stock nvidia.com/gpu, and with Volcano on a site that renames it per model
+    (`per_model_gpu_resources`) nvidia.com/gpu-<model>. With Volcano `queue_name` is the queue's
+    "<tenant>-<queue>": its workloads name the leaf of their GPU pool, "<tenant>-<queue>-<pool>" (volcano.py).
+    `hami_node_labels` are the labels of the nodes HAMi's device plugin runs on (Kueue: a HAMi pod selects
+    them, as its pool's ResourceFlavor does); `volcano_vgpu` says Volcano's vGPU device plugin runs.
     """
 
     namespace: str
@@ -104,6 +113,9 @@ class RenderContext:
     cluster_domain: str = "cluster.local"
     topology_labels: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TOPOLOGY_LABELS))
     volcano_tiers: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_VOLCANO_TIERS))
+    hami_node_labels: dict[str, str] = field(default_factory=dict)
+    volcano_vgpu: bool = False
+    per_model_gpu_resources: bool = False
 
 
 class _Dumper(yaml.SafeDumper):
