@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
+from apps.backends.render.desired import QuotaSettings
+from apps.backends.render.pools import offered
 from apps.backends.render.titles import workload_title
 from apps.backends.render.workload import WorkloadContext
 from apps.fleet.models import NodePool
+from apps.tenancy.desired_state import gpu_node_refs, model_ref
 from apps.tenancy.models import QueueBinding
 from apps.workloads.models import Workload
 
@@ -19,7 +22,8 @@ from apps.workloads.models import Workload
 def render_context(workload: Workload) -> WorkloadContext:
     """Where `workload` runs: the queue's binding on its cluster (the first namespace, else the tenant's slug;
     the Slurm account, else one derived from the queue's name), the tier, the GPU model's product label and
-    the taints of the cluster's node pool of that model."""
+    the taints of the cluster's node pool of that model; on Kubernetes, the model's GPU pools the last inventory
+    sync saw (a shared GPU outside them is refused by the renderer, see `gpu_pools`)."""
     binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
     namespaces = (binding.namespaces if binding else []) or [workload.tenant.slug]
     model = workload.gpu_model
@@ -35,7 +39,18 @@ def render_context(workload: Workload) -> WorkloadContext:
         namespace=namespaces[0],
         tolerations=list(pool.taints) if pool else [],
         slurm_account=(binding.slurm_account if binding else "") or workload.queue.full_name.replace("-", "_"),
+        gpu_pools=_gpu_pools(workload) if backend_class(workload.cluster.kind).renderer == "kubernetes" else None,
     )
+
+
+def _gpu_pools(workload: Workload) -> tuple[str, ...] | None:
+    """The model's pools on the workload's Kubernetes cluster, from its nodes' GPU Feature Discovery labels;
+    None when the cluster's settings cannot be read (the quota push names them)."""
+    try:
+        settings = QuotaSettings.from_connection(workload.cluster.connection or {})
+        return offered(model_ref(workload.gpu_model), gpu_node_refs(workload.cluster), settings)
+    except ValueError:
+        return None
 
 
 def rendering_title(workload: Workload) -> str:

@@ -228,3 +228,12 @@ def pools_of(state: DesiredState) -> dict[str, list[Pool]]:
     """Every model's pools on the cluster, models in the state's order."""
     check_settings(state.settings)
     return {model.code: model_pools(model, state.nodes, state.settings) for model in state.gpu_models}
+
+
+def offered(model: GpuModelRef, nodes: tuple[NodeRef, ...], settings: QuotaSettings) -> tuple[str, ...]:
+    """What a workload of `model` can use on the cluster: its pools' names and its nodes' MIG resources (the
+    workload renderer refuses a shared GPU outside them; see RenderContext.gpu_pools). RenderError for settings
+    that cannot work."""
+    check_settings(settings)
+    pools = model_pools(model, nodes, settings)
+    return tuple([p.name for p in pools] + [mig_resource(m) for p in pools for m in p.mig_profiles])

@@ -225,6 +225,26 @@ def test_hami_is_refused_by_name_where_the_cluster_has_no_hami_pool(queueing, ct
     assert exc.value.field == "sharing.mode" and setting in str(exc.value)
 
 
+@pytest.mark.parametrize(
+    ("sharing", "field", "needle"),
+    [
+        ({"mode": "time-slice", "replicas": 4}, "sharing.replicas", "no time-sliced h100 pool with 4 replicas"),
+        ({"mode": "mig", "mig_profile": "1g.10gb"}, "sharing.mig_profile", "advertises MIG instances 1g.10gb"),
+        ({"mode": "hami", "gpumem_mib": 1024, "gpucores": 10}, "sharing.mode", "HAMi node labels (gpu=on"),
+    ],
+)
+def test_a_shared_gpu_without_its_pool_on_the_cluster_is_refused_by_name(sharing, field, needle):
+    """No quota object covers a pool the inventory does not show, and no node would run its pods: the renderer
+    refuses it rather than leave it pending forever."""
+    spec = small(sharing=sharing)
+    with pytest.raises(RenderError) as exc:
+        render(spec, gpu_pools=("h100", "h100-shared-2", "nvidia.com/mig-3g.40gb"))
+    assert exc.value.field == field and needle in str(exc.value)
+    pools = ("h100", "h100-shared-4", "h100-hami", "nvidia.com/mig-1g.10gb")
+    assert render(spec, gpu_pools=pools).objects  # with the pool there
+    assert render(spec).objects  # pools unknown (gpu_pools None): not checked
+
+
 def test_time_sliced_work_names_its_pools_volcano_queue():
     result = render(small(sharing={"mode": "time-slice", "replicas": 4}), "volcano")
     assert result.objects[0]["spec"]["queue"] == "acme-dev-h100-shared-4"

@@ -46,6 +46,9 @@ class WorkloadContext:
     namespace: str = ""  # Kubernetes: the queue's first namespace bound on the cluster
     tolerations: list[dict] = field(default_factory=list)  # the node pool's taints as {key, value, effect}
     slurm_account: str = ""  # Slurm: the queue's account on the cluster
+    # Kubernetes: the model's GPU pools the inventory shows (render/pools.py names, e.g. "l40s-shared-4",
+    # "a100-hami") and the MIG resources of its nodes ("nvidia.com/mig-1g.10gb"); None: not known, not checked
+    gpu_pools: tuple[str, ...] | None = None
 
 
 def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderContext:
@@ -67,6 +70,7 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
         hami_node_labels=dict(hami_labels) if isinstance(hami_labels, dict) else {"": str(hami_labels)},
         volcano_vgpu=bool(connection.get("volcano_vgpu", False)),
         per_model_gpu_resources=bool(connection.get("volcano_per_model_resources", False)),
+        gpu_pools=context.gpu_pools,
     )
 
 
@@ -97,6 +101,8 @@ class RenderContext:
     "<tenant>-<queue>": its workloads name the leaf of their GPU pool, "<tenant>-<queue>-<pool>" (volcano.py).
     `hami_node_labels` are the labels of the nodes HAMi's device plugin runs on (Kueue: a HAMi pod selects
     them, as its pool's ResourceFlavor does); `volcano_vgpu` says Volcano's vGPU device plugin runs.
+    `gpu_pools`, when known, are the model's pools and MIG resources on the cluster: a time-slice, MIG or HAMi
+    workload whose pool is not among them is refused (no quota object covers it, no node would run it).
     """
 
     namespace: str
@@ -116,6 +122,7 @@ class RenderContext:
     hami_node_labels: dict[str, str] = field(default_factory=dict)
     volcano_vgpu: bool = False
     per_model_gpu_resources: bool = False
+    gpu_pools: tuple[str, ...] | None = None  # see WorkloadContext; a sharing mode outside them is refused
 
 
 class _Dumper(yaml.SafeDumper):
