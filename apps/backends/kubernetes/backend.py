@@ -23,6 +23,7 @@ from apps.backends.kubernetes.connection import api_client, timeout_of
 from apps.backends.kubernetes.inventory import InventorySettings, group_pods, node_info
 from apps.backends.kubernetes.nodes import DrainSettings, NodeOps, Progress
 from apps.backends.kubernetes.resources import COMPANION_KINDS, EVENT, NODE, POD, WORKLOAD_KINDS, Kind, kind_of
+from apps.backends.kubernetes.sharing_setup import HAMI_NODE_ANNOTATION, setup_notes
 from apps.backends.kubernetes.workloads import (
     event_lines,
     objects_for,
@@ -62,7 +63,6 @@ ADDON_USE = {
     "keda": "KEDA: autoscaling inference on the engines' queue length",
     "hami": "HAMi: fractional vGPUs (sharing mode hami)",
 }
-HAMI_NODE_ANNOTATION = "hami.io/node-nvidia-register"
 WORKLOAD_LABEL = "gpu-console/workload"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
 SELECTOR_CHUNK = 50
@@ -134,6 +134,7 @@ class KubernetesBackend(Backend):
                 f"this cluster's queueing is {queueing!r} but {queueing} is not installed: training jobs "
                 "cannot be admitted until it is (or connection.queueing names the one installed)",
             )
+        notes += setup_notes(items, self.settings)
         present = ", ".join(sorted(n for n, p in features.items() if p)) or "none"
         gpus = sum(int((n.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu", 0) or 0) for n in items)
         more = "+" if nodes.get("metadata", {}).get("continue") else ""
