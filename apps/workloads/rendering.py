@@ -13,7 +13,7 @@ from apps.backends.render.desired import QuotaSettings
 from apps.backends.render.pools import offered
 from apps.backends.render.titles import workload_title
 from apps.backends.render.workload import WorkloadContext
-from apps.fleet.models import ClusterKind, NodePool
+from apps.fleet.models import NodePool
 from apps.tenancy.desired_state import gpu_node_refs, model_ref
 from apps.tenancy.models import QueueBinding
 from apps.workloads.models import Workload
@@ -39,8 +39,7 @@ def render_context(workload: Workload) -> WorkloadContext:
         namespace=namespaces[0],
         tolerations=list(pool.taints) if pool else [],
         slurm_account=(binding.slurm_account if binding else "") or workload.queue.full_name.replace("-", "_"),
-        # a real Kubernetes cluster's pools (a simulated one renders for Kubernetes but runs every sharing mode)
-        gpu_pools=_gpu_pools(workload) if workload.cluster.kind == ClusterKind.KUBERNETES else None,
+        gpu_pools=_gpu_pools(workload) if backend_class(workload.cluster.kind).gpu_pools_from_inventory else None,
     )
 
 

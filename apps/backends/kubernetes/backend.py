@@ -80,6 +80,7 @@ class KubernetesBackend(Backend):
 
     kind = "kubernetes"
     renderer = "kubernetes"
+    gpu_pools_from_inventory = True
 
     def __init__(self, cluster, *, sleep=None):
         super().__init__(cluster)
