@@ -74,6 +74,10 @@ class Backend(ABC):
     # Which renderer of apps.backends.render speaks for this backend, "kubernetes" or "slurm": the pages show
     # its rendering of the desired quota state and its caveats (a simulated cluster shows Kubernetes').
     renderer: str = ""
+    # Its workloads run only in the GPU pools its inventory shows (apps/backends/render/pools.py): the render
+    # context then carries them (WorkloadContext.gpu_pools) and a shared GPU outside them is refused. A
+    # simulated cluster renders for Kubernetes but runs every sharing mode.
+    gpu_pools_from_inventory: bool = False
 
     def __init__(self, cluster):
         self.cluster = cluster

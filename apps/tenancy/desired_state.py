@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections import defaultdict
 
 from apps.accounts.models import Tenant
-from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from apps.backends.render.desired import (
+    DesiredState,
+    GpuModelRef,
+    NodeRef,
+    QueueSpec,
+    QuotaLine,
+    QuotaSettings,
+    TenantSpec,
+    TierSpec,
+)
+from apps.fleet.models import Node
 from apps.tenancy.models import PriorityTier, QueueBinding, Quota
 
 
@@ -14,15 +24,30 @@ def _tree_order(path: str) -> tuple[int, ...]:
     return tuple(int(part) for part in path.strip("/").split("/") if part)
 
 
+def gpu_node_refs(cluster) -> tuple[NodeRef, ...]:
+    """The cluster's GPU nodes as the last inventory sync saw them (vanished ones left out)."""
+    rows = Node.objects.filter(cluster=cluster, vanished_at__isnull=True, gpu_count__gt=0).order_by("name")
+    return tuple(
+        NodeRef(n.name, dict(n.labels or {}), n.gpu_count, n.cpu_cores, n.memory_mib)
+        for n in rows.only("name", "labels", "gpu_count", "cpu_cores", "memory_mib")
+    )
+
+
+def model_ref(model) -> GpuModelRef:
+    """A GpuModel as the renderers see it: its first product label is the one its nodes are selected by."""
+    return GpuModelRef(model.code, model.name, (model.product_labels or [model.name])[0], model.code, model.memory_mib)
+
+
 def build_desired_state(cluster) -> DesiredState:
-    """Queues bound to `cluster` with their quotas, the tenant tree above them, every tier. Five queries."""
+    """Queues bound to `cluster` with their quotas, the tenant tree above them, every tier, and the inventory's
+    GPU nodes (their labels place them in pools, their size gives cpu and memory per GPU). Six queries."""
     bindings = list(QueueBinding.objects.filter(cluster=cluster).select_related("queue__tenant"))
     queue_ids = [b.queue_id for b in bindings]
     quotas: dict[int, list[QuotaLine]] = defaultdict(list)
     models: dict[str, GpuModelRef] = {}
     for quota in Quota.objects.filter(queue_id__in=queue_ids).select_related("gpu_model").order_by("gpu_model__code"):
         model = quota.gpu_model
-        models[model.code] = GpuModelRef(model.code, model.name, (model.product_labels or [model.name])[0], model.code)
+        models[model.code] = model_ref(model)
         quotas[quota.queue_id].append(
             QuotaLine(
                 model.code, quota.guaranteed, quota.borrow_limit, quota.lend_limit, quota.weight, quota.per_user_limit
@@ -60,4 +85,6 @@ def build_desired_state(cluster) -> DesiredState:
         tiers=tiers,
         gpu_models=tuple(models[c] for c in sorted(models)),
         queueing=(cluster.connection or {}).get("queueing", "kueue"),
+        nodes=gpu_node_refs(cluster),
+        settings=QuotaSettings.from_connection(cluster.connection or {}),
     )

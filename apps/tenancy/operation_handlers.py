@@ -63,5 +63,11 @@ class QuotaDriftOperation(OperationHandler):
         for line in report.lines():
             self.log(line)
         if report.clean:
-            self.log("no drift: the cluster holds the desired quota objects and no others")
-        return {"clean": report.clean, "missing": report.missing, "changed": report.changed, "extra": report.extra}
+            self.log("no drift: the cluster holds the desired quota objects and no others, and acts on them")
+        return {
+            "clean": report.clean,
+            "missing": report.missing,
+            "changed": report.changed,
+            "extra": report.extra,
+            "inert": report.inert,
+        }

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
-from apps.backends.render.names import dns_label
+from apps.backends.render.desired import QuotaSettings
+from apps.backends.render.pools import offered
 from apps.backends.render.titles import workload_title
 from apps.backends.render.workload import WorkloadContext
 from apps.fleet.models import NodePool
+from apps.tenancy.desired_state import gpu_node_refs, model_ref
 from apps.tenancy.models import QueueBinding
 from apps.workloads.models import Workload
 
@@ -20,7 +22,8 @@ from apps.workloads.models import Workload
 def render_context(workload: Workload) -> WorkloadContext:
     """Where `workload` runs: the name of its queue's objects on the cluster, the queue's binding there (the first
     namespace, else the tenant's slug; the Slurm account, else one derived from the queue's name), the tier, the
-    GPU model's product label and the taints of the cluster's node pool of that model."""
+    GPU model's product label and the taints of the cluster's node pool of that model; on Kubernetes, the model's
+    GPU pools the last inventory sync saw (a shared GPU outside them is refused by the renderer, see `gpu_pools`)."""
     binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
     namespaces = (binding.namespaces if binding else []) or [workload.tenant.slug]
     model = workload.gpu_model
@@ -28,9 +31,9 @@ def render_context(workload: Workload) -> WorkloadContext:
     return WorkloadContext(
         name=workload.backend_name,
         workload_id=str(workload.pk),
-        # The name of the queue's objects on the cluster (Kueue ClusterQueue and LocalQueue, Volcano leaf Queue):
-        # "<tenant>-<queue>", shortened the same way the quota renderers shorten it when it is too long.
-        queue=dns_label(workload.queue.full_name),
+        # "<tenant>-<queue>": the renderers derive the names of the queue's objects on the cluster from it
+        # (Kueue ClusterQueue and LocalQueue, Volcano pool leaves) as the quota renderers do, shortened alike.
+        queue=workload.queue.full_name,
         tier=workload.tier.name,
         preemptible=workload.tier.preemptible,
         gpu_model=model.code,
@@ -38,7 +41,18 @@ def render_context(workload: Workload) -> WorkloadContext:
         namespace=namespaces[0],
         tolerations=list(pool.taints) if pool else [],
         slurm_account=(binding.slurm_account if binding else "") or workload.queue.full_name.replace("-", "_"),
+        gpu_pools=_gpu_pools(workload) if backend_class(workload.cluster.kind).gpu_pools_from_inventory else None,
     )
+
+
+def _gpu_pools(workload: Workload) -> tuple[str, ...] | None:
+    """The model's pools on the workload's Kubernetes cluster, from its nodes' GPU Feature Discovery labels;
+    None when the cluster's settings cannot be read (the quota push names them)."""
+    try:
+        settings = QuotaSettings.from_connection(workload.cluster.connection or {})
+        return offered(model_ref(workload.gpu_model), gpu_node_refs(workload.cluster), settings)
+    except ValueError:
+        return None
 
 
 def rendering_title(workload: Workload) -> str:

@@ -4,13 +4,60 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
+from apps.backends.render.desired import (
+    DesiredState,
+    GpuModelRef,
+    NodeRef,
+    QueueSpec,
+    QuotaLine,
+    QuotaSettings,
+    TenantSpec,
+    TierSpec,
+)
 
 GPU_MODELS = (
-    GpuModelRef(code="h100", name="H100-80GB-HBM3", product_label="NVIDIA-H100-80GB-HBM3", slurm_gres_type="h100"),
-    GpuModelRef(code="a100", name="A100-SXM4-80GB", product_label="NVIDIA-A100-SXM4-80GB", slurm_gres_type="a100"),
-    GpuModelRef(code="l40s", name="L40S", product_label="NVIDIA-L40S", slurm_gres_type="l40s"),
+    GpuModelRef("h100", "H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3", "h100", memory_mib=81559),
+    GpuModelRef("a100", "A100-SXM4-80GB", "NVIDIA-A100-SXM4-80GB", "a100", memory_mib=81920),
+    GpuModelRef("l40s", "L40S", "NVIDIA-L40S", "l40s", memory_mib=46068),
 )
+
+
+def gpu_node(name: str, product: str, gpus: int, cores: int, memory_gib: int, **labels: str) -> NodeRef:
+    """A node as the inventory has it: GPU Feature Discovery's labels, allocatable cpu and memory."""
+    base = {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(gpus)}
+    return NodeRef(name, {**base, **labels}, gpus=gpus, cpu_cores=cores, memory_mib=memory_gib * 1024)
+
+
+# The modelled cluster: H100 nodes; A100 nodes with MIG (the device plugin's mixed strategy) and a HAMi one;
+# L40S nodes whole and time-sliced (4 replicas per GPU, GFD's "-SHARED" product label).
+NODES = (
+    gpu_node("h100-01", "NVIDIA-H100-80GB-HBM3", 8, 192, 1536),
+    gpu_node("h100-02", "NVIDIA-H100-80GB-HBM3", 8, 192, 1536),
+    gpu_node(
+        "a100-01",
+        "NVIDIA-A100-SXM4-80GB",
+        8,
+        128,
+        1024,
+        **{
+            "nvidia.com/mig.strategy": "mixed",
+            "nvidia.com/mig-1g.10gb.count": "14",
+            "nvidia.com/mig-3g.40gb.count": "4",
+        },
+    ),
+    gpu_node("a100-02", "NVIDIA-A100-SXM4-80GB", 8, 128, 1024),
+    gpu_node("a100-hami-01", "NVIDIA-A100-SXM4-80GB", 8, 128, 1024, gpu="on"),
+    gpu_node("l40s-01", "NVIDIA-L40S", 4, 64, 512),
+    gpu_node(
+        "l40s-ts-01",
+        "NVIDIA-L40S-SHARED",
+        4,
+        64,
+        512,
+        **{"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"},
+    ),
+)
+SETTINGS = QuotaSettings(hami_node_labels=(("gpu", "on"),))
 
 # The four seeded tiers (issue 4): online-inference never borrows and is never preempted.
 TIERS = (
@@ -77,7 +124,14 @@ QUEUES = (
 
 def representative_state(queueing: str = "kueue", cluster: str = "gpu-east") -> DesiredState:
     return DesiredState(
-        cluster=cluster, tenants=TENANTS, queues=QUEUES, tiers=TIERS, gpu_models=GPU_MODELS, queueing=queueing
+        cluster=cluster,
+        tenants=TENANTS,
+        queues=QUEUES,
+        tiers=TIERS,
+        gpu_models=GPU_MODELS,
+        queueing=queueing,
+        nodes=NODES,
+        settings=SETTINGS,
     )
 
 
@@ -95,4 +149,5 @@ def reversed_state(state: DesiredState) -> DesiredState:
             for q in reversed(state.queues)
         ),
         tiers=tuple(reversed(state.tiers)),
+        nodes=tuple(reversed(state.nodes)),
     )

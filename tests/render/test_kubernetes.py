@@ -71,15 +71,23 @@ def test_namespaces_carry_tenant_and_queue_labels(kueue):
 
 def test_kueue_resource_quota_is_the_summed_maximum_and_absent_when_unlimited(kueue):
     assert find(kueue, "ResourceQuota", "gpu-console-gpus", "nlp")["spec"]["hard"] == {"requests.nvidia.com/gpu": "8"}
-    # serving/online: h100 8 + 0 and l40s 16 + 0
+    # serving/online: h100 8 + 0, and l40s 16 + 0 counted in its time-sliced pool's replicas (4 per GPU), the
+    # most nvidia.com/gpu an L40S stands for here: the backstop never refuses what the queue may hold
     hard = find(kueue, "ResourceQuota", "gpu-console-gpus", "serving-prod")["spec"]["hard"]
-    assert hard == {"requests.nvidia.com/gpu": "24"}
+    assert hard == {"requests.nvidia.com/gpu": "72"}
     # vision/train borrows a100 without limit: no quota at all
     assert not [o for o in kueue if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "vision-train"]
 
 
-def test_volcano_resource_quota_per_model(volcano):
-    hard = find(volcano, "ResourceQuota", "gpu-console-gpus", "vision-train")["spec"]["hard"]
+def test_volcano_resource_quota_in_the_stock_gpu_resource(volcano):
+    assert find(volcano, "ResourceQuota", "gpu-console-gpus", "nlp")["spec"]["hard"] == {"requests.nvidia.com/gpu": "8"}
+    assert not [o for o in volcano if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "vision-train"]
+
+
+def test_volcano_resource_quota_per_model_where_the_site_renames_resources():
+    state = representative_state("volcano")
+    state = replace(state, settings=replace(state.settings, volcano_per_model_resources=True))
+    hard = find(render_kubernetes(state).objects, "ResourceQuota", "gpu-console-gpus", "vision-train")["spec"]["hard"]
     # h100 16 + 8; a100 unlimited (no entry); l40s not in the queue's quota; plain nvidia.com/gpu closed
     assert hard == {
         "requests.nvidia.com/gpu": "0",
@@ -91,12 +99,14 @@ def test_volcano_resource_quota_per_model(volcano):
 # --- Kueue -------------------------------------------------------------------------------------------------
 
 
-def test_resource_flavor_per_gpu_model(kueue):
+def test_resource_flavor_per_gpu_pool(kueue):
     flavors = [o for o in kueue if o["kind"] == "ResourceFlavor"]
     assert [(f["metadata"]["name"], f["spec"]["nodeLabels"]) for f in flavors] == [
         ("h100", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
         ("a100", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}),
+        ("a100-hami", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "gpu": "on"}),
         ("l40s", {"nvidia.com/gpu.product": "NVIDIA-L40S"}),
+        ("l40s-shared-4", {"nvidia.com/gpu.product": "NVIDIA-L40S-SHARED", "nvidia.com/gpu.replicas": "4"}),
     ]
 
 
@@ -117,21 +127,28 @@ def test_cohort_tree_mirrors_the_tenant_tree_under_one_root(kueue):
 
 
 def test_cluster_queue_quotas_per_flavor(kueue):
-    cq = find(kueue, "ClusterQueue", "vision-train")
-    assert cq["spec"]["cohortName"] == "vision"
+    cq = find(kueue, "ClusterQueue", "nlp-finetune")
+    assert cq["spec"]["cohortName"] == "nlp"
     assert cq["spec"]["namespaceSelector"] == {
-        "matchLabels": {"gpu-console/tenant": "vision", "gpu-console/queue": "train"}
+        "matchLabels": {"gpu-console/tenant": "nlp", "gpu-console/queue": "finetune"}
     }
     [group] = cq["spec"]["resourceGroups"]
-    assert group["coveredResources"] == ["nvidia.com/gpu"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    # 8 H100 of nodes with 192 cores and 1536 GiB per 8 GPUs: 24 cores and 192 GiB come with each GPU
     assert group["flavors"] == [
         {
             "name": "h100",
-            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16, "borrowingLimit": 8, "lendingLimit": 12}],
-        },
-        # None borrow/lend limits are omitted: unlimited borrowing, lend everything
-        {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]},
+            "resources": [
+                {"name": "cpu", "nominalQuota": 192, "borrowingLimit": 0, "lendingLimit": 0},
+                {"name": "memory", "nominalQuota": "1536Gi", "borrowingLimit": 0, "lendingLimit": 0},
+                {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 0, "lendingLimit": 0},
+            ],
+        }
     ]
+    # None borrow/lend limits are omitted: unlimited borrowing, lend everything
+    vision = find(kueue, "ClusterQueue", "vision-train")["spec"]["resourceGroups"][0]
+    a100 = next(f for f in vision["flavors"] if f["name"] == "a100")
+    assert {r["name"]: r for r in a100["resources"]}["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 8}
 
 
 def test_cluster_queue_selects_exactly_its_namespaces(kueue):
@@ -209,41 +226,62 @@ def test_kueue_objects_come_in_dependency_order(kueue):
 # --- Volcano ---------------------------------------------------------------------------------------------------
 
 
-def test_volcano_queue_tree(volcano):
+def test_volcano_queue_tree_has_a_subtree_per_gpu_pool(volcano):
     parents = {o["metadata"]["name"]: o["spec"]["parent"] for o in volcano if o["kind"] == "Queue"}
-    assert parents == {
-        "research": "root",
-        "product": "root",
-        "vision": "research",
-        "vision-3d": "vision",
-        "nerf": "vision-3d",
-        "nlp": "research",
-        "serving": "product",
-        "vision-train": "vision",
-        "nerf-exp": "nerf",
-        "nlp-finetune": "nlp",
-        "serving-online": "serving",
-    }
+    h100 = {name: parent for name, parent in parents.items() if name.endswith("-h100") or name == "h100"}
+    assert h100 == {
+        "h100": "root",
+        "product-h100": "h100",
+        "serving-h100": "product-h100",
+        "research-h100": "h100",
+        "nlp-h100": "research-h100",
+        "vision-h100": "research-h100",
+        "serving-online-h100": "serving-h100",
+        "nlp-finetune-h100": "nlp-h100",
+        "vision-train-h100": "vision-h100",
+    }  # vision-3d and nerf have no H100 quota: no queue in the H100 subtree
+    assert {n for n, p in parents.items() if p == "root"} == {"h100", "a100", "l40s", "l40s-shared-4"}
+    assert parents["nerf-exp-l40s-shared-4"] == "nerf-l40s-shared-4"
     names = [o["metadata"]["name"] for o in volcano if o["kind"] == "Queue"]
     assert all(names.index(parent) < names.index(child) for child, parent in parents.items() if parent != "root")
+    assert find(volcano, "Queue", "l40s-shared-4")["metadata"]["annotations"] == {
+        "gpu-console/node-selector": "nvidia.com/gpu.product=NVIDIA-L40S-SHARED,nvidia.com/gpu.replicas=4"
+    }
 
 
 def test_volcano_leaf_queue_amounts(volcano):
-    spec = find(volcano, "Queue", "vision-train")["spec"]
-    assert spec["deserved"] == {"nvidia.com/gpu-h100": 16, "nvidia.com/gpu-a100": 8}
-    # guarantee = guaranteed - lend_limit: 16 - 12 for h100; a100 lends everything, so none
-    assert spec["guarantee"] == {"resource": {"nvidia.com/gpu-h100": 4}}
-    # capability = guaranteed + borrow_limit; unlimited a100 = all a100 guarantees on the cluster (8 + 4)
-    assert spec["capability"] == {"nvidia.com/gpu-h100": 24, "nvidia.com/gpu-a100": 12, "nvidia.com/gpu-l40s": 0}
+    spec = find(volcano, "Queue", "vision-train-h100")["spec"]
+    # 24 cores and 192 GiB per H100 on its nodes
+    assert spec["deserved"] == {"cpu": 384, "memory": "3072Gi", "nvidia.com/gpu": 16}
+    # guarantee = guaranteed - lend_limit: 16 - 12
+    assert spec["guarantee"] == {"resource": {"cpu": 96, "memory": "768Gi", "nvidia.com/gpu": 4}}
+    # capability = guaranteed + borrow_limit
+    assert spec["capability"] == {"cpu": 576, "memory": "4608Gi", "nvidia.com/gpu": 24}
     assert spec["weight"] == 100 and spec["reclaimable"] is True
+    a100 = find(volcano, "Queue", "vision-train-a100")["spec"]
+    # a100 lends everything (no guarantee), borrows without limit: all a100 guarantees on the cluster (8 + 4);
+    # its nodes' MIG profiles (mixed strategy) at 7 1g.10gb and 2 3g.40gb per GPU
+    assert "guarantee" not in a100
+    assert a100["deserved"] == {
+        "cpu": 128,
+        "memory": "1024Gi",
+        "nvidia.com/gpu": 8,
+        "nvidia.com/mig-1g.10gb": 56,
+        "nvidia.com/mig-3g.40gb": 16,
+    }
+    assert a100["capability"]["nvidia.com/gpu"] == 12 and a100["capability"]["nvidia.com/mig-1g.10gb"] == 84
+    # the time-sliced pool counts 4 replicas per GPU
+    shared = find(volcano, "Queue", "nerf-exp-l40s-shared-4")["spec"]
+    assert shared["deserved"]["nvidia.com/gpu"] == 32 and shared["guarantee"]["resource"]["nvidia.com/gpu"] == 16
 
 
-def test_volcano_tenant_queues_sum_their_children(volcano):
-    vision = find(volcano, "Queue", "vision")["spec"]
-    assert vision["deserved"] == {"nvidia.com/gpu-h100": 16, "nvidia.com/gpu-a100": 12, "nvidia.com/gpu-l40s": 8}
-    assert vision["guarantee"] == {"resource": {"nvidia.com/gpu-h100": 4, "nvidia.com/gpu-l40s": 4}}
-    assert find(volcano, "Queue", "research")["spec"]["weight"] == 200
-    assert find(volcano, "Queue", "nerf-exp")["spec"]["weight"] == 133
+def test_volcano_tenant_and_pool_queues_sum_their_children(volcano):
+    vision = find(volcano, "Queue", "vision-l40s")["spec"]
+    assert vision["deserved"] == {"cpu": 128, "memory": "1024Gi", "nvidia.com/gpu": 8}
+    assert vision["guarantee"] == {"resource": {"cpu": 64, "memory": "512Gi", "nvidia.com/gpu": 4}}
+    assert find(volcano, "Queue", "l40s")["spec"]["deserved"]["nvidia.com/gpu"] == 24  # nerf 8 + serving 16
+    assert find(volcano, "Queue", "research-h100")["spec"]["weight"] == 200
+    assert find(volcano, "Queue", "nerf-exp-a100")["spec"]["weight"] == 133
 
 
 def test_volcano_renders_no_kueue_objects(volcano):
@@ -265,6 +303,8 @@ def test_volcano_renders_no_kueue_objects(volcano):
                 "must be null without a cohortName",
                 "gpu-console-root",
                 "weights (a100=2, l40s=1)",
+                "a ResourceFlavor per pool",
+                "kueue_excluded_resources",
             ],
         ),
         (
@@ -272,8 +312,8 @@ def test_volcano_renders_no_kueue_objects(volcano):
             [
                 "403 at creation",
                 "does not protect them from being preempted",
-                "nvidia.com/gpu-h100",
-                "device plugin",
+                "a subtree per GPU pool",
+                "volcano_per_model_resources",
                 "cannot be enabled together",
                 "ignores weight",
                 "volcano#4658",
@@ -350,12 +390,23 @@ def test_rejects_queue_names_that_collide():
         tenants=(*state.tenants, TenantSpec("vision-train", "VT", None)),
         queues=(
             *QUEUES,
-            QueueSpec("vision", "train-x", namespaces=("a",)),
-            QueueSpec("vision-train", "x", namespaces=("b",)),
+            QueueSpec("vision", "train-x", namespaces=("a",), quotas=(QuotaLine("h100", 1),)),
+            QueueSpec("vision-train", "x", namespaces=("b",), quotas=(QuotaLine("h100", 1),)),
         ),
     )
     bad(state, "is also that of queue")
     bad(replace(state, queueing="volcano"), "is also that of")
+
+
+def test_volcano_rejects_a_tenant_queue_named_like_a_leaf():
+    # tenant "vision-train"'s H100 queue and queue vision/train's H100 leaf are both "vision-train-h100"
+    state = representative_state("volcano")
+    state = replace(
+        state,
+        tenants=(*state.tenants, TenantSpec("vision-train", "VT", None)),
+        queues=(*QUEUES, QueueSpec("vision-train", "x", namespaces=("b",), quotas=(QuotaLine("h100", 1),))),
+    )
+    bad(state, "its Volcano queue name 'vision-train-h100' is also that of")
 
 
 @pytest.mark.parametrize(
@@ -403,8 +454,11 @@ def test_rejects_what_no_backend_can_take(change, message):
 
 @pytest.mark.parametrize("name", ["root", "default"])
 def test_volcano_rejects_its_own_queue_names(name):
+    # a GPU pool's queue is named after the model code, under Volcano's root
     state = representative_state("volcano")
-    bad(replace(state, tenants=(*state.tenants, TenantSpec(name, "X", None))), "a queue Volcano creates itself")
+    models = (GpuModelRef(name, "X", "NVIDIA-X", "x"), *state.gpu_models)
+    queue = QueueSpec("nlp", "x", namespaces=("nlp-x",), quotas=(QuotaLine(name, 1),))
+    bad(replace(state, gpu_models=models, queues=(*QUEUES, queue)), "a queue Volcano creates itself")
 
 
 @pytest.mark.parametrize(

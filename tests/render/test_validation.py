@@ -335,12 +335,12 @@ def test_duplicates_are_reported():
 
 def test_volcano_hierarchy_children_must_fit_the_parent():
     objs = copy.deepcopy(list(objects("volcano")))
-    research = next(o for o in objs if o["kind"] == "Queue" and o["metadata"]["name"] == "research")
+    research = next(o for o in objs if o["kind"] == "Queue" and o["metadata"]["name"] == "research-h100")
     del research["spec"]["capability"]  # an absent capability is zero to the webhook
-    research["spec"]["deserved"]["nvidia.com/gpu-h100"] = 1
+    research["spec"]["deserved"]["nvidia.com/gpu"] = 1
     errors = "\n".join(rule_set.set_errors(objs))
-    assert "Queue research: capability is less than child queue" in errors
-    assert "Queue research: sum of children's deserved exceeds the parent's" in errors
+    assert "Queue research-h100: capability is less than child queue" in errors
+    assert "Queue research-h100: sum of children's deserved exceeds the parent's" in errors
 
 
 def test_check_objects_raises_with_every_error():

@@ -33,6 +33,7 @@ from apps.backends.kubernetes.resources import (
     Kind,
     kind_of,
 )
+from apps.backends.kubernetes.sharing_setup import HAMI_NODE_ANNOTATION, setup_notes
 from apps.backends.kubernetes.workloads import (
     event_lines,
     objects_for,
@@ -75,7 +76,6 @@ ADDON_USE = {
     "keda": "KEDA: autoscaling inference on the engines' queue length",
     "hami": "HAMi: fractional vGPUs (sharing mode hami)",
 }
-HAMI_NODE_ANNOTATION = "hami.io/node-nvidia-register"
 WORKLOAD_LABEL = "gpu-console/workload"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
 SELECTOR_CHUNK = 50
@@ -93,6 +93,7 @@ class KubernetesBackend(Backend):
 
     kind = "kubernetes"
     renderer = "kubernetes"
+    gpu_pools_from_inventory = True
 
     def __init__(self, cluster, *, sleep=None):
         super().__init__(cluster)
@@ -151,6 +152,7 @@ class KubernetesBackend(Backend):
                 f"this cluster's queueing is {queueing!r} but {queueing} is not installed: training jobs "
                 "cannot be admitted until it is (or connection.queueing names the one installed)",
             )
+        notes += setup_notes(items, self.settings)
         present = ", ".join(sorted(n for n, p in features.items() if p)) or "none"
         gpus = sum(int((n.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu", 0) or 0) for n in items)
         more = "+" if nodes.get("metadata", {}).get("continue") else ""

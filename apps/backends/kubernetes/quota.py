@@ -9,7 +9,9 @@ Kueue or Volcano objects, and per bound namespace the Namespace, its ResourceQuo
   objects of the PRUNED kinds that the desired state no longer holds.
 * `drift` compares what the cluster holds under the console's label with the desired objects: missing,
   changed by someone else (the fields), and left over (the console no longer wants them; apart from the
-  pruned kinds never deleted automatically, since a ClusterQueue may still hold workloads).
+  pruned kinds never deleted automatically, since a ClusterQueue may still hold workloads); and names what the
+  cluster's controllers would not act on (semantic.py): a LocalQueue missing for the console's workloads, a
+  ResourceFlavor or a Volcano pool queue that no node matches.
 
 Pruned: Kueue LocalQueues only. A LocalQueue holds no quota and no usage of its own; it only lets the
 workloads of its namespace name a ClusterQueue (https://kueue.sigs.k8s.io/docs/concepts/local_queue/). One
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from kubernetes.utils import parse_quantity
 
 from apps.backends.base import NotFoundError
+from apps.backends.kubernetes import semantic
 from apps.backends.kubernetes.api import KubeApi
 from apps.backends.kubernetes.resources import QUOTA_KINDS, Kind, kind_of, object_path
 from apps.backends.render.objects import MANAGED_BY, MANAGER
@@ -173,10 +176,11 @@ class DriftReport:
     missing: list[str] = field(default_factory=list)
     changed: dict[str, list[str]] = field(default_factory=dict)  # object -> fields that differ from desired
     extra: list[str] = field(default_factory=list)
+    inert: list[str] = field(default_factory=list)  # what the cluster's controllers would not act on, and why
 
     @property
     def clean(self) -> bool:
-        return not (self.missing or self.changed or self.extra)
+        return not (self.missing or self.changed or self.extra or self.inert)
 
     def lines(self) -> list[str]:
         out = [f"missing: {name}" for name in self.missing]
@@ -185,11 +189,13 @@ class DriftReport:
             for name, paths in self.changed.items()
         ]
         out += [f"not desired any more (left in place): {name}" for name in self.extra]
+        out += [f"not acted on by the cluster: {line}" for line in self.inert]
         return out
 
 
 def drift(api: KubeApi, objects: list[dict], served: set[str]) -> DriftReport:
-    """Desired objects against what the cluster holds under the console's label (one list per kind)."""
+    """Desired objects against what the cluster holds under the console's label (one list per kind), and what of
+    them the cluster would not act on."""
     kinds: list[Kind] = [k for k in QUOTA_KINDS if not k.addon or k.addon in served]
     for obj in objects:
         if kind_of(obj) not in kinds:
@@ -213,4 +219,5 @@ def drift(api: KubeApi, objects: list[dict], served: set[str]) -> DriftReport:
         if paths:
             report.changed[label(obj)] = paths
     report.extra = sorted(label(item) for k, item in live.items() if k not in wanted)
+    report.inert = semantic.inert(api, objects, served)
     return report

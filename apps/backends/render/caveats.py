@@ -33,8 +33,10 @@ KUBERNETES = [
     ),
     gettext_noop(
         "ResourceQuota is per namespace: a queue bound to several namespaces gets the queue's whole maximum "
-        "in each of them. An unlimited borrow limit has no quota: with Kueue (one requests.nvidia.com/gpu "
-        "total) the namespace then gets no ResourceQuota; with Volcano that model's entry is left out."
+        "in each of them. Its requests.nvidia.com/gpu counts a model's GPUs in the units of its pool with the "
+        "most per GPU (time-slice replicas, HAMi vGPUs), so it never refuses what the queue may hold. An "
+        "unlimited borrow limit has no quota: the namespace then gets no ResourceQuota (with Volcano's "
+        "per-model resource names, that model's entry is left out)."
     ),
     gettext_noop(
         "PriorityClass preemptionPolicy: Never (rendered for non-preemptible tiers) only stops those pods "
@@ -80,14 +82,29 @@ KUEUE = [
         "their GPU model (nodeSelector nvidia.com/gpu.product); a missing WorkloadPriorityClass creates no "
         "Workload at all, and an unpinned workload gets the first flavor with free quota."
     ),
+    gettext_noop(
+        "With Kueue's default configuration a workload requesting a resource its ClusterQueue does not cover "
+        "is never admitted, so ClusterQueues cover cpu, memory and every GPU resource of their pools: a "
+        "ResourceFlavor per pool (the model's nodes, its time-sliced nodes per replica count, its HAMi nodes; "
+        "MIG instances of the device plugin's mixed strategy in the model's flavor). cpu and memory quotas are "
+        "the queue's GPUs times what the pool's nodes have per GPU (8 cores and 64 GiB without inventory). A "
+        "site whose Kueue excludes resources (resources.excludeResourcePrefixes) lists the same prefixes in "
+        "the cluster's kueue_excluded_resources."
+    ),
+    gettext_noop(
+        "Each pool's flavor holds the queue's whole quota of the model in that pool's units (replicas, vGPUs, "
+        "MIG instances per GPU): Kueue does not see that the pools share one guarantee. The console's "
+        "admission, which counts each workload's share of a GPU, keeps the queue within it."
+    ),
 ]
 
 VOLCANO = [
     gettext_noop(
-        "Volcano has no GPU-model flavor object: each model is a distinct extended resource, "
-        "nvidia.com/gpu-<model code> (e.g. nvidia.com/gpu-h100). Nodes must advertise those names, e.g. by "
-        "renaming the resource in the NVIDIA device plugin's configuration per node pool, and workloads must "
-        "request them instead of nvidia.com/gpu; otherwise pods never schedule."
+        "Volcano has no GPU-model flavor object: the queue tree has a subtree per GPU pool under root (the "
+        "pool's queue, then '<tenant>-<pool>' queues, then leaves '<tenant>-<queue>-<pool>'). Workloads name "
+        "their pool's leaf and request the stock nvidia.com/gpu with the pool's node selector, so borrowing and "
+        "reclaim stay among one pool's jobs. Sites whose device plugin advertises nvidia.com/gpu-<model code> "
+        "set volcano_per_model_resources."
     ),
     gettext_noop(
         "Queues are rendered for the capacity plugin with enableHierarchy: true (deserved = guarantee, "
@@ -97,13 +114,13 @@ VOLCANO = [
     ),
     gettext_noop(
         "A capacity-plugin queue reclaims only if every resource a job requests appears in its deserved "
-        "(volcano#4658). The console quotas GPUs only, so add cpu and memory to deserved by site policy or "
-        "reclaim for GPU jobs will not happen."
+        "(volcano#4658): deserved covers cpu and memory (the queue's GPUs times what the pool's nodes have per "
+        "GPU, 8 cores and 64 GiB without inventory) and the pool's GPU resources."
     ),
     gettext_noop(
-        "An unlimited borrow limit is rendered as capability = the cluster's total guarantee for that model "
+        "An unlimited borrow limit is rendered as capability = the cluster's total guarantee in that pool "
         "(everything that could ever be lent), because Volcano's webhook requires capability >= deserved in "
-        "every dimension once any dimension is capped. Tenant queues get the sums of their children."
+        "every dimension once any dimension is capped. Tenant and pool queues get the sums of their children."
     ),
     gettext_noop(
         "Volcano weights are integers 1..65535: the console's weight is multiplied by 100 and rounded "

@@ -17,6 +17,7 @@ class GpuModelRef:
     name: str  # e.g. "H100-80GB-HBM3"
     product_label: str  # nvidia.com/gpu.product value, e.g. "NVIDIA-H100-80GB-HBM3"
     slurm_gres_type: str  # GRES type on Slurm nodes, e.g. "h100"
+    memory_mib: int = 0  # device memory of one GPU (HAMi and Volcano vGPU memory quotas are in MiB of it)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,55 @@ class QueueSpec:
 
 
 @dataclass(frozen=True)
+class NodeRef:
+    """One node of the cluster's inventory, as far as the quota renderers need it (tenancy copies the fleet's
+    Node rows): its labels place it in a GPU pool (see `apps.backends.render.pools`), its size gives the cpu
+    and memory that come with one of its GPUs."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    gpus: int = 0  # GPUs as the inventory counts them (physical ones where the sharing labels say so)
+    cpu_cores: int = 0  # allocatable
+    memory_mib: int = 0  # allocatable
+
+
+@dataclass(frozen=True)
+class QuotaSettings:
+    """The cluster's connection settings that change what its quota objects must cover.
+
+    * `kueue_excluded_resources`: the prefixes the site's Kueue Configuration lists in
+      `resources.excludeResourcePrefixes` (Kueue ignores those resources; by default it ignores none and
+      refuses a workload requesting a resource its ClusterQueue does not cover), e.g. ("cpu", "memory").
+    * `hami_node_labels`: the labels of the nodes HAMi's device plugin runs on (its chart's
+      devicePlugin.nvidiaNodeSelector, default gpu=on); empty: the cluster has no HAMi pool.
+    * `hami_split_count`: vGPUs per GPU on those nodes (HAMi's deviceSplitCount, default 10).
+    * `volcano_vgpu`: Volcano's own vGPU device plugin runs (volcano.sh/vgpu-* resources).
+    * `volcano_per_model_resources`: the nodes advertise GPUs per model as nvidia.com/gpu-<model code> (a
+      renamed device-plugin resource), instead of the stock nvidia.com/gpu.
+    """
+
+    kueue_excluded_resources: tuple[str, ...] = ()
+    hami_node_labels: tuple[tuple[str, str], ...] = ()
+    hami_split_count: int = 10
+    volcano_vgpu: bool = False
+    volcano_per_model_resources: bool = False
+
+    @classmethod
+    def from_connection(cls, connection: dict) -> QuotaSettings:
+        """The settings from a cluster's `connection` dict. Values of the wrong type are passed on as they are:
+        the renderers check them and refuse with the setting's name (`check_settings` in pools.py)."""
+        labels = connection.get("hami_node_labels") or {}
+        excluded = connection.get("kueue_excluded_resources") or ()
+        return cls(
+            kueue_excluded_resources=tuple(excluded) if isinstance(excluded, list | tuple) else excluded,
+            hami_node_labels=tuple(sorted(labels.items())) if isinstance(labels, dict) else labels,
+            hami_split_count=connection.get("hami_split_count", 10),
+            volcano_vgpu=bool(connection.get("volcano_vgpu", False)),
+            volcano_per_model_resources=bool(connection.get("volcano_per_model_resources", False)),
+        )
+
+
+@dataclass(frozen=True)
 class DesiredState:
     """Everything one cluster should hold for the console's tenants, queues, quotas and tiers."""
 
@@ -75,3 +125,5 @@ class DesiredState:
     tiers: tuple[TierSpec, ...]
     gpu_models: tuple[GpuModelRef, ...]
     queueing: str = "kueue"  # Kubernetes clusters: "kueue" or "volcano"; Slurm ignores it
+    nodes: tuple[NodeRef, ...] = ()  # the cluster's inventory (Kubernetes: pools, cpu and memory per GPU)
+    settings: QuotaSettings = field(default_factory=QuotaSettings)

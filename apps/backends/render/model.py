@@ -19,6 +19,7 @@ from functools import cached_property
 from apps.backends.render.desired import DesiredState, GpuModelRef, QueueSpec, QuotaLine, TenantSpec, TierSpec
 from apps.backends.render.errors import RenderError
 from apps.backends.render.names import require_dns_label
+from apps.backends.render.pools import Pool, pools_of
 
 # Kubernetes refuses user PriorityClasses above one billion (higher values are for system-* classes).
 MAX_USER_PRIORITY = 1_000_000_000
@@ -71,6 +72,11 @@ class Plan:
     queues: tuple[QueueSpec, ...]  # tenant order, then name
     tiers: tuple[TierSpec, ...]  # highest value first
     models: dict[str, GpuModelRef]  # code -> model, in the state's order
+
+    @cached_property
+    def pools(self) -> dict[str, list[Pool]]:
+        """GPU model code -> its pools on the cluster (Kubernetes renderers; see pools.py)."""
+        return pools_of(self.state)
 
     @cached_property
     def tenant_by_slug(self) -> dict[str, TenantSpec]:

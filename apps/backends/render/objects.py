@@ -54,3 +54,15 @@ def weight_quantity(weight: float) -> int | str:
     if weight == int(weight):
         return int(weight)
     return f"{weight:.3f}".rstrip("0").rstrip(".")
+
+
+def cpu_quantity(millicores: int) -> int | str:
+    """Cores as a quantity: whole cores as an integer, else millicores ("1500m")."""
+    return millicores // 1000 if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def memory_quantity(mib: int) -> int | str:
+    """MiB as a quantity: 0, in Gi when whole ("512Gi"), else in Mi."""
+    if mib == 0:
+        return 0
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"

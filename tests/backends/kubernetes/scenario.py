@@ -14,8 +14,7 @@ from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_no
 
 def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "everything") -> KubernetesBackend:
     """Connection, inventory, quota plan / push / drift, submit, status, cordon, taints, drain, cancel, usage."""
-    resource = "nvidia.com/gpu-h100" if queueing == "volcano" else "nvidia.com/gpu"
-    seed_nodes(fake, count=2, gpus=4, resource=resource)
+    seed_nodes(fake, count=2, gpus=4)  # the stock device plugin's nvidia.com/gpu, with Volcano too
     cluster = make_cluster(fake, name=name, queueing=queueing, drain_grace_period_s=10)
     queue = bind_queue(cluster, "team-a", "train", ["team-a-train"])
     backend = KubernetesBackend(cluster, sleep=lambda seconds: None)

@@ -38,7 +38,10 @@ def test_report_with_every_add_on(db, fake):
     report = KubernetesBackend(make_cluster(fake)).test_connection()
     assert report.ok and report.server_version == "v1.33.2"
     assert report.features == {"kueue": True, "volcano": True, "lws": True, "keda": True, "hami": True}
-    assert report.notes == []
+    assert report.notes == [
+        "HAMi runs on hami-01 but hami_node_labels is not set: HAMi workloads are refused until it names the labels "
+        "HAMi's device plugin runs on (its chart's default is gpu=on)"
+    ]
     assert report.message == "Kubernetes v1.33.2; add-ons: hami, keda, kueue, lws, volcano; 3 nodes, 20 GPUs"
 
 
@@ -127,3 +130,21 @@ def test_pre_flight_validation_uses_the_server_s_version_within_those_known(db, 
 
     monkeypatch.setitem(fake_server.SERVER_VERSION, "gitVersion", server)
     assert KubernetesBackend(make_cluster(fake)).schema_version == schemas
+
+
+def test_report_says_where_the_gpu_setup_and_the_settings_disagree(db, fake):
+    """The nodes' device-plugin setup against the settings that shape the quota objects and the pods."""
+    fake.add_node("hami-01", gpus=4, annotations={"hami.io/node-nvidia-register": "GPU-0,10,81920,100,NVIDIA-H100"})
+    fake.add_node("gpu-01", gpus=8, resource="nvidia.com/gpu-h100")
+    hami = make_cluster(fake, name="k", hami_node_labels={"gpu": "on"})
+    assert KubernetesBackend(hami).test_connection().notes == [
+        "no node HAMi runs on (hami-01) carries hami_node_labels gpu=on"
+    ]
+    volcano = KubernetesBackend(make_cluster(fake, name="v", queueing="volcano", volcano_vgpu=True)).test_connection()
+    assert volcano.notes == [
+        "gpu-01 advertise per-model GPU resources (nvidia.com/gpu-<model>): set volcano_per_model_resources, or the "
+        "console's pods, which request nvidia.com/gpu, will not fit them",
+        "volcano_vgpu is set but no node advertises volcano.sh/vgpu-number: HAMi workloads would never schedule",
+    ]
+    renamed = make_cluster(fake, name="r", queueing="volcano", volcano_per_model_resources=True)
+    assert KubernetesBackend(renamed).test_connection().notes == []

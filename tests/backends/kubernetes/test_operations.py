@@ -69,3 +69,17 @@ def test_periodic_drift_report_runs_as_the_system(k8s, fake, personas, client, d
     drift = post(client, personas.oncall, "fleet:cluster_quota_drift", django_capture_on_commit_callbacks)
     assert drift.status == "succeeded" and not drift.result["clean"]
     assert "changed on the cluster: ClusterQueue team-a-train: spec.resourceGroups" in drift.log
+
+
+def test_drift_operation_reports_what_the_cluster_would_not_act_on(
+    k8s, fake, personas, client, django_capture_on_commit_callbacks
+):
+    post(client, personas.platform_admin, "fleet:cluster_quota_push", django_capture_on_commit_callbacks)
+    queue = bind_queue(k8s, "team-b", "infer", ["team-b-infer"])
+    Quota.objects.create(queue=queue, gpu_model=GpuModel.objects.get(code="l40s"), guaranteed=2)
+    post(client, personas.platform_admin, "fleet:cluster_quota_push", django_capture_on_commit_callbacks)
+    drift = post(client, personas.oncall, "fleet:cluster_quota_drift", django_capture_on_commit_callbacks)
+    assert drift.status == "succeeded" and not drift.result["clean"]
+    [line] = drift.result["inert"]
+    assert line.startswith("ResourceFlavor l40s: no node has the labels nvidia.com/gpu.product=")
+    assert f"not acted on by the cluster: {line}" in drift.log

@@ -35,7 +35,16 @@ def test_push_applies_the_stored_state_then_only_changes(db, fake):
     assert first.applied == len(backend.quota_objects(build_desired_state(cluster))[0]) and first.unchanged == 0
     queue = fake.get("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a-train")
     flavor = queue["spec"]["resourceGroups"][0]["flavors"][0]
-    assert flavor == {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}
+    # Kueue's default configuration admits nothing a ClusterQueue does not cover: cpu and memory too, at 8 cores
+    # and 64 GiB per GPU while the inventory has no node of the model
+    assert flavor == {
+        "name": "h100",
+        "resources": [
+            {"name": "cpu", "nominalQuota": 64, "borrowingLimit": 32},
+            {"name": "memory", "nominalQuota": "512Gi", "borrowingLimit": "256Gi"},
+            {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4},
+        ],
+    }
     hard = fake.get("", "v1", "resourcequotas", "gpu-console-gpus", "team-a-train")["spec"]["hard"]
     assert hard == {"requests.nvidia.com/gpu": "12"}
     assert backend.push_quota(build_desired_state(cluster)).applied == 0
@@ -70,7 +79,7 @@ def test_drift_reports_missing_changed_and_leftover_objects(db, fake):
     # Someone edits the ClusterQueue by hand, and an old queue's LocalQueue is still there.
     with fake.lock:
         cq = fake.store.bucket(fake.resource("kueue.x-k8s.io", "v1beta2", "clusterqueues"))[("", "team-a-train")]
-        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 64
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]["nominalQuota"] = 64  # nvidia.com/gpu
     fake.seed(
         "kueue.x-k8s.io",
         "v1beta2",
@@ -96,8 +105,128 @@ def test_volcano_queues_are_pushed_on_a_volcano_cluster(db, fake):
     state = build_desired_state(cluster)
     assert state.queueing == "volcano"
     backend.push_quota(state)
-    leaf = fake.get("scheduling.volcano.sh", "v1beta1", "queues", "team-a-train")
-    assert leaf["spec"]["parent"] == "team-a" and leaf["spec"]["deserved"] == {"nvidia.com/gpu-h100": 8}
+    # the H100 pool's subtree: h100 -> team-a-h100 -> team-a-train-h100, on the stock nvidia.com/gpu
+    leaf = fake.get("scheduling.volcano.sh", "v1beta1", "queues", "team-a-train-h100")
+    assert leaf["spec"]["parent"] == "team-a-h100"
+    assert leaf["spec"]["deserved"] == {"cpu": 64, "memory": "512Gi", "nvidia.com/gpu": 8}
+    assert fake.get("scheduling.volcano.sh", "v1beta1", "queues", "team-a-h100")["spec"]["parent"] == "h100"
+    assert fake.get("scheduling.volcano.sh", "v1beta1", "queues", "h100")["spec"]["parent"] == "root"
+    assert backend.quota_drift(state).clean
+
+
+# --- what the cluster would not act on (semantic drift) ----------------------------------------------------------
+
+
+def console_job(name: str, namespace: str, local_queue: str, **status) -> dict:
+    """A Job of the console's, as it applies them for Kueue: suspended, naming its LocalQueue by label."""
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "gpu-console",
+                "gpu-console/kind": "training",
+                "kueue.x-k8s.io/queue-name": local_queue,
+            },
+        },
+        "spec": {"suspend": True, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+        "status": status,
+    }
+
+
+def test_drift_names_a_local_queue_the_consoles_workloads_name_but_their_namespace_lacks(db, fake):
+    """Kueue admits a Job only through the LocalQueue its queue-name label names in the Job's namespace
+    (https://kueue.sigs.k8s.io/docs/concepts/local_queue/): without it the Job stays suspended forever."""
+    cluster, backend = setup(fake)
+    state = build_desired_state(cluster)
+    backend.push_quota(state)
+    assert backend.quota_drift(state).clean
+    fake.seed("batch", "v1", "jobs", console_job("train-1", "team-a-train", "team-a-train"))
+    fake.seed("batch", "v1", "jobs", console_job("train-2", "team-a-train", "team-a-train"))
+    done = {"conditions": [{"type": "Complete", "status": "True"}]}
+    fake.seed("batch", "v1", "jobs", console_job("old-1", "team-a-train", "gone", **done))  # finished: no matter
+    fake.seed("batch", "v1", "jobs", console_job("ok-1", "team-a-train", "train"))  # the pushed LocalQueue
+    report = backend.quota_drift(state)
+    assert report.inert == [
+        "LocalQueue team-a-train/team-a-train: missing, and the console's workloads in team-a-train name it "
+        "(Job train-1, Job train-2); Kueue never admits them"
+    ]
+    assert not report.clean and report.missing == [] and report.changed == {}
+    assert f"not acted on by the cluster: {report.inert[0]}" in report.lines()
+
+
+def test_drift_names_a_local_queue_whose_cluster_queue_is_gone(db, fake):
+    cluster, backend = setup(fake)
+    state = build_desired_state(cluster)
+    backend.push_quota(state)
+    fake.seed(
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "localqueues",
+        {"metadata": {"name": "scratch", "namespace": "team-a-train"}, "spec": {"clusterQueue": "nowhere"}},
+    )
+    fake.seed("batch", "v1", "jobs", console_job("train-3", "team-a-train", "scratch"))
+    assert backend.quota_drift(state).inert == [
+        "LocalQueue team-a-train/scratch: its ClusterQueue 'nowhere' does not exist; Kueue never admits the "
+        "console's workloads that name it (Job train-3)"
+    ]
+
+
+def test_drift_names_a_flavor_that_no_node_matches(db, fake):
+    """Kueue puts a flavor's nodeLabels into the admitted pods' nodeSelector
+    (https://kueue.sigs.k8s.io/docs/concepts/resource_flavor/): quota of a flavor no node has is never usable."""
+    cluster, backend = setup(fake)  # one H100 node
+    queue = bind_queue(cluster, "team-b", "infer", ["team-b-infer"])
+    Quota.objects.create(queue=queue, gpu_model=GpuModel.objects.get(code="a100"), guaranteed=4)
+    state = build_desired_state(cluster)
+    backend.push_quota(state)
+    report = backend.quota_drift(state)
+    product = GpuModel.objects.get(code="a100").product_labels[0]
+    assert report.inert == [
+        f"ResourceFlavor a100: no node has the labels nvidia.com/gpu.product={product}; its quota admits workloads "
+        "that no node can run"
+    ]
+
+
+def test_drift_names_a_volcano_pool_queue_whose_model_has_no_nodes(db, fake):
+    cluster, backend = setup(fake, queueing="volcano")
+    queue = bind_queue(cluster, "team-b", "infer", ["team-b-infer"])
+    Quota.objects.create(queue=queue, gpu_model=GpuModel.objects.get(code="a100"), guaranteed=4)
+    state = build_desired_state(cluster)
+    backend.push_quota(state)
+    product = GpuModel.objects.get(code="a100").product_labels[0]
+    assert backend.quota_drift(state).inert == [
+        f"Queue a100: no node has the labels nvidia.com/gpu.product={product}; the GPU pool's queues admit jobs "
+        "that no node can run"
+    ]
+
+
+def test_the_inventory_gives_the_pools_and_the_cpu_and_memory_per_gpu(db, fake):
+    """After an inventory sync the quota objects follow the nodes: a time-sliced pool (GFD's -SHARED product and
+    replica count) gets its own flavor, and cpu and memory come with each GPU as the nodes have them."""
+    from apps.fleet.services import sync_inventory
+
+    cluster, backend = setup(fake)  # gpu-01: 4 H100, 128 cores, 2113536 Mi allocatable
+    fake.add_node(
+        "ts-01",
+        gpus=4,
+        product="NVIDIA-H100-80GB-HBM3-SHARED",
+        labels={"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"},
+    )
+    assert sync_inventory(cluster.pk).ok
+    state = build_desired_state(cluster)
+    assert sorted(n.name for n in state.nodes) == ["gpu-01", "ts-01"]
+    backend.push_quota(state)
+    flavor = fake.get("kueue.x-k8s.io", "v1beta2", "resourceflavors", "h100-shared-4")
+    assert flavor["spec"]["nodeLabels"] == {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED",
+        "nvidia.com/gpu.replicas": "4",
+    }
+    group = fake.get("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a-train")["spec"]["resourceGroups"][0]
+    quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
+    # 128 cores and 2064 GiB per 4 GPUs: 32 cores and 516 GiB per GPU, times the 8 guaranteed
+    assert quotas["h100"] == {"cpu": 256, "memory": "4128Gi", "nvidia.com/gpu": 8}
+    assert quotas["h100-shared-4"] == {"cpu": 256, "memory": "4128Gi", "nvidia.com/gpu": 32}
     assert backend.quota_drift(state).clean
 
 

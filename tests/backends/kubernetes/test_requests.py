@@ -177,7 +177,8 @@ def test_quota_push_dry_runs_each_object_then_applies_only_changes(ready, fake):
     real = [r for r in fake.requests_to("PATCH") if "dryRun" not in r.query]
     assert [r.path for r in real] == ["/apis/kueue.x-k8s.io/v1beta2/clusterqueues/team-a-train"]
     assert real[0].content_type == APPLY and real[0].query == {"fieldManager": "gpu-console", "force": "true"}
-    assert real[0].body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 12
+    resources = {r["name"]: r for r in real[0].body["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert resources["nvidia.com/gpu"]["nominalQuota"] == 12 and resources["cpu"]["nominalQuota"] == 96
     assert "update ClusterQueue team-a-train: spec.resourceGroups" in result.messages
     assert result.applied == len(real)
 

@@ -163,6 +163,9 @@ def kube_context(queueing: str, spec: Spec, **overrides) -> RenderContext:
         "tolerations": [GPU_TAINT, POOL_TAINT],
         "gpus_per_node": 8,
         "preemptible": spec.tier != "online-inference",
+        # the modelled cluster's GPU sharing: HAMi's device plugin on gpu=on nodes (Kueue), Volcano's vGPU one
+        "hami_node_labels": {"gpu": "on"},
+        "volcano_vgpu": True,
     }
     values.update(overrides)
     return RenderContext(**values)

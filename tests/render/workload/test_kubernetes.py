@@ -91,7 +91,12 @@ def test_volcano_training_is_a_gang_job_in_its_queue():
     (job,) = result.objects
     assert (job["apiVersion"], job["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
     spec = job["spec"]
-    assert (spec["schedulerName"], spec["queue"], spec["priorityClassName"]) == ("volcano", "acme-train", "training")
+    # the queue's leaf in the H100 pool's subtree (apps/backends/render/volcano.py)
+    assert (spec["schedulerName"], spec["queue"], spec["priorityClassName"]) == (
+        "volcano",
+        "acme-train-h100",
+        "training",
+    )
     assert (spec["minAvailable"], spec["maxRetry"], spec["plugins"]) == (4, 2, {"svc": []})
     assert {"event": "PodEvicted", "action": "RestartJob"} in spec["policies"]
     task = spec["tasks"][0]
@@ -185,11 +190,15 @@ def requests(result: RenderedWorkload) -> dict:
     return resources["requests"]
 
 
-def test_whole_gpus_use_nvidia_gpu_with_kueue_and_the_per_model_resource_with_volcano():
+def test_whole_gpus_use_the_stock_nvidia_gpu_and_per_model_names_only_where_the_site_has_them():
+    # The stock NVIDIA device plugin advertises nvidia.com/gpu only: Volcano's queues are per GPU pool instead
     assert requests(render(train()))["nvidia.com/gpu"] == "8"
-    assert requests(render(train(), "volcano"))["nvidia.com/gpu-h100"] == "8"
-    assert any("nvidia.com/gpu-h100" in c for c in render(train(), "volcano").caveats)
-    override = render(train(), "volcano", gpu_resource="nvidia.com/gpu")
+    assert requests(render(train(), "volcano"))["nvidia.com/gpu"] == "8"
+    assert not any("per-model" in c for c in render(train(), "volcano").caveats)
+    renamed = render(train(), "volcano", per_model_gpu_resources=True)
+    assert requests(renamed)["nvidia.com/gpu-h100"] == "8" and "nvidia.com/gpu" not in requests(renamed)
+    assert any("nvidia.com/gpu-h100" in c for c in renamed.caveats)
+    override = render(train(), "volcano", gpu_resource="nvidia.com/gpu", per_model_gpu_resources=True)
     assert requests(override)["nvidia.com/gpu"] == "8" and not any("per-model" in c for c in override.caveats)
 
 
@@ -226,6 +235,60 @@ def test_hami_requests_a_vgpu_with_memory_and_cores():
         "nvidia.com/gpumem": "20480",
         "nvidia.com/gpucores": "30",
     }
+    # HAMi's nodes, as the pool's Kueue flavor "<model>-hami" selects them
+    assert pod_spec(result)["nodeSelector"] == {"nvidia.com/gpu.product": H100, "gpu": "on"}
+
+
+def test_hami_on_volcano_requests_volcanos_own_vgpu_resources():
+    """HAMi's webhook would hand pods requesting nvidia.com/gpumem to hami-scheduler, out of Volcano's queues:
+    with Volcano the share is Volcano's vGPU resources, in hami-core mode, scheduled by Volcano."""
+    result = render(small(sharing={"mode": "hami", "gpumem_mib": 20480, "gpucores": 30}), "volcano")
+    assert {k: v for k, v in requests(result).items() if k not in ("cpu", "memory")} == {
+        "volcano.sh/vgpu-number": "1",
+        "volcano.sh/vgpu-memory": "20480",
+        "volcano.sh/vgpu-cores": "30",
+    }
+    job = result.objects[0]["spec"]
+    assert job["schedulerName"] == "volcano" and job["queue"] == "acme-dev-h100"
+    assert job["tasks"][0]["template"]["metadata"]["annotations"] == {"volcano.sh/vgpu-mode": "hami-core"}
+    assert pod_spec(result)["nodeSelector"] == {"nvidia.com/gpu.product": H100}
+    assert validation_errors(result) == []
+
+
+@pytest.mark.parametrize(
+    ("queueing", "ctx", "setting"),
+    [("kueue", {"hami_node_labels": {}}, "hami_node_labels"), ("volcano", {"volcano_vgpu": False}, "volcano_vgpu")],
+)
+def test_hami_is_refused_by_name_where_the_cluster_has_no_hami_pool(queueing, ctx, setting):
+    spec = small(sharing={"mode": "hami", "gpumem_mib": 20480, "gpucores": 30})
+    with pytest.raises(RenderError) as exc:
+        render(spec, queueing, **ctx)
+    assert exc.value.field == "sharing.mode" and setting in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("sharing", "field", "needle"),
+    [
+        ({"mode": "time-slice", "replicas": 4}, "sharing.replicas", "no time-sliced h100 pool with 4 replicas"),
+        ({"mode": "mig", "mig_profile": "1g.10gb"}, "sharing.mig_profile", "advertises MIG instances 1g.10gb"),
+        ({"mode": "hami", "gpumem_mib": 1024, "gpucores": 10}, "sharing.mode", "HAMi node labels (gpu=on"),
+    ],
+)
+def test_a_shared_gpu_without_its_pool_on_the_cluster_is_refused_by_name(sharing, field, needle):
+    """No quota object covers a pool the inventory does not show, and no node would run its pods: the renderer
+    refuses it rather than leave it pending forever."""
+    spec = small(sharing=sharing)
+    with pytest.raises(RenderError) as exc:
+        render(spec, gpu_pools=("h100", "h100-shared-2", "nvidia.com/mig-3g.40gb"))
+    assert exc.value.field == field and needle in str(exc.value)
+    pools = ("h100", "h100-shared-4", "h100-hami", "nvidia.com/mig-1g.10gb")
+    assert render(spec, gpu_pools=pools).objects  # with the pool there
+    assert render(spec).objects  # pools unknown (gpu_pools None): not checked
+
+
+def test_time_sliced_work_names_its_pools_volcano_queue():
+    result = render(small(sharing={"mode": "time-slice", "replicas": 4}), "volcano")
+    assert result.objects[0]["spec"]["queue"] == "acme-dev-h100-shared-4"
 
 
 def test_tolerations_follow_the_pool_taints():
@@ -367,7 +430,7 @@ def test_every_object_carries_tenant_queue_and_workload(queueing, spec):
 
 def test_non_preemptible_tiers_are_marked_for_volcano():
     annotations = render(serve(autoscaling=None), "volcano").objects[0]["spec"]["template"]["metadata"]["annotations"]
-    assert annotations == {"scheduling.volcano.sh/queue-name": "acme-serve", "volcano.sh/preemptable": "false"}
+    assert annotations == {"scheduling.volcano.sh/queue-name": "acme-serve-h100", "volcano.sh/preemptable": "false"}
     job = render(train(), "volcano", preemptible=False).objects[0]
     assert job["spec"]["tasks"][0]["template"]["metadata"]["annotations"] == {"volcano.sh/preemptable": "false"}
     assert "annotations" not in render(train(), "volcano").objects[0]["spec"]["tasks"][0]["template"]["metadata"]
@@ -551,7 +614,7 @@ def test_a_leader_worker_sets_budget_counts_whole_groups(queueing):
 def test_volcano_leader_worker_set_names_its_queue():
     result = render(serve(tensor_parallel=16, autoscaling=None), "volcano")
     lws = result.objects[0]
-    assert lws["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": "acme-serve"}
+    assert lws["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": "acme-serve-h100"}
     assert lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["schedulerName"] == "volcano"
     assert any("gangSchedulingManagement" in c for c in result.caveats)
 

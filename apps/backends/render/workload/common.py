@@ -16,9 +16,23 @@ import re
 import shlex
 
 from apps.backends.render.errors import RenderError
-from apps.backends.render.names import is_dns_label, is_dns_subdomain, is_label_value, is_qualified_name
+from apps.backends.render.names import dns_label, is_dns_label, is_dns_subdomain, is_label_value, is_qualified_name
 from apps.backends.render.objects import GPU_RESOURCE, MANAGED_BY, MANAGER, PRODUCT_LABEL, QUEUE_LABEL, TENANT_LABEL
+from apps.backends.render.pools import (
+    CPU_PER_GPU,
+    HAMI_CORES,
+    HAMI_MEMORY,
+    MEMORY_GIB_PER_GPU,
+    REPLICAS_LABEL,
+    SHARED_SUFFIX,
+    TIME_SLICE,
+    VGPU_CORES,
+    VGPU_MEMORY,
+    VGPU_NUMBER,
+    pool_name,
+)
 from apps.backends.render.spec import InferenceServiceSpec, SecretEnv, Spec, TrainingJobSpec, Volume
+from apps.backends.render.volcano import leaf_queue_name
 from apps.backends.render.volcano import resource_name as volcano_resource_name
 from apps.backends.render.workload.context import QUEUEINGS, RenderContext
 from apps.backends.types import Sharing, Topology
@@ -31,9 +45,7 @@ KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"
 SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"
-HAMI_MEMORY = "nvidia.com/gpumem"  # MiB of device memory per vGPU
-HAMI_CORES = "nvidia.com/gpucores"  # percent of the GPU's compute
+VGPU_MODE_ANNOTATION = "volcano.sh/vgpu-mode"  # hami-core: software slicing, not a MIG instance
 # Pod names derive from the object name (StatefulSet pods "<name>-<group>-<i>", Volcano "<name>-worker-<i>")
 # and a StatefulSet name above 52 characters breaks its controller-revision-hash label: keep room.
 OBJECT_NAME_MAX = 48
@@ -41,6 +53,8 @@ SHM_MAX_GIB = 16
 _HASH = 8
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _PRINTABLE = re.compile(r"[\x20-\x7e\u00a0-\U0010ffff]*")
+# "<tenant>-<queue>": two DNS-1123 labels joined by '-' (the objects' names are derived from it, shortened).
+_QUEUE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,125}[a-z0-9])?")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")  # a Secret's data key (the API server's IsConfigMapKey)
 
@@ -97,8 +111,8 @@ def check_context(ctx: RenderContext) -> None:
     for what, value in (("namespace", ctx.namespace), ("priority_class", ctx.priority_class)):
         if not is_dns_label(value):
             raise RenderError(what, f"{value!r} is not a DNS-1123 label")
-    if not is_dns_label(ctx.queue_name) or not is_label_value(ctx.queue_name):
-        raise RenderError("queue_name", f"{ctx.queue_name!r} is not a valid queue name (a DNS-1123 label)")
+    if not _QUEUE_NAME.fullmatch(ctx.queue_name):
+        raise RenderError("queue_name", f"{ctx.queue_name!r} is not a valid queue name ('<tenant>-<queue>')")
     if not str(ctx.workload_id) or not is_label_value(str(ctx.workload_id)):
         raise RenderError("workload_id", f"{ctx.workload_id!r} is not a valid label value")
     if not ctx.product_label or not is_label_value(ctx.product_label):
@@ -111,6 +125,9 @@ def check_context(ctx: RenderContext) -> None:
         label = ctx.topology_labels.get(level)
         if not isinstance(label, str) or not is_qualified_name(label):
             raise RenderError(f"topology_labels.{level}", f"{label!r} is not a node label key")
+    for key, value in ctx.hami_node_labels.items():
+        if not is_qualified_name(key) or not isinstance(value, str) or not is_label_value(value):
+            raise RenderError("hami_node_labels", f"{key!r}: {value!r} is not a node label and value")
 
 
 def check_env_names(env: dict[str, str]) -> None:
@@ -128,13 +145,26 @@ def check_spec_labels(spec: Spec) -> None:
 
 
 def volcano_resource_caveat(spec: Spec, ctx: RenderContext) -> list[str]:
-    """With Volcano the pods count GPUs under the per-model name its queues quota."""
-    if ctx.queueing != "volcano" or ctx.gpu_resource:
+    """With Volcano on a site that renames GPUs per model, the pods count GPUs under that name."""
+    if ctx.queueing != "volcano" or ctx.gpu_resource or not ctx.per_model_gpu_resources:
         return []
     return [
         f"Volcano: the pods request {gpu_resource(spec, ctx)}, the per-model GPU resource the Volcano queues "
-        "quota; the node pool's device plugin must advertise its GPUs under that name."
+        "quota (volcano_per_model_resources); the node pool's device plugin must advertise its GPUs under that "
+        "name."
     ]
+
+
+def sharing_pool(spec: Spec) -> str:
+    """The GPU pool (pools.py) the workload's pods land on: the model's, or its time-sliced pool."""
+    if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.TIME_SLICE:
+        return pool_name(spec.gpu_model, TIME_SLICE, spec.sharing.replicas)
+    return pool_name(spec.gpu_model)
+
+
+def volcano_queue(spec: Spec, ctx: RenderContext) -> str:
+    """The Volcano leaf queue of the workload: its queue's leaf in its GPU pool (volcano.py)."""
+    return leaf_queue_name(ctx.queue_name, sharing_pool(spec))
 
 
 def console_labels(spec: Spec, ctx: RenderContext) -> dict[str, str]:
@@ -157,17 +187,21 @@ def queue_labels(ctx: RenderContext) -> dict[str, str]:
     """Kueue reads these on the top-level object (Job, Deployment, LeaderWorkerSet)."""
     if ctx.queueing != "kueue":
         return {}
-    return {KUEUE_QUEUE_LABEL: ctx.queue_name, KUEUE_PRIORITY_LABEL: ctx.priority_class}
+    # The LocalQueue's name, as the quota renderer derives it from "<tenant>-<queue>" (kueue.cluster_queue_name).
+    return {KUEUE_QUEUE_LABEL: dns_label(ctx.queue_name), KUEUE_PRIORITY_LABEL: ctx.priority_class}
 
 
-def pod_annotations(ctx: RenderContext, *, queue_annotation: bool) -> dict[str, str]:
-    """Volcano: the queue of plain pods (not needed inside a Volcano Job), and the non-preemptible marker."""
+def pod_annotations(spec: Spec, ctx: RenderContext, *, queue_annotation: bool) -> dict[str, str]:
+    """Volcano: the queue of plain pods (not needed inside a Volcano Job), the non-preemptible marker, and for
+    a HAMi share Volcano's vGPU mode (hami-core, not a MIG instance the scheduler might otherwise pick)."""
     out: dict[str, str] = {}
     if ctx.queueing == "volcano":
         if queue_annotation:
-            out[VOLCANO_QUEUE_ANNOTATION] = ctx.queue_name
+            out[VOLCANO_QUEUE_ANNOTATION] = volcano_queue(spec, ctx)
         if not ctx.preemptible:
             out[VOLCANO_PREEMPTABLE] = "false"
+        if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.HAMI:
+            out[VGPU_MODE_ANNOTATION] = "hami-core"
     return out
 
 
@@ -185,13 +219,19 @@ def gpu_resource(spec: Spec, ctx: RenderContext) -> str:
     """The extended resource that counts this model's GPUs on this cluster (see RenderContext)."""
     if ctx.gpu_resource:
         return ctx.gpu_resource
-    if ctx.queueing == "volcano":
+    if ctx.queueing == "volcano" and ctx.per_model_gpu_resources:
         return volcano_resource_name(spec.gpu_model)
     return GPU_RESOURCE
 
 
 def gpu_requests(spec: Spec, ctx: RenderContext) -> dict[str, str]:
-    """Extended resources one pod requests, per sharing mode (MIG assumes the device plugin's mixed strategy)."""
+    """Extended resources one pod requests, per sharing mode (MIG assumes the device plugin's mixed strategy).
+
+    A HAMi share: with Kueue, HAMi's own resources (its webhook hands the pod to hami-scheduler); with Volcano,
+    whose scheduler must keep the pod, Volcano's vGPU resources instead (its vGPU device plugin is HAMi's
+    fork: https://github.com/volcano-sh/volcano/blob/master/docs/user-guide/how_to_use_volcano_vgpu.md).
+    Where the cluster's settings say it has no such pool, RenderError names the setting.
+    """
     name = gpu_resource(spec, ctx)
     if isinstance(spec, InferenceServiceSpec):
         return {name: str(spec.gpus_per_pod)}
@@ -199,6 +239,21 @@ def gpu_requests(spec: Spec, ctx: RenderContext) -> dict[str, str]:
     if sharing.mode == Sharing.MIG:
         return {f"nvidia.com/mig-{sharing.mig_profile}": "1"}
     if sharing.mode == Sharing.HAMI:
+        if ctx.queueing == "volcano":
+            if not ctx.volcano_vgpu:
+                raise RenderError(
+                    "sharing.mode",
+                    "HAMi on a Volcano cluster runs as Volcano's vGPU device plugin (volcano.sh/vgpu-*), which "
+                    "this cluster's settings do not declare (volcano_vgpu); HAMi's own scheduler would take the "
+                    "pods from Volcano's queues",
+                )
+            return {VGPU_NUMBER: "1", VGPU_MEMORY: str(sharing.gpumem_mib), VGPU_CORES: str(sharing.gpucores)}
+        if not ctx.hami_node_labels:
+            raise RenderError(
+                "sharing.mode",
+                'this cluster\'s settings name no HAMi nodes (hami_node_labels, e.g. gpu: "on", the labels '
+                "HAMi's device plugin runs on), so no Kueue flavor covers nvidia.com/gpumem and nvidia.com/gpucores",
+            )
         return {name: "1", HAMI_MEMORY: str(sharing.gpumem_mib), HAMI_CORES: str(sharing.gpucores)}
     if sharing.mode == Sharing.TIME_SLICE:
         return {name: "1"}  # one replica of a time-sliced GPU; the node selector picks such a pool
@@ -209,13 +264,14 @@ def cpu_memory(spec: Spec) -> tuple[int, int]:
     """Cores and GiB per pod: the spec's, else 8 cores and 64 GiB per whole GPU (4 and 16 for a share).
 
     Kubernetes needs explicit requests: a GPU pod without CPU and memory requests is BestEffort and the
-    first to be evicted under memory pressure.
+    first to be evicted under memory pressure. The quota renderer's cpu and memory per GPU without inventory
+    are the same per-GPU defaults (pools.CPU_PER_GPU, MEMORY_GIB_PER_GPU).
     """
     if isinstance(spec, TrainingJobSpec) and spec.sharing.mode != Sharing.WHOLE:
         cpu, memory = 4, 16
     else:
         gpus = spec.gpus_per_worker if isinstance(spec, TrainingJobSpec) else spec.gpus_per_pod
-        cpu, memory = 8 * gpus, 64 * gpus
+        cpu, memory = CPU_PER_GPU * gpus, MEMORY_GIB_PER_GPU * gpus
     return spec.cpu or cpu, spec.memory_gib or memory
 
 
@@ -230,9 +286,13 @@ def container_resources(spec: Spec, ctx: RenderContext) -> dict:
 
 
 def node_selector(spec: Spec, ctx: RenderContext) -> dict[str, str]:
-    """The pool's GPU product; a time-sliced pool's GFD labels add -SHARED and the replica count."""
+    """The labels of the workload's GPU pool, as its Kueue ResourceFlavor has them (pools.py), so that flavor
+    and no other fits it: the GPU product; a time-sliced pool's GFD labels add -SHARED and the replica count;
+    HAMi's pool (Kueue) adds the labels HAMi's device plugin runs on."""
+    if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.HAMI and ctx.queueing == "kueue":
+        return {PRODUCT_LABEL: ctx.product_label, **ctx.hami_node_labels}
     if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.TIME_SLICE:
-        product = ctx.product_label if ctx.product_label.endswith("-SHARED") else f"{ctx.product_label}-SHARED"
+        product = ctx.product_label if ctx.product_label.endswith(SHARED_SUFFIX) else ctx.product_label + SHARED_SUFFIX
         if not is_label_value(product):
             raise RenderError("product_label", f"{product!r} (time-sliced) is not a valid label value")
         return {

@@ -51,6 +51,9 @@ class WorkloadContext:
     namespace: str = ""  # Kubernetes: the queue's first namespace bound on the cluster
     tolerations: list[dict] = field(default_factory=list)  # the node pool's taints as {key, value, effect}
     slurm_account: str = ""  # Slurm: the queue's account on the cluster
+    # Kubernetes: the model's GPU pools the inventory shows (render/pools.py names, e.g. "l40s-shared-4",
+    # "a100-hami") and the MIG resources of its nodes ("nvidia.com/mig-1g.10gb"); None: not known, not checked
+    gpu_pools: tuple[str, ...] | None = None
 
 
 def topology_label_errors(value: object) -> list[str]:
@@ -90,7 +93,9 @@ def topology_labels(connection: dict) -> dict[str, str]:
 def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderContext:
     """The Kubernetes renderer's context on a cluster with these connection settings (`queueing`, default
     kueue; `gpus_per_node`, default 8; `topology_labels`, the node labels of the leaf switch and NVLink domain,
-    defaults in DEFAULT_TOPOLOGY_LABELS)."""
+    defaults in DEFAULT_TOPOLOGY_LABELS; the GPU-sharing setup: `hami_node_labels`, `volcano_vgpu`,
+    `volcano_per_model_resources`, as the quota renderer reads them, see desired.QuotaSettings)."""
+    hami_labels = connection.get("hami_node_labels") or {}
     return RenderContext(
         namespace=context.namespace,
         queue_name=context.queue,
@@ -103,6 +108,10 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
         preemptible=context.preemptible,
         name=context.name,
         topology_labels=topology_labels(connection),
+        hami_node_labels=dict(hami_labels) if isinstance(hami_labels, dict) else {"": str(hami_labels)},
+        volcano_vgpu=bool(connection.get("volcano_vgpu", False)),
+        per_model_gpu_resources=bool(connection.get("volcano_per_model_resources", False)),
+        gpu_pools=context.gpu_pools,
     )
 
 
@@ -140,7 +149,13 @@ class RenderContext:
     `product_label` the node pool's `nvidia.com/gpu.product`; `tolerations` the pool's taints as
     {key, value, effect} dicts. `name` overrides the object name (default: the spec's name), for a console
     that keeps names unique per namespace. `gpu_resource` overrides the GPU extended resource: by default
-    nvidia.com/gpu with Kueue, and with Volcano the per-model nvidia.com/gpu-<model> its queues quota.
+    the stock nvidia.com/gpu, and with Volcano on a site that renames it per model
+    (`per_model_gpu_resources`) nvidia.com/gpu-<model>. With Volcano `queue_name` is the queue's
+    "<tenant>-<queue>": its workloads name the leaf of their GPU pool, "<tenant>-<queue>-<pool>" (volcano.py).
+    `hami_node_labels` are the labels of the nodes HAMi's device plugin runs on (Kueue: a HAMi pod selects
+    them, as its pool's ResourceFlavor does); `volcano_vgpu` says Volcano's vGPU device plugin runs.
+    `gpu_pools`, when known, are the model's pools and MIG resources on the cluster: a time-slice, MIG or HAMi
+    workload whose pool is not among them is refused (no quota object covers it, no node would run it).
     `topology_labels` are the node labels of each topology level (the cluster's `topology_labels` setting):
     a gang kept on one leaf switch or NVLink domain has a required pod affinity on that label.
     """
@@ -159,6 +174,10 @@ class RenderContext:
     cluster_domain: str = "cluster.local"
     topology_labels: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TOPOLOGY_LABELS))
     volcano_tiers: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_VOLCANO_TIERS))
+    hami_node_labels: dict[str, str] = field(default_factory=dict)
+    volcano_vgpu: bool = False
+    per_model_gpu_resources: bool = False
+    gpu_pools: tuple[str, ...] | None = None  # see WorkloadContext; a sharing mode outside them is refused
 
 
 class _Dumper(yaml.SafeDumper):

@@ -31,6 +31,7 @@ from apps.backends.render.workload.common import (
     sh_join,
     shm_mount,
     shm_volume,
+    volcano_queue,
 )
 from apps.backends.render.workload.context import RenderContext
 from apps.backends.render.workload.engines import (
@@ -134,7 +135,7 @@ def _pod_spec(spec: InferenceServiceSpec, ctx: RenderContext, container: dict) -
 
 def _pod_metadata(spec: InferenceServiceSpec, ctx: RenderContext, role: str, *, queue_annotation: bool) -> dict:
     metadata: dict = {"labels": {**console_labels(spec, ctx), **selector(ctx), ROLE_LABEL: role}}
-    annotations = pod_annotations(ctx, queue_annotation=queue_annotation)
+    annotations = pod_annotations(spec, ctx, queue_annotation=queue_annotation)
     if annotations:
         metadata["annotations"] = annotations
     return metadata
@@ -211,7 +212,7 @@ def _leader_worker_set(spec: InferenceServiceSpec, ctx: RenderContext, name: str
     body["startupPolicy"] = "LeaderCreated"
     body["leaderWorkerTemplate"] = template
     labels = {**console_labels(spec, ctx), **queue_labels(ctx)}
-    annotations = {"scheduling.volcano.sh/queue-name": ctx.queue_name} if ctx.queueing == "volcano" else None
+    annotations = {"scheduling.volcano.sh/queue-name": volcano_queue(spec, ctx)} if ctx.queueing == "volcano" else None
     return {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
@@ -312,8 +313,8 @@ def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[
     if ctx.queueing == "kueue":
         kind = "leaderworkerset.x-k8s.io/leaderworkerset" if spec.multi_node else "deployment (with pod)"
         out.append(
-            f"Kueue manages this service only with its {kind} integration enabled; it counts every resource a "
-            "pod requests, so its Configuration must exclude cpu and memory (the console quotas GPUs)."
+            f"Kueue manages this service only with its {kind} integration enabled; it admits the pods' cpu, "
+            f"memory and GPU requests against the ClusterQueue's ResourceFlavor '{spec.gpu_model}'."
         )
     elif spec.multi_node:
         out.append(

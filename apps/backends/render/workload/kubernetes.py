@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from apps.backends.render.errors import RenderError
 from apps.backends.render.objects import MANAGED_BY, MANAGER, QUEUE_LABEL, TENANT_LABEL
+from apps.backends.render.pools import HAMI, MIG_PREFIX, SHARED_SUFFIX, mig_resource, pool_name
 from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec
 from apps.backends.render.workload.common import (
     check_context,
@@ -18,11 +19,13 @@ from apps.backends.render.workload.common import (
     check_secret_env,
     check_spec_labels,
     object_name,
+    sharing_pool,
     volcano_resource_caveat,
 )
 from apps.backends.render.workload.context import RenderContext, RenderedWorkload
 from apps.backends.render.workload.inference import inference_objects
 from apps.backends.render.workload.training import training_objects
+from apps.backends.types import Sharing
 
 
 def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:
@@ -48,6 +51,37 @@ def _check_training_fits(spec: TrainingJobSpec, ctx: RenderContext) -> None:
     if spec.sharing.mode == "whole" and spec.gpus_per_worker > ctx.gpus_per_node:
         raise RenderError(
             "gpus_per_worker", f"{spec.gpus_per_worker} GPUs do not fit this cluster's {ctx.gpus_per_node}-GPU nodes"
+        )
+    _check_pool(spec, ctx)
+
+
+def _check_pool(spec: TrainingJobSpec, ctx: RenderContext) -> None:
+    """A shared GPU needs its pool on the cluster: refuse by name what no quota object covers and no node runs."""
+    if ctx.gpu_pools is None:
+        return
+    sharing, model, product = spec.sharing, spec.gpu_model, ctx.product_label
+    if sharing.mode == Sharing.TIME_SLICE and sharing_pool(spec) not in ctx.gpu_pools:
+        have = [p for p in ctx.gpu_pools if p.startswith(f"{model}-shared-")]
+        raise RenderError(
+            "sharing.replicas",
+            f"this cluster's inventory has no time-sliced {model} pool with {sharing.replicas} replicas per GPU "
+            f"(nodes labelled nvidia.com/gpu.product={product}{SHARED_SUFFIX}, nvidia.com/gpu.replicas="
+            f"{sharing.replicas}); it has {', '.join(have) or 'none'}",
+        )
+    if sharing.mode == Sharing.MIG and mig_resource(sharing.mig_profile) not in ctx.gpu_pools:
+        have = [p.removeprefix(MIG_PREFIX) for p in ctx.gpu_pools if p.startswith(MIG_PREFIX)]
+        raise RenderError(
+            "sharing.mig_profile",
+            f"no {model} node of this cluster advertises MIG instances {sharing.mig_profile} (GPU Feature "
+            f"Discovery's nvidia.com/mig-{sharing.mig_profile}.count, the device plugin's mixed strategy); it has "
+            f"{', '.join(have) or 'none'}",
+        )
+    if sharing.mode == Sharing.HAMI and ctx.queueing == "kueue" and pool_name(model, HAMI) not in ctx.gpu_pools:
+        labels = ", ".join(f"{k}={v}" for k, v in ctx.hami_node_labels.items())
+        raise RenderError(
+            "sharing.mode",
+            f"no {model} node of this cluster carries the HAMi node labels ({labels}, setting hami_node_labels), "
+            "so no Kueue flavor covers its vGPUs",
         )
 
 

@@ -25,8 +25,10 @@ from apps.backends.render.workload.common import (
     pvc_volumes,
     queue_labels,
     selector,
+    sharing_pool,
     shm_mount,
     shm_volume,
+    volcano_queue,
 )
 from apps.backends.render.workload.context import RenderContext
 from apps.backends.types import Sharing, Topology
@@ -124,7 +126,7 @@ def _container(spec: TrainingJobSpec, ctx: RenderContext, name: str, worker0: st
 
 def _pod_template(spec: TrainingJobSpec, ctx: RenderContext, name: str, worker0: str, *, volcano: bool) -> dict:
     labels = {**console_labels(spec, ctx), **selector(ctx)}
-    annotations = pod_annotations(ctx, queue_annotation=False)
+    annotations = pod_annotations(spec, ctx, queue_annotation=False)
     metadata: dict = {"labels": labels}
     if annotations:
         metadata["annotations"] = annotations
@@ -204,7 +206,7 @@ def _volcano_job(spec: TrainingJobSpec, ctx: RenderContext, name: str) -> dict:
         policies = [{"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodFailed", "action": "RestartJob"}]
     body: dict = {
         "schedulerName": "volcano",
-        "queue": ctx.queue_name,
+        "queue": volcano_queue(spec, ctx),
         "priorityClassName": ctx.priority_class,
         "minAvailable": spec.gang_min,
         "maxRetry": spec.retries,
@@ -243,9 +245,8 @@ def _caveats(spec: TrainingJobSpec, ctx: RenderContext) -> list[str]:
                 "Topology Aware Scheduling does this at admission once the GPU flavor has a Topology."
             )
         out.append(
-            "Kueue counts every resource a pod requests: its Configuration must exclude cpu and memory "
-            "(resources.excludeResourcePrefixes) or the ClusterQueue must cover them, since the console's "
-            "ClusterQueues quota GPUs only."
+            f"Kueue admits the pods' cpu, memory and GPU requests against the ClusterQueue's ResourceFlavor "
+            f"'{sharing_pool(spec)}', the only one whose node labels the pods' node selector matches."
         )
     elif spec.topology in (Topology.NVLINK, Topology.LEAF):
         out.append(
@@ -267,20 +268,26 @@ def _caveats(spec: TrainingJobSpec, ctx: RenderContext) -> list[str]:
     if mode == Sharing.MIG:
         out.append(
             f"MIG: the pods request nvidia.com/mig-{spec.sharing.mig_profile}, which the NVIDIA device plugin "
-            "advertises with the 'mixed' MIG strategy; the console's queues quota whole GPUs, so admission of "
-            "MIG slices is accounted by the console (Kueue: resources.transformations or an excluded prefix)."
+            "advertises with the 'mixed' MIG strategy; the queues count MIG instances of the profiles the "
+            "cluster's inventory shows (GFD's nvidia.com/mig-<profile>.count labels)."
         )
     elif mode == Sharing.TIME_SLICE:
         out.append(
             f"Time-slicing: each worker requests one nvidia.com/gpu replica on a time-sliced pool (GPU Feature "
-            f"Discovery labels: product '-SHARED', {spec.sharing.replicas} replicas per GPU). Replicas share "
-            "memory and faults; the Kueue GPU flavor must select the '-SHARED' product label."
+            f"Discovery labels: product '-SHARED', {spec.sharing.replicas} replicas per GPU), the pool "
+            f"'{sharing_pool(spec)}' of the quota objects. Replicas share memory and faults."
+        )
+    elif mode == Sharing.HAMI and ctx.queueing == "volcano":
+        out.append(
+            "HAMi on Volcano: the pods request Volcano's vGPU resources (volcano.sh/vgpu-number, vgpu-memory in "
+            "MiB, vgpu-cores in %) in hami-core mode; Volcano's scheduler places them with its deviceshare "
+            "plugin (deviceshare.VGPUEnable) and the volcano-vgpu-device-plugin on the nodes."
         )
     elif mode == Sharing.HAMI:
         out.append(
-            "HAMi: the pods request one vGPU with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (%); HAMi's "
-            "scheduler extender and device plugin must run on the pool"
-            + (", with its resourceName set to the per-model GPU resource." if ctx.queueing == "volcano" else ".")
+            "HAMi: the pods request one vGPU with nvidia.com/gpumem (MiB) and nvidia.com/gpucores (%) on the "
+            f"nodes HAMi's device plugin runs on; HAMi's webhook hands them to hami-scheduler, and Kueue counts "
+            f"them in the flavor '{spec.gpu_model}-hami'."
         )
     if spec.elastic and not any(
         spec.elastic.checkpoint_path == v.mount_path or spec.elastic.checkpoint_path.startswith(v.mount_path + "/")
