@@ -12,47 +12,6 @@ from apps.tenancy.models import Queue, QueueBinding, Quota
 from tests.backends.k8s_fake import FakeKubernetes
 
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
-# Why the console's Kubernetes workloads would not run on a real cluster today (issue 18): tests marked with
-# issue18(...) fail for exactly these reasons, and pass once the console is fixed.
-DEFECTS = {
-    "localqueue": (
-        "workloads carry kueue.x-k8s.io/queue-name '<tenant>-<queue>' while the pushed LocalQueue is named after "
-        'the queue ("LocalQueue <tenant>-<queue> doesn\'t exist")'
-    ),
-    "cpu-memory": (
-        "the pushed ClusterQueues cover only GPUs, not cpu and memory, which Kueue's default configuration counts "
-        '("resource cpu unavailable in ClusterQueue")'
-    ),
-    "mig": 'no pushed ClusterQueue covers nvidia.com/mig-<profile> ("resource nvidia.com/mig-1g.10gb unavailable")',
-    "hami": "no pushed ClusterQueue covers HAMi's nvidia.com/gpumem and nvidia.com/gpucores",
-    "time-slice": (
-        "time-sliced pods select nvidia.com/gpu.product '<product>-SHARED' while the model's ResourceFlavor selects "
-        'the plain product label ("flavor l40s doesn\'t match node affinity")'
-    ),
-    "taints": (
-        "inventory sync never fills NodePool.taints, so a tainted pool's workloads carry no toleration "
-        '("had untolerated taint")'
-    ),
-    "topology-labels": (
-        "the workload renderer ignores the cluster's topology_labels: the topologyKey stays gpu-console/leaf-switch, "
-        'which no node carries ("didn\'t match pod affinity rules")'
-    ),
-    "volcano-resource": (
-        "on Volcano the pods request nvidia.com/gpu-<model>, which the stock NVIDIA device plugin never advertises "
-        '(it advertises nvidia.com/gpu): "Insufficient nvidia.com/gpu-<model>"'
-    ),
-    "volcano-hami": (
-        "HAMi's resources on a Volcano workload make HAMi's webhook hand its pods to hami-scheduler, out of "
-        "Volcano's gang and queue (Volcano's own vGPU resources volcano.sh/vgpu-* are what that combination needs)"
-    ),
-}
-
-
-def issue18(*defects: str):
-    return pytest.mark.xfail(strict=True, reason="issue 18: " + "; ".join(DEFECTS[d] for d in defects))
-
-
-KUEUE_NEVER_ADMITS = issue18("localqueue", "cpu-memory")
 
 
 @pytest.fixture

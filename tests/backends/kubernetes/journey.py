@@ -65,6 +65,22 @@ def seed_fleet(fake: FakeKubernetes, leaf_label: str = DEFAULT_LEAF, gpu_resourc
     )
 
 
+def seed_volcano_vgpu(fake: FakeKubernetes, name: str, *, gpus: int, split: int, memory_mib: int) -> None:
+    """Volcano's vGPU device plugin on node `name`: it advertises volcano.sh/vgpu-number (vGPUs, GPUs x split),
+    volcano.sh/vgpu-memory (MiB) and volcano.sh/vgpu-cores (100 per GPU), which Volcano's deviceshare plugin
+    schedules (https://github.com/Project-HAMi/volcano-vgpu-device-plugin, Volcano's vGPU user guide)."""
+    node = fake.get("", "v1", "nodes", name)
+    extra = {
+        "volcano.sh/vgpu-number": str(gpus * split),
+        "volcano.sh/vgpu-memory": str(gpus * memory_mib),
+        "volcano.sh/vgpu-cores": str(gpus * 100),
+    }
+    node["status"]["capacity"].update(extra)
+    node["status"]["allocatable"].update(extra)
+    with fake.lock:
+        fake.store.put(fake.resource("", "v1", "nodes"), node)
+
+
 def seed_hypernodes(fake: FakeKubernetes) -> None:
     """Volcano's view of the network (https://volcano.sh/en/docs/network_topology_aware_scheduling/): tier 1 the
     NVLink domains (one per H100 node here), tier 2 the leaf switches, as the console's default tiers expect."""

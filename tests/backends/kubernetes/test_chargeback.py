@@ -12,11 +12,9 @@ from django.utils import timezone
 from apps.chargeback.metering import meter_cluster
 from apps.chargeback.models import MeterWatermark, UsageRecord
 from apps.workloads import services
-from tests.backends.kubernetes.conftest import KUEUE_NEVER_ADMITS
 from tests.backends.kubernetes.test_console import k8s, submit  # noqa: F401 - the fixture is used by name
 
 
-@KUEUE_NEVER_ADMITS
 def test_a_two_pod_job_is_metered_once_as_one_workload(k8s, fake, personas, api, django_capture_on_commit_callbacks):  # noqa: F811
     # Kubernetes times are whole seconds: the pods start five minutes ago in the API server's clock, and
     # metering starts before that.

@@ -16,7 +16,7 @@ from apps.tenancy import services as tenancy
 from apps.tenancy.desired_state import build_desired_state
 from apps.workloads import services
 from apps.workloads.models import OutboxEntry, Workload
-from tests.backends.kubernetes.conftest import KUEUE_NEVER_ADMITS, seed_nodes
+from tests.backends.kubernetes.conftest import seed_nodes
 from tests.utils.personas import fresh
 from tests.workloads.conftest import training_spec
 
@@ -47,7 +47,6 @@ def submit(api, personas, capture, **overrides):
     return Workload.objects.get(pk=response.json()["id"])
 
 
-@KUEUE_NEVER_ADMITS
 def test_submit_runs_reconciles_and_cancels(k8s, fake, personas, api, django_capture_on_commit_callbacks):
     assert Node.objects.filter(cluster=k8s).count() == 2
     workload = submit(api, personas, django_capture_on_commit_callbacks)
@@ -101,7 +100,6 @@ def test_a_forbidden_submission_fails_with_the_reason(k8s, fake, personas, api, 
     assert "403 Forbidden" in workload.state_reason and "rbac.yaml" in workload.state_reason
 
 
-@KUEUE_NEVER_ADMITS
 def test_scheduler_events_reach_the_workload_timeline_once(
     k8s, fake, personas, api, django_capture_on_commit_callbacks
 ):

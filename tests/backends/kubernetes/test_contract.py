@@ -6,25 +6,12 @@ a pod runs for the `sleep N` of its command, so `let_time_pass` advances the fak
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from apps.backends.kubernetes.backend import KubernetesBackend
 from tests.backends.contract import BackendContract
 from tests.backends.k8s_fake import FakeKubernetes
-from tests.backends.kubernetes.conftest import KUEUE_NEVER_ADMITS, bind_queue, make_cluster, seed_nodes
-
-
-def _never_admitted(test):
-    """The contract's test, expected to fail here until the console's Kueue objects admit its workloads
-    (a wrapper: the mark must not reach the other backends' contract classes)."""
-
-    @functools.wraps(test)
-    def wrapper(self, *args, **kwargs):
-        return test(self, *args, **kwargs)
-
-    return KUEUE_NEVER_ADMITS(wrapper)
+from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 
 
 class TestKubernetesContract(BackendContract):
@@ -47,15 +34,6 @@ class TestKubernetesContract(BackendContract):
         backend.fake = fake
         yield backend
         fake.stop()
-
-    test_submit_runs_to_success = _never_admitted(BackendContract.test_submit_runs_to_success)
-    test_submit_is_idempotent_by_name = _never_admitted(BackendContract.test_submit_is_idempotent_by_name)
-    test_cancel_running = _never_admitted(BackendContract.test_cancel_running)
-    test_cancel_finished_is_not_an_error = _never_admitted(BackendContract.test_cancel_finished_is_not_an_error)
-    test_cordon_stops_new_placement = _never_admitted(BackendContract.test_cordon_stops_new_placement)
-    test_drain_evicts_running_work = _never_admitted(BackendContract.test_drain_evicts_running_work)
-    test_resume_returns_the_node = _never_admitted(BackendContract.test_resume_returns_the_node)
-    test_usage_since_matches_what_ran = _never_admitted(BackendContract.test_usage_since_matches_what_ran)
 
     def workload_spec(self, name, **fields):
         # The job sleeps for the contract's duration; its max runtime is longer. It runs in namespace "contract".

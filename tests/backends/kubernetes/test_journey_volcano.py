@@ -9,19 +9,18 @@ from __future__ import annotations
 import pytest
 
 from tests.backends.k8s_fake import FakeKubernetes
-from tests.backends.kubernetes.conftest import issue18
 from tests.backends.kubernetes.journey import (
     A100,
     H100_NODES,
     inference,
     seed_fleet,
     seed_hypernodes,
+    seed_volcano_vgpu,
     start,
     training,
 )
 
 LEAF = "network.example.com/leaf"
-VOLCANO_RESOURCE = issue18("volcano-resource")
 
 
 @pytest.fixture
@@ -29,16 +28,16 @@ def cluster_fake():
     fake = FakeKubernetes(hami=True, lws_gang="volcano").start()
     seed_fleet(fake)
     seed_hypernodes(fake)
+    seed_volcano_vgpu(fake, "a100-hami-01", gpus=8, split=10, memory_mib=81920)
     yield fake
     fake.stop()
 
 
 @pytest.fixture
 def journey(personas, cluster_fake, api, django_capture_on_commit_callbacks):
-    return start(personas, cluster_fake, api, django_capture_on_commit_callbacks, queueing="volcano")
+    return start(personas, cluster_fake, api, django_capture_on_commit_callbacks, queueing="volcano", volcano_vgpu=True)
 
 
-@VOLCANO_RESOURCE
 def test_one_gpu_runs_on_an_h100_and_completes(journey):
     workload = journey.submit("training", training("one-gpu"))
     journey.wait(workload, {"running"})
@@ -47,7 +46,6 @@ def test_one_gpu_runs_on_an_h100_and_completes(journey):
     journey.wait(workload, {"succeeded"}, seconds=360, step=30)
 
 
-@VOLCANO_RESOURCE
 def test_a_4x8_gang_runs_on_one_leaf(journey):
     workload = journey.submit("training", training("gang", workers=4, gpus_per_worker=8, topology="leaf"))
     journey.wait(workload, {"running"})
@@ -60,7 +58,7 @@ def test_a_4x8_gang_runs_on_one_leaf(journey):
         for g in journey.fake.objects("scheduling.volcano.sh", "v1beta1", "podgroups")
         if g["metadata"]["name"].startswith(workload.backend_name)
     ]
-    assert group["spec"]["queue"] == "a-train" and group["spec"]["minMember"] == 4
+    assert group["spec"]["queue"] == "a-train-h100" and group["spec"]["minMember"] == 4
     journey.wait(workload, {"succeeded"}, seconds=360, step=30)
 
 
@@ -72,7 +70,6 @@ def test_a_mig_slice_runs_on_the_mig_node(journey):
     journey.wait(workload, {"succeeded"}, seconds=360, step=30)
 
 
-@issue18("volcano-resource", "volcano-hami")
 def test_a_hami_share_runs_on_the_hami_node(journey):
     spec = training("hami", gpu_model="a100", sharing={"mode": "hami", "gpumem_mib": 20000, "gpucores": 30})
     workload = journey.submit("training", spec)
@@ -83,7 +80,6 @@ def test_a_hami_share_runs_on_the_hami_node(journey):
     journey.wait(workload, {"succeeded"}, seconds=360, step=30)
 
 
-@VOLCANO_RESOURCE
 def test_a_time_sliced_share_runs_on_the_time_sliced_pool(journey):
     spec = training("shared", gpu_model="l40s", sharing={"mode": "time-slice", "replicas": 4})
     workload = journey.submit("training", spec)
@@ -92,7 +88,6 @@ def test_a_time_sliced_share_runs_on_the_time_sliced_pool(journey):
     journey.wait(workload, {"succeeded"}, seconds=360, step=30)
 
 
-@VOLCANO_RESOURCE
 def test_an_elastic_2_to_4_job_runs_and_completes(journey):
     spec = training(
         "elastic",
@@ -109,7 +104,6 @@ def test_an_elastic_2_to_4_job_runs_and_completes(journey):
     journey.wait(workload, {"succeeded"}, seconds=360, step=30)
 
 
-@VOLCANO_RESOURCE
 def test_vllm_tp8_serves_from_one_h100_node(journey):
     workload = journey.submit("inference", inference("chat", tensor_parallel=8))
     journey.wait(workload, {"running"})
@@ -119,7 +113,6 @@ def test_vllm_tp8_serves_from_one_h100_node(journey):
     assert journey.state(workload).state == "running"
 
 
-@VOLCANO_RESOURCE
 def test_sglang_tp16_serves_from_a_leader_worker_set_on_two_nodes(journey):
     workload = journey.submit("inference", inference("big", engine="sglang", tensor_parallel=16))
     journey.wait(workload, {"running"})
@@ -131,7 +124,6 @@ def test_sglang_tp16_serves_from_a_leader_worker_set_on_two_nodes(journey):
     assert journey.state(workload).state == "running"
 
 
-@VOLCANO_RESOURCE
 def test_a_keda_autoscaled_service_scales_within_its_bounds(journey):
     spec = inference("scaled", tensor_parallel=1, autoscaling={"enabled": True, "min_replicas": 1, "max_replicas": 3})
     workload = journey.submit("inference", spec)
@@ -144,7 +136,6 @@ def test_a_keda_autoscaled_service_scales_within_its_bounds(journey):
     assert journey.state(workload).state == "running"
 
 
-@issue18("volcano-resource", "taints")
 def test_a_service_on_the_tainted_pool_tolerates_it(journey):
     workload = journey.submit("inference", inference("l40s-chat", gpu_model="l40s", tensor_parallel=1))
     journey.wait(workload, {"running"})
@@ -168,7 +159,6 @@ def custom_leaf_journey(personas, api, django_capture_on_commit_callbacks):
     fake.stop()
 
 
-@VOLCANO_RESOURCE
 def test_custom_topology_labels_keep_a_gang_on_one_leaf(custom_leaf_journey):
     journey = custom_leaf_journey
     workload = journey.submit("training", training("gang", workers=4, gpus_per_worker=8, topology="leaf"))

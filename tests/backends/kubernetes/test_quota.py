@@ -141,14 +141,15 @@ def test_drift_names_a_local_queue_the_consoles_workloads_name_but_their_namespa
     state = build_desired_state(cluster)
     backend.push_quota(state)
     assert backend.quota_drift(state).clean
-    fake.seed("batch", "v1", "jobs", console_job("train-1", "team-a-train", "team-a-train"))
-    fake.seed("batch", "v1", "jobs", console_job("train-2", "team-a-train", "team-a-train"))
+    # Waiting Jobs of a queue whose binding to this namespace was removed (its LocalQueue pruned with it).
+    fake.seed("batch", "v1", "jobs", console_job("train-1", "team-a-train", "team-a-old"))
+    fake.seed("batch", "v1", "jobs", console_job("train-2", "team-a-train", "team-a-old"))
     done = {"conditions": [{"type": "Complete", "status": "True"}]}
     fake.seed("batch", "v1", "jobs", console_job("old-1", "team-a-train", "gone", **done))  # finished: no matter
-    fake.seed("batch", "v1", "jobs", console_job("ok-1", "team-a-train", "train"))  # the pushed LocalQueue
+    fake.seed("batch", "v1", "jobs", console_job("ok-1", "team-a-train", "team-a-train"))  # the pushed LocalQueue
     report = backend.quota_drift(state)
     assert report.inert == [
-        "LocalQueue team-a-train/team-a-train: missing, and the console's workloads in team-a-train name it "
+        "LocalQueue team-a-train/team-a-old: missing, and the console's workloads in team-a-train name it "
         "(Job train-1, Job train-2); Kueue never admits them"
     ]
     assert not report.clean and report.missing == [] and report.changed == {}

@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from apps.backends.render.validate import K8S_VERSIONS
-from tests.backends.kubernetes.conftest import KUEUE_NEVER_ADMITS
 from tests.backends.kubernetes.scenario import run_everything
 
 RBAC = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes" / "rbac.yaml"
@@ -66,7 +65,7 @@ def needed(method: str, path: str, content_type: str) -> set[tuple[str, str, str
     return {(group, resource, verb)}
 
 
-@pytest.mark.parametrize("queueing", [pytest.param("kueue", marks=KUEUE_NEVER_ADMITS), "volcano"])
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
 def test_every_request_the_backend_makes_is_allowed(db, fake, queueing):
     fake.reset_requests()
     run_everything(fake, queueing)

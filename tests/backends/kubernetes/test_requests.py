@@ -12,7 +12,7 @@ from apps.fleet.models import GpuModel
 from apps.tenancy.desired_state import build_desired_state
 from apps.tenancy.models import Quota
 from tests.backends.console_specs import console_spec
-from tests.backends.kubernetes.conftest import KUEUE_NEVER_ADMITS, bind_queue, make_cluster, seed_nodes
+from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_nodes
 from tests.backends.kubernetes.scenario import run_everything
 
 APPLY = "application/apply-patch+yaml"
@@ -91,7 +91,6 @@ def test_taints_replace_the_list_by_merge_patch_with_a_resource_version(ready, f
     ]
 
 
-@KUEUE_NEVER_ADMITS
 def test_submit_applies_each_object_with_the_field_manager_and_force(ready, fake):
     result = ready.submit(spec())
     patches = fake.requests_to("PATCH")
@@ -183,7 +182,7 @@ def test_quota_push_dry_runs_each_object_then_applies_only_changes(ready, fake):
     assert result.applied == len(real)
 
 
-@pytest.mark.parametrize("queueing", [pytest.param("kueue", marks=KUEUE_NEVER_ADMITS), "volcano"])
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
 def test_every_object_the_backend_sends_is_strictly_valid(db, fake, queueing):
     run_everything(fake, queueing)
     sent = [r.body for r in fake.requests if r.content_type == APPLY]

@@ -10,7 +10,7 @@ from apps.backends.render.workload import RenderContext, render_kubernetes
 from apps.backends.types import BackendState, WorkloadSpec
 from apps.workloads.specs import InferenceServiceSpec
 from tests.backends.console_specs import console_spec
-from tests.backends.kubernetes.conftest import KUEUE_NEVER_ADMITS, make_cluster, push_queue, seed_nodes
+from tests.backends.kubernetes.conftest import make_cluster, push_queue, seed_nodes
 
 T = "2026-11-30T10:00:00Z"
 
@@ -124,7 +124,6 @@ def test_services_run_while_a_replica_serves():
     assert workload_status("l", lws, [], []).state == BackendState.RUNNING
 
 
-@KUEUE_NEVER_ADMITS
 def test_a_job_that_cannot_fit_is_pending_with_the_scheduler_s_event(db, fake):
     seed_nodes(fake, count=2, gpus=4)
     cluster = make_cluster(fake)
@@ -149,7 +148,6 @@ def service(name: str, **fields) -> InferenceServiceSpec:
     )
 
 
-@KUEUE_NEVER_ADMITS
 @pytest.mark.parametrize(("tp", "kind"), [(1, "Deployment"), (16, "LeaderWorkerSet")])
 def test_inference_services_from_their_rendered_manifest(db, fake, tp, kind):
     seed_nodes(fake, count=2, gpus=8)

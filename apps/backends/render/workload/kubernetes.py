@@ -78,10 +78,13 @@ def _check_pool(spec: TrainingJobSpec, ctx: RenderContext) -> None:
         )
     if sharing.mode == Sharing.HAMI and ctx.queueing == "kueue" and pool_name(model, HAMI) not in ctx.gpu_pools:
         labels = ", ".join(f"{k}={v}" for k, v in ctx.hami_node_labels.items())
+        where = (
+            f"the HAMi node labels {labels} (setting hami_node_labels)"
+            if labels
+            else ("HAMi node labels: the cluster's setting hami_node_labels names none")
+        )
         raise RenderError(
-            "sharing.mode",
-            f"no {model} node of this cluster carries the HAMi node labels ({labels}, setting hami_node_labels), "
-            "so no Kueue flavor covers its vGPUs",
+            "sharing.mode", f"no {model} node of this cluster carries {where}, so no Kueue flavor covers its vGPUs"
         )
 
 
