@@ -41,8 +41,16 @@ def render_context(workload: Workload) -> WorkloadContext:
         namespace=namespaces[0],
         tolerations=list(pool.taints) if pool else [],
         slurm_account=(binding.slurm_account if binding else "") or workload.queue.full_name.replace("-", "_"),
-        gpu_pools=_gpu_pools(workload) if backend_class(workload.cluster.kind).gpu_pools_from_inventory else None,
+        gpu_pools=_gpu_pools(workload) if _needs_pools(workload) else None,
     )
+
+
+def _needs_pools(workload: Workload) -> bool:
+    """Only a shared GPU (time-slice, MIG, HAMi) depends on the cluster's pools, and only on real Kubernetes
+    clusters: whole GPUs skip reading the cluster's nodes."""
+    sharing = (workload.spec or {}).get("sharing") or {}
+    shared = isinstance(sharing, dict) and sharing.get("mode", "whole") != "whole"
+    return shared and backend_class(workload.cluster.kind).gpu_pools_from_inventory
 
 
 def _gpu_pools(workload: Workload) -> tuple[str, ...] | None:

@@ -1,6 +1,7 @@
 """Submission: submit a workload (idempotent), cancel one.
 
-Submission admits through tenancy admission and writes the workload, its quota claim and an outbox row in
+Submission renders the workload for its cluster first (what the cluster cannot run is refused now, naming the
+field), then admits through tenancy admission and writes the workload, its quota claim and an outbox row in
 one transaction. The backend is called later, outside any transaction, by the outbox task.
 """
 
@@ -17,6 +18,9 @@ from django.utils.translation import gettext as _
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import audit_row, record_event, snapshot
+from apps.backends.base import BackendError
+from apps.backends.registry import get_backend
+from apps.backends.render.errors import RenderError
 from apps.core.errors import Conflict, InvalidInput, NotFound
 from apps.core.inserts import insert_row, insert_rows
 from apps.core.joined import fetch_joined
@@ -26,6 +30,7 @@ from apps.tenancy.services.holds import check_hold
 from apps.tenancy.snapshot import tier_rows
 from apps.workloads import reasons
 from apps.workloads.models import OutboxAction, Workload, WorkloadKind, WorkloadState, WorkloadTemplate
+from apps.workloads.rendering import render_context
 from apps.workloads.services.outbox import enqueue, outbox_row
 from apps.workloads.services.state import CLAIM_PREFIX, add_event, event_row
 from apps.workloads.submission_context import catalog, gpu_models, load_context
@@ -148,6 +153,7 @@ def _decide_and_store(
         created_by=actor if actor.pk else None,
         pk=workload_id,
     )
+    refuse_what_the_cluster_cannot_run(workload, parsed)
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
     # outbox row, its event and its audit event commit with it, or nothing does.
     with transaction.atomic():
@@ -199,6 +205,24 @@ def _decide_and_store(
         )
         insert_rows(*rows)
     return workload, True
+
+
+def refuse_what_the_cluster_cannot_run(workload: Workload, parsed) -> None:
+    """Render `workload` for its cluster as the outbox will: what the cluster cannot express (a shared GPU whose
+    pool it lacks, an image where Slurm has no container runtime, a secret with nowhere to read it from) is
+    refused before anything is stored, naming the field, instead of failing once submitted. The cluster's own
+    settings being unreadable is not the submitter's fault: the outbox reports that."""
+    workload.backend_name = workload.run_name() if workload.pk else f"wl0-{workload.name}"[:63].rstrip("-")
+    try:
+        get_backend(workload.cluster).render(parsed, render_context(workload))
+    except RenderError as exc:
+        raise InvalidInput(
+            _("Cluster %(cluster)s cannot run this workload: %(field)s: %(reason)s")
+            % {"cluster": workload.cluster.name, "field": exc.field, "reason": exc.reason},
+            {exc.field: exc.reason},
+        ) from exc
+    except BackendError:
+        pass
 
 
 def _existing_workload_id(actor, idempotency_key: str) -> int | None:

@@ -181,6 +181,19 @@ def test_custom_topology_labels_keep_a_gang_on_one_leaf(custom_leaf_journey):
         ),
         ("inference", inference("odd-tp", tensor_parallel=12), "tensor_parallel", "must be a multiple of 8"),
         ("training", training("no-such-model", gpu_model="h200"), "gpu_model", ""),
+        # What only the cluster's inventory can tell: no pool of L40S time-sliced 8 ways, no HAMi on the H100s.
+        (
+            "training",
+            training("eight-ways", gpu_model="l40s", sharing={"mode": "time-slice", "replicas": 8}),
+            "sharing.replicas",
+            "Cluster gpu-prod cannot run this workload",
+        ),
+        (
+            "training",
+            training("hami-h100", gpu_model="h100", sharing={"mode": "hami", "gpumem_mib": 20000, "gpucores": 30}),
+            "sharing.mode",
+            "no h100 node of this cluster carries the HAMi node labels gpu=on",
+        ),
     ],
 )
 def test_what_the_console_cannot_express_is_refused_at_submission(journey, kind, spec, field, text):

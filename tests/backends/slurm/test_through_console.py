@@ -158,6 +158,30 @@ def test_nine_gpus_per_worker_on_eight_gpu_nodes_are_refused_by_the_console_befo
     assert local_slurm.run("squeue", "-h", "--states=all", "-o", "%j").stdout.count("-nine") == 0
 
 
+@pytest.mark.parametrize(
+    ("connection_change", "overrides", "field", "text"),
+    [
+        ({"containers": None}, {}, "image", 'containers: "pyxis"'),
+        ({}, {"secret_env": [{"name": "HF_TOKEN", "secret": "hf", "key": "token"}]}, "secret_env", "secrets_dir"),
+    ],
+)
+def test_what_this_slurm_cluster_cannot_run_is_refused_at_submission(
+    slurm_fleet, personas, local_slurm, django_capture_on_commit_callbacks, connection_change, overrides, field, text
+):
+    """An image with no container runtime set, a secret with no secrets_dir: refused by the API naming the field
+    and the setting, with nothing stored and nothing sent to Slurm (not accepted, then failed at the outbox)."""
+    cluster = slurm_fleet["cluster"]
+    settings = {**cluster.connection, **connection_change}
+    cluster.connection = {k: v for k, v in settings.items() if v is not None}
+    cluster.save(update_fields=["connection"])
+    with pytest.raises(InvalidInput) as caught, django_capture_on_commit_callbacks(execute=True):
+        services.submit_workload(fresh(personas.member_a), kind="training", spec=spec("cannot", **overrides))
+    assert field in caught.value.fields and text in str(caught.value.fields[field])
+    assert str(caught.value).startswith("Cluster gpuc cannot run this workload")
+    assert not Workload.objects.filter(name="cannot").exists()
+    assert local_slurm.run("squeue", "-h", "--states=all", "-o", "%j").stdout.count("-cannot") == 0
+
+
 def test_a_job_beyond_the_pushed_grptres_waits_with_slurms_reason_in_the_console(
     slurm_fleet, personas, local_slurm, django_capture_on_commit_callbacks
 ):
