@@ -271,7 +271,11 @@ def test_hami_is_refused_by_name_where_the_cluster_has_no_hami_pool(queueing, ct
     [
         ({"mode": "time-slice", "replicas": 4}, "sharing.replicas", "no time-sliced h100 pool with 4 replicas"),
         ({"mode": "mig", "mig_profile": "1g.10gb"}, "sharing.mig_profile", "advertises MIG instances 1g.10gb"),
-        ({"mode": "hami", "gpumem_mib": 1024, "gpucores": 10}, "sharing.mode", "HAMi node labels gpu=on (setting hami_node_labels)"),
+        (
+            {"mode": "hami", "gpumem_mib": 1024, "gpucores": 10},
+            "sharing.mode",
+            "HAMi node labels gpu=on (setting hami_node_labels)",
+        ),
     ],
 )
 def test_a_shared_gpu_without_its_pool_on_the_cluster_is_refused_by_name(sharing, field, needle):
