@@ -65,7 +65,10 @@ class SimulatorBackend(Backend):
     def render(self, spec: Spec, context: WorkloadContext) -> RenderedWorkload:
         """What a Kubernetes cluster with this cluster's settings would run (the simulator itself runs the
         WorkloadSpec's summary and renders nothing when it submits)."""
-        return render_kubernetes(spec, kubernetes_context(context, self.cluster.connection or {}))
+        # The simulated fleet runs every sharing mode: its Kubernetes twin has HAMi's device plugin on the nodes
+        # HAMi's install guide labels (gpu=on) and Volcano's vGPU plugin, unless the cluster's settings say otherwise.
+        settings = {"hami_node_labels": {"gpu": "on"}, "volcano_vgpu": True, **(self.cluster.connection or {})}
+        return render_kubernetes(spec, kubernetes_context(context, settings))
 
     def submit(self, spec: WorkloadSpec) -> SubmitResult:
         with Engine.open(self.cluster) as engine:

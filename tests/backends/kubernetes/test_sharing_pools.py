@@ -31,11 +31,18 @@ def test_time_slicing_without_a_time_sliced_pool_is_refused_with_the_reason(
     api,
     django_capture_on_commit_callbacks,
 ):
-    workload = submit_time_sliced(api, personas, django_capture_on_commit_callbacks)
-    assert workload.state == "failed", workload.state
-    assert "sharing.replicas" in workload.state_reason and "no time-sliced h100 pool" in workload.state_reason
+    """Refused at submission (400 naming the field), not accepted and then failed: nothing is stored or applied."""
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api(fresh(personas.member_a)).post(
+            "/api/v1/workloads/",
+            {"kind": "training", "spec": training_spec(name="notebook", gpus_per_worker=1, sharing=TIME_SLICE)},
+            format="json",
+        )
+    assert response.status_code == 400, response.json()
+    reason = " ".join(response.json()["fields"]["sharing.replicas"])
+    assert "no time-sliced h100 pool" in reason
+    assert not Workload.objects.filter(name="notebook").exists()
     assert fake.objects("batch", "v1", "jobs") == []
-    assert render_context(workload).gpu_pools == ("h100",)  # the inventory's H100 nodes: whole GPUs only
 
 
 def test_time_slicing_on_a_synced_time_sliced_pool_gets_its_flavor(
