@@ -297,6 +297,10 @@ def test_a_cordon_of_a_node_cordoned_elsewhere_is_refused_but_takes_over_automat
     assert refused.json()["message"] == (
         f"Node {node.name} is already cordoned outside the console; cordoning it again changes nothing."
     )
+    NodeHealth.objects.update_or_create(node=node, defaults={"isolated_by": "human"})  # its operation pruned since
+    pruned = api(fresh(personas.oncall)).post(f"/api/v1/nodes/{node.pk}/cordon/", {"reason": "x"}, format="json")
+    assert pruned.status_code == 409 and "already cordoned by a person, through the console" in pruned.json()["message"]
+    assert not Operation.objects.exists()
     # Automation's cordon is another matter: a human cordon takes the node over so automation never resumes it.
     NodeHealth.objects.update_or_create(node=node, defaults={"isolated_by": "auto"})
     taken = api(fresh(personas.oncall)).post(

@@ -217,7 +217,7 @@ def node_action(actor, node: Node, action: str, *, reason: str, incident: Incide
                 data={"operation": _operation_data(running)},
             )
         if action == "cordon" and locked.unschedulable:
-            _refuse_repeated_cordon(locked)
+            _check_repeated_cordon(locked)
         params = {"node_id": node.pk, "incident_id": incident.pk if incident else None, "automatic": False}
         operation = start_operation(actor, kind, target=node, params=params, reason=reason)
         # A human took the node out of service (or back): automation must not undo it.
@@ -227,7 +227,7 @@ def node_action(actor, node: Node, action: str, *, reason: str, incident: Incide
     return operation
 
 
-def _refuse_repeated_cordon(node: Node) -> None:
+def _check_repeated_cordon(node: Node) -> None:
     """A cordon of a node that is already cordoned changes nothing: say so and by whom, start nothing. The one
     exception is a node automation cordoned: a human's cordon takes it over, so automation will not resume it."""
     health = NodeHealth.objects.filter(pk=node.pk).first()
@@ -245,6 +245,7 @@ def _refuse_repeated_cordon(node: Node) -> None:
         .order_by("-finished_at", "-id")
         .first()
     )
+    who, data = _("outside the console"), {}
     if owner == IsolationOwner.HUMAN and last is not None:
         who = _("by %(actor)s (operation #%(id)s: %(reason)s)") % {
             "actor": last.actor.get_username() if last.actor_id else "system",
@@ -252,8 +253,8 @@ def _refuse_repeated_cordon(node: Node) -> None:
             "reason": last.reason,
         }
         data = {"cordoned_by": _operation_data(last)}
-    else:
-        who, data = _("outside the console"), {}
+    elif owner == IsolationOwner.HUMAN:  # its operation was pruned since
+        who = _("by a person, through the console")
     raise Conflict(
         _("Node %(node)s is already cordoned %(who)s; cordoning it again changes nothing.")
         % {"node": node.name, "who": who},
