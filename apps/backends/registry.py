@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import partial
+from functools import partial, update_wrapper
 from importlib import import_module
 
 from apps.backends.base import Backend, PermanentBackendError
@@ -32,5 +32,8 @@ OPERATIONS = sorted(Backend.__abstractmethods__)
 def get_backend(cluster) -> Backend:
     backend = backend_class(cluster.kind)(cluster)
     for operation in OPERATIONS:
-        setattr(backend, operation, partial(timed_call, cluster.name, operation, getattr(backend, operation)))
+        method = getattr(backend, operation)
+        # The timed call keeps the method's own signature (`__wrapped__`): callers that pass an argument only
+        # some backends take (a drain's `progress`, a cordon's `by`) ask `inspect.signature` what this one takes.
+        setattr(backend, operation, update_wrapper(partial(timed_call, cluster.name, operation, method), method))
     return backend

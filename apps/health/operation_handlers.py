@@ -58,6 +58,19 @@ class NodeAction(OperationHandler):
     def act(self) -> dict:
         raise NotImplementedError
 
+    @property
+    def by(self) -> str:
+        """Who asked, as the cluster records it: the user who started the operation, or the console itself for
+        automation. Kubernetes writes it as the value of the `gpu-console/cordoned-by` annotation (an annotation
+        value may be any string, https://kubernetes.io/docs/concepts/overview/working-with-objects/annotations/)."""
+        return self.actor.get_username() if self.actor is not None else "gpu-console"
+
+    def call_backend(self, method, *args, **optional):
+        """Call a backend node operation, passing each of `optional` only to backends whose method takes it (the
+        interface's own arguments go in `args`): Kubernetes records who cordoned and reports each eviction."""
+        accepted = inspect.signature(method).parameters
+        return method(*args, **{key: value for key, value in optional.items() if key in accepted})
+
     def _advance(self, states: list[str]) -> None:
         if states:
             self.incidents = [advance_incident(self.actor, i, states, self.reason) for i in self.incidents]
@@ -106,6 +119,21 @@ class NodeAction(OperationHandler):
             self.log(f"requeued {len(requeued)} training job(s) killed by the fault: {', '.join(requeued)}")
         return requeued
 
+    def tell_owners(self, backend_ids: list[str]) -> None:
+        """The owners of the work a drain evicted hear of it (their tenant's channels and the submitters' e-mail),
+        whoever drained: an incident's own messages name only the work on its faulty GPUs."""
+        from apps.health.services.notify import notify_evicted
+        from apps.workloads.models import Workload
+
+        evicted = list(
+            Workload.objects.filter(cluster_id=self.node.cluster_id, backend_name__in=backend_ids)
+            .select_related("tenant", "created_by")
+            .order_by("id")
+        )
+        if evicted:
+            sent = notify_evicted(self.node, self.operation, evicted, by=self.by)
+            self.log(f"told the owners of {len(evicted)} evicted workload(s): {sent} message(s) queued")
+
     def record_lost_runs(self, backend_ids: list[str], at=None) -> None:
         """Record the runs the fault cost (each since its start or last checkpoint), linked to the node's incident,
         for chargeback to credit their owners (it pulls them when it settles credits). Only faults: a drain
@@ -141,7 +169,7 @@ class CordonNode(NodeAction):
     after_states = [IncidentState.ISOLATED]
 
     def act(self) -> dict:
-        self.backend.cordon(self.node.name, reason=f"gpu-console: {self.reason}")
+        self.call_backend(self.backend.cordon, self.node.name, f"gpu-console: {self.reason}", by=self.by)
         self._set_node(unschedulable=True)
         self.log(f"cordoned {self.node.name}")
         return {"cordoned": True, "requeued": self.requeue_killed_work()}
@@ -159,17 +187,18 @@ class DrainNode(NodeAction):
 
         total = len(placed_on_node(self.node.cluster_id, self.node.name))
         self.set_steps(0, total, WORKLOADS_EVICTED)
-        kwargs = {}
-        if "progress" in inspect.signature(self.backend.drain).parameters:
-            # Backends that evict pod by pod (Kubernetes) report each eviction: the page shows it as it happens.
-            def progress(message: str, percent: float) -> None:
-                self.log(message)
-                self.set_progress(10 + 0.7 * percent)
 
-            kwargs["progress"] = progress
-        result = self.backend.drain(self.node.name, reason=f"gpu-console: {self.reason}", **kwargs)
+        # Backends that evict pod by pod (Kubernetes) report each eviction: the page shows it as it happens.
+        def progress(message: str, percent: float) -> None:
+            self.log(message)
+            self.set_progress(10 + 0.7 * percent)
+
+        result = self.call_backend(
+            self.backend.drain, self.node.name, f"gpu-console: {self.reason}", by=self.by, progress=progress
+        )
         self.set_steps(len(result.evicted), max(total, len(result.evicted)), WORKLOADS_EVICTED)
         self.record_lost_runs(list(result.evicted))
+        self.tell_owners(list(result.evicted))
         self._set_node(unschedulable=True)
         for line in result.skipped:
             self.log(f"left in place: {line}")
@@ -227,7 +256,7 @@ class _Mark(NodeAction):
     what = ""
 
     def act(self) -> dict:
-        self.backend.cordon(self.node.name, reason=f"gpu-console: {self.what}: {self.reason}")
+        self.call_backend(self.backend.cordon, self.node.name, f"gpu-console: {self.what}: {self.reason}", by=self.by)
         self.backend.taint(self.node.name, Taint(self.taint, timezone.now().strftime("%Y%m%dT%H%M"), "NoSchedule"))
         self._set_node(unschedulable=True)
         self.log(f"cordoned {self.node.name} and tainted it {self.taint}:NoSchedule ({self.what})")

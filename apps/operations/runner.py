@@ -16,7 +16,8 @@ kind filter still finds them by the old name.
 
 `execute_operation(id)` claims the row (pending → running, or a stale running row whose worker
 died), runs the handler outside any transaction (handlers call backends), and records success,
-a deliberate failure (`OperationFailed`, message only) or a crash (with its traceback).
+a deliberate failure (`OperationFailed`, message only) or a crash (with its traceback), each with one audit
+event for the outcome (`operation.succeeded` / `operation.failed`, after the start's `operation.start`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import logging
 import traceback
 from datetime import timedelta
 
+from django.db import transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from apps.audit.services import record_event
 from apps.operations.models import Operation, OperationStatus
 
 logger = logging.getLogger(__name__)
@@ -36,6 +39,7 @@ logger = logging.getLogger(__name__)
 HANDLERS: dict[str, type[OperationHandler]] = {}
 # Old spelling → kind, for kinds that were renamed (filled by `register(..., formerly=...)`).
 FORMER_KINDS: dict[str, str] = {}
+ERROR_AUDITED = 2000  # characters of a failure's message the audit event keeps (the operation keeps it whole)
 
 
 class OperationFailed(Exception):
@@ -109,9 +113,29 @@ def claim(operation_id: int) -> bool:
 
 
 def _finish(operation: Operation, status: str, **fields) -> None:
-    Operation.objects.filter(pk=operation.pk, status=OperationStatus.RUNNING).update(
-        status=status, finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields
-    )
+    """End the operation and audit its outcome in one transaction: `operation.succeeded` with its result (what it
+    did) or `operation.failed` with its error, by the actor who started it. With `operation.start` that is one
+    event per change of the operation; a row another worker already ended is neither changed nor audited."""
+    with transaction.atomic():
+        ended = Operation.objects.filter(pk=operation.pk, status=OperationStatus.RUNNING).update(
+            status=status, finished_at=timezone.now(), heartbeat_at=timezone.now(), **fields
+        )
+        if not ended:
+            return
+        outcome = {"kind": operation.kind, "target": operation.target_label, "status": status}
+        if status == OperationStatus.SUCCEEDED:
+            outcome["result"] = fields.get("result") or {}
+        else:
+            outcome["error"] = str(fields.get("error", ""))[:ERROR_AUDITED]
+        record_event(
+            operation.actor,
+            f"operation.{status}",
+            operation,
+            tenant=operation.tenant,
+            reason=operation.reason,
+            before={"status": OperationStatus.RUNNING},
+            after=outcome,
+        )
 
 
 def execute_operation(operation_id: int) -> bool:
@@ -119,7 +143,7 @@ def execute_operation(operation_id: int) -> bool:
     if not claim(operation_id):
         logger.info("operation %s already claimed or finished; skipping duplicate delivery", operation_id)
         return False
-    operation = Operation.objects.get(pk=operation_id)
+    operation = Operation.objects.select_related("actor", "tenant").get(pk=operation_id)
     # A row written under a kind's old spelling (by a process older than the rename) runs all the same.
     handler_cls = HANDLERS.get(operation.kind) or HANDLERS.get(FORMER_KINDS.get(operation.kind, ""))
     if handler_cls is None:

@@ -186,3 +186,32 @@ def test_token_lookup_in_one_statement_equals_the_orms(personas, django_assert_n
         with django_assert_num_queries(0):
             assert sorted(user_grants(found.user)) == read
     assert find_token(token_digest("gpuc_nope")) is None
+
+
+def test_a_platform_admin_revokes_anyones_token_audited(personas, api, client):
+    """A person's own token (not a service account's) leaked while they are away: a platform admin revokes it from
+    the API or the tokens page; the event names who revoked whose token. A tenant admin still may not."""
+    member = fresh(personas.member_a)
+    _row, raw = issue_token(member, user=member, name="laptop", tenant=personas.a, role="member")
+    laptop = ApiToken.objects.get(name="laptop")
+    refused = api(fresh(personas.tenant_admin_a)).post(f"/api/v1/tokens/{laptop.pk}/revoke/", {}, format="json")
+    assert refused.status_code in (403, 404)
+    revoked = api(fresh(personas.platform_admin)).post(
+        f"/api/v1/tokens/{laptop.pk}/revoke/", {"reason": "pasted in a public issue"}, format="json"
+    )
+    assert revoked.status_code == 200, revoked.json()
+    assert api(token=raw).get("/api/v1/me/").status_code == 401
+    event = AuditEvent.objects.get(action="token.revoke", target_id=str(laptop.pk))
+    assert (event.actor_label, event.reason) == ("root", "pasted in a public issue")
+    assert event.after["owner"] == member.username and event.after["user"] == member.pk
+    # The page that lists every token offers the same revoke, with a reason.
+    _row, raw = issue_token(member, user=member, name="desktop", tenant=personas.a, role="member")
+    desktop = ApiToken.objects.get(name="desktop")
+    client.force_login(personas.platform_admin)
+    listed = client.get("/accounts/tokens/").content.decode()
+    assert f"/accounts/tokens/{desktop.pk}/revoke/" in listed
+    page = client.post(f"/accounts/tokens/{desktop.pk}/revoke/", {"reason": "rotated by ops"}, follow=True)
+    assert "Revoked token desktop." in page.content.decode()
+    desktop.refresh_from_db()
+    assert desktop.revoked_at is not None
+    assert AuditEvent.objects.filter(action="token.revoke", target_id=str(desktop.pk), reason="rotated by ops").exists()

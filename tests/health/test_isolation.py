@@ -213,3 +213,57 @@ def test_a_pool_that_drains_fatal_faults_automatically(fleet, personas, api, dja
         "pending",
         "running",
     }  # the backend requeued it
+
+
+def test_the_inference_floor_counts_a_replica_that_spans_nodes(fleet, personas, django_capture_on_commit_callbacks):
+    """A 1-replica service of 16 GPUs spans two 8-GPU nodes: isolating either node takes it to 0 replicas (a
+    LeaderWorkerSet group is recreated whole when any of its pods goes). Both the on-call preview and
+    automation must see it; before, the other node's worker counted as a whole replica left."""
+    from apps.health.services.runbook import impact
+
+    service = _running(
+        personas,
+        django_capture_on_commit_callbacks,
+        kind="inference",
+        name="wide",
+        tenant="a",
+        queue="train",
+        engine="vllm",
+        model="meta-llama/Llama-3.1-70B-Instruct",
+        gpu_model="h100",
+        tensor_parallel=16,
+        replicas=1,
+    )
+    assert len({p["node"] for p in service.placements}) == 2
+    node = Node.objects.get(name=service.placements[0]["node"])
+    assert impact(node, "cordon").warnings == [
+        f"isolating {node.name} would leave online-inference service a/wide with 0 of its minimum 1 replicas; "
+        "a human approves by cordoning it"
+    ]
+    cycle(fleet["cluster"])
+    inject(fleet["cluster"], node.name, "row-remap-failure", 2)
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(fleet["cluster"])
+    incident = Incident.objects.get(cause="row-remap-failure")
+    assert incident.state == "detected" and "a/wide with 0 of its minimum 1 replicas" in incident.waiting_for
+    assert not Node.objects.get(pk=node.pk).unschedulable
+
+
+def test_the_inference_floor_names_every_service_it_would_break(fleet, personas, django_capture_on_commit_callbacks):
+    from apps.health.services.runbook import impact
+
+    spec = {
+        "tenant": "a",
+        "queue": "train",
+        "engine": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_model": "h100",
+        "tensor_parallel": 4,
+        "replicas": 1,
+    }
+    first = _running(personas, django_capture_on_commit_callbacks, kind="inference", name="chat", **spec)
+    second = _running(personas, django_capture_on_commit_callbacks, kind="inference", name="embed", **spec)
+    node = Node.objects.get(name=first.placements[0]["node"])
+    assert second.placements[0]["node"] == node.name  # the simulator packs both on one node
+    (warning,) = impact(node, "drain").warnings
+    assert "a/chat with 0 of its minimum 1 replicas" in warning and "a/embed with 0 of its minimum 1" in warning

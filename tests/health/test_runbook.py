@@ -228,3 +228,98 @@ def test_a_backend_refusal_fails_the_operation_and_rolls_the_incident_back(fleet
     assert [e.to_state for e in incident.events.filter(kind="transition")] == ["isolating", "detected"]
     assert not Node.objects.get(pk=ghost.pk).unschedulable
     assert NodeHealth.objects.get(pk=ghost.pk).isolated_by == ""
+
+
+def test_a_drain_tells_the_owners_of_what_it_evicts(busy, personas, api, django_capture_on_commit_callbacks):
+    """A human drain (no incident) evicts tenant A's job: A's channels and the job's submitter hear of it, with
+    the node, who drained it, why and the operation; nobody else's channel does."""
+    from apps.accounts.models import User
+    from apps.notifications.models import Notification, NotificationChannel
+
+    User.objects.filter(pk=personas.member_a.pk).update(email="member-a@example.com")
+    NotificationChannel.objects.create(tenant=personas.a, kind="webhook", target="http://hooks.example/team-a")
+    NotificationChannel.objects.create(tenant=personas.b, kind="email", target="b@example.com")
+    NotificationChannel.objects.create(kind="email", target="oncall@example.com")
+    node = busy["node"]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api(fresh(personas.oncall)).post(
+            f"/api/v1/nodes/{node.pk}/drain/", {"reason": "fan failure, swap tonight"}, format="json"
+        )
+    assert response.status_code == 202, response.json()
+    operation = Operation.objects.get(pk=response.json()["id"])
+    assert operation.status == "succeeded", operation.error
+    sent = list(Notification.objects.order_by("target"))
+    assert [(n.target, n.audience) for n in sent] == [
+        ("http://hooks.example/team-a", "owners"),
+        ("member-a@example.com", "owners"),
+    ]
+    note = sent[0]
+    assert note.subject == f"[DRAIN] {node.name} drained by oncall: 1 workload(s) of a evicted"
+    assert "Evicted: a/pretrain" in note.text and "Reason: fan failure, swap tonight" in note.text
+    assert f"/operations/{operation.pk}/" in note.text and note.incident_id is None
+    assert "told the owners of 1 evicted workload(s)" in operation.log
+
+
+def test_a_repeated_cordon_says_the_node_is_already_cordoned(busy, personas, api, django_capture_on_commit_callbacks):
+    node = busy["node"]
+    oncall = api(fresh(personas.oncall))
+    with django_capture_on_commit_callbacks(execute=True):
+        first = oncall.post(f"/api/v1/nodes/{node.pk}/cordon/", {"reason": "fan noise"}, format="json")
+    assert first.status_code == 202 and Operation.objects.get().status == "succeeded"
+    again = api(fresh(personas.platform_admin)).post(
+        f"/api/v1/nodes/{node.pk}/cordon/", {"reason": "fan noise"}, format="json"
+    )
+    assert again.status_code == 409, again.json()
+    body = again.json()
+    assert body["code"] == "already_cordoned"
+    assert body["message"] == (
+        f"Node {node.name} is already cordoned by oncall (operation #{first.json()['id']}: fan noise); "
+        "cordoning it again changes nothing."
+    )
+    assert body["detail"]["cordoned_by"]["id"] == first.json()["id"]
+    assert Operation.objects.count() == 1 and AuditEvent.objects.filter(action="operation.start").count() == 1
+    assert NodeHealth.objects.get(pk=node.pk).isolated_by == "human"
+    # The node page says the same instead of starting an operation.
+    from django.test import Client
+
+    page = Client()
+    page.force_login(personas.oncall)
+    shown = page.post(f"/health/nodes/{node.pk}/action/", {"action": "cordon", "reason": "again"}, follow=True)
+    assert f"Node {node.name} is already cordoned by oncall" in shown.content.decode()
+    assert Operation.objects.count() == 1
+
+
+def test_a_cordon_of_a_node_cordoned_elsewhere_is_refused_but_takes_over_automations(busy, personas, api):
+    node = busy["node"]
+    Node.objects.filter(pk=node.pk).update(unschedulable=True)  # cordoned with kubectl / scontrol, as inventory saw
+    refused = api(fresh(personas.oncall)).post(f"/api/v1/nodes/{node.pk}/cordon/", {"reason": "x"}, format="json")
+    assert refused.status_code == 409
+    assert refused.json()["message"] == (
+        f"Node {node.name} is already cordoned outside the console; cordoning it again changes nothing."
+    )
+    NodeHealth.objects.update_or_create(node=node, defaults={"isolated_by": "human"})  # its operation pruned since
+    pruned = api(fresh(personas.oncall)).post(f"/api/v1/nodes/{node.pk}/cordon/", {"reason": "x"}, format="json")
+    assert pruned.status_code == 409 and "already cordoned by a person, through the console" in pruned.json()["message"]
+    assert not Operation.objects.exists()
+    # Automation's cordon is another matter: a human cordon takes the node over so automation never resumes it.
+    NodeHealth.objects.update_or_create(node=node, defaults={"isolated_by": "auto"})
+    taken = api(fresh(personas.oncall)).post(
+        f"/api/v1/nodes/{node.pk}/cordon/", {"reason": "keep it out"}, format="json"
+    )
+    assert taken.status_code == 202 and NodeHealth.objects.get(pk=node.pk).isolated_by == "human"
+
+
+def test_each_runbook_action_audits_its_outcome(busy, personas, api, django_capture_on_commit_callbacks):
+    node = busy["node"]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api(fresh(personas.oncall)).post(
+            f"/api/v1/nodes/{node.pk}/drain/", {"reason": "XID storm on rack 2"}, format="json"
+        )
+    op = response.json()["id"]
+    events = list(AuditEvent.objects.filter(target_id=str(op), target_type="operations.operation").order_by("id"))
+    assert [e.action for e in events] == ["operation.start", "operation.succeeded"]
+    outcome = events[1]
+    assert outcome.actor_label == "oncall" and outcome.reason == "XID storm on rack 2"
+    assert outcome.after["kind"] == "health.drain" and outcome.after["status"] == "succeeded"
+    assert outcome.after["result"]["evicted"] == [busy["workload"].backend_name]
+    assert outcome.after["result"]["node"] == node.name

@@ -90,6 +90,35 @@ def test_crash_is_recorded_with_traceback(personas):
     assert "about to crash" in op.log and "Traceback" in op.log
 
 
+def test_each_outcome_is_audited_once_by_who_started_it(personas, django_capture_on_commit_callbacks):
+    """`operation.start` when asked, then one event for the outcome: what it did, or why it failed."""
+    member = fresh(personas.member_a)
+    with django_capture_on_commit_callbacks(execute=True):
+        done = start_operation(member, "test.count", target=personas.a, tenant=personas.a, reason="nightly")
+    events = list(AuditEvent.objects.filter(target_id=str(done.pk), target_type="operations.operation").order_by("id"))
+    assert [e.action for e in events] == ["operation.start", "operation.succeeded"]
+    outcome = events[1]
+    assert (outcome.actor_id, outcome.tenant_id, outcome.reason) == (member.pk, personas.a.pk, "nightly")
+    assert outcome.before == {"status": "running"}
+    assert outcome.after == {
+        "kind": "test.count",
+        "target": str(personas.a),
+        "status": "succeeded",
+        "result": {"steps": 2},
+    }
+    assert execute_operation(done.pk) is False  # a duplicate delivery changes nothing and audits nothing
+    assert AuditEvent.objects.filter(target_id=str(done.pk), action__startswith="operation.").count() == 2
+    for kind, error in (
+        ("test.fail", "backend said no: node gpu-07 is not drainable"),
+        ("test.crash", "ZeroDivisionError: division by zero"),
+    ):
+        op = Operation.objects.create(kind=kind)
+        execute_operation(op.pk)
+        failed = AuditEvent.objects.get(target_id=str(op.pk), action="operation.failed")
+        assert failed.actor is None and failed.actor_label == "system"
+        assert failed.after == {"kind": kind, "target": "", "status": "failed", "error": error}
+
+
 def test_unknown_kind(personas):
     op = Operation.objects.create(kind="no.such.kind")
     execute_operation(op.pk)

@@ -193,6 +193,33 @@ def test_quota_api_and_preview(setup, personas, api):
     assert bad.status_code == 400 and "gpu_model" in bad.json()["fields"]
 
 
+def test_quota_preview_runs_the_checks_the_change_runs(setup, personas, api, client):
+    """The what-if said "nothing running is affected" for a change the real request refused: it now refuses it
+    with the same error, and writes nothing."""
+    body = {"queue": setup["org_a"].pk, "gpu_model": "h100", "guaranteed": 32}
+    admin = api(fresh(personas.tenant_admin_a))
+    preview = admin.post("/api/v1/quotas/preview/", body, format="json")
+    real = admin.post("/api/v1/quotas/", body, format="json")
+    assert preview.status_code == real.status_code == 400
+    assert {**preview.json(), "request_id": ""} == {**real.json(), "request_id": ""}
+    assert "would total 40, above its budget of 32" in preview.json()["message"]
+    assert "guaranteed" in preview.json()["fields"]
+    # Nothing to borrow from is refused the same way: no other queue has an A100 guarantee.
+    lonely = {"queue": setup["org_a"].pk, "gpu_model": "a100", "guaranteed": 0, "borrow_limit": 4}
+    refused = api(setup["admin"]).post("/api/v1/quotas/preview/", lonely, format="json")
+    assert refused.status_code == 400 and "borrow_limit" in refused.json()["fields"]
+    # A change within the budget still previews its impact.
+    fits = admin.post("/api/v1/quotas/preview/", {**body, "guaranteed": 24}, format="json")
+    assert fits.status_code == 200 and fits.json()["impact"]["text"] == "nothing running is affected"
+    assert Quota.objects.get(queue=setup["org_a"], gpu_model=setup["h100"]).guaranteed == 8
+    # The queue page's Preview button shows the refusal on the field.
+    client.force_login(personas.tenant_admin_a)
+    url = reverse("tenancy:queue_detail", args=[setup["org_a"].pk])
+    page = client.post(url, {"gpu_model": "h100", "guaranteed": 32, "weight": 1, "action": "preview"})
+    text = page.content.decode()
+    assert page.status_code == 200 and "above its budget of 32" in text and "nothing running is affected" not in text
+
+
 def test_tenant_and_queue_pages(setup, personas, client):
     claim(setup, "team_a", 16, name="big-run")
     claim(setup, "team_a", 4, tier="online-inference", name="serve-llm")

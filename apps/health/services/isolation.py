@@ -84,36 +84,62 @@ def budget_report(node: Node) -> dict:
 
 
 def inference_guard(node: Node, extra_isolated: set[str] = frozenset()) -> str:
-    """Why isolating `node` needs a human: an online-inference service would fall below its minimum replicas."""
+    """Why isolating `node` needs a human: online-inference services that would fall below their minimum
+    replicas, every one of them named ("" when none would).
+
+    A replica that spans several nodes (a LeaderWorkerSet group) is lost with any one of its workers: evicting
+    any pod of the group recreates the whole group
+    (https://github.com/kubernetes-sigs/lws/blob/main/docs/examples/sample/README.md). Placements do not say
+    which worker belongs to which replica, so each worker out of service counts as one replica lost.
+    """
     from apps.workloads.models import WorkloadKind, WorkloadState
     from apps.workloads.placements import placed_on_node
 
-    services = [
-        w
-        for w in placed_on_node(node.cluster_id, node.name)
-        if w.kind == WorkloadKind.INFERENCE and w.tier.name == "online-inference" and w.state == WorkloadState.RUNNING
-    ]
+    services = sorted(
+        (
+            w
+            for w in placed_on_node(node.cluster_id, node.name)
+            if w.kind == WorkloadKind.INFERENCE
+            and w.tier.name == "online-inference"
+            and w.state == WorkloadState.RUNNING
+        ),
+        key=lambda w: w.pk,
+    )
     if not services:
         return ""
     out_of_service = set(
         Node.objects.filter(cluster_id=node.cluster_id, unschedulable=True).values_list("name", flat=True)
     )
     out_of_service |= {node.name, *extra_isolated}
+    short = []
     for workload in services:
-        spec = workload.spec or {}
-        per_replica = max(int(spec.get("nodes_per_replica") or 1), 1)
-        autoscaling = spec.get("autoscaling") or {}
-        minimum = (
-            int(autoscaling.get("min_replicas") or 1) if autoscaling.get("enabled") else int(spec.get("replicas") or 1)
-        )
-        healthy_workers = sum(1 for p in workload.placements or [] if p.get("node") not in out_of_service)
-        left = healthy_workers // per_replica
+        per_replica, minimum = _replica_shape(workload, node.gpu_count)
+        workers = workload.placements or []
+        replicas = len(workers) // per_replica
+        lost = sum(1 for p in workers if p.get("node") in out_of_service)
+        left = max(replicas - lost, 0)
         if left < minimum:
-            return (
-                f"isolating {node.name} would leave online-inference service {workload} with {left} of its "
-                f"minimum {minimum} replicas; a human approves by cordoning it"
-            )
-    return ""
+            short.append(f"{workload} with {left} of its minimum {minimum} replicas")
+    if not short:
+        return ""
+    return (
+        f"isolating {node.name} would leave online-inference service{'s' if len(short) > 1 else ''} "
+        f"{'; '.join(short)}; a human approves by cordoning it"
+    )
+
+
+def _replica_shape(workload, gpus_per_node: int) -> tuple[int, int]:
+    """(nodes one replica spans, the replicas the service must keep) from its spec as the renderer reads it:
+    a replica wider than a node spans whole nodes of this cluster's size."""
+    from apps.workloads.specs import SpecError, parse_spec
+    from apps.workloads.submission_context import catalog
+
+    try:
+        spec = parse_spec(workload.kind, workload.spec or {}, catalog(), gpus_per_node=gpus_per_node or 8)
+    except SpecError:  # a spec the catalog no longer accepts: every worker is its own replica of at least one
+        return 1, max(int((workload.spec or {}).get("replicas") or 1), 1)
+    minimum = spec.autoscaling.min_replicas if spec.autoscaling.enabled else spec.replicas
+    return spec.nodes_per_replica, max(minimum, 1)
 
 
 def _storm(node: Node, policy: IsolationPolicy, now) -> None:

@@ -198,7 +198,7 @@ def node_action(actor, node: Node, action: str, *, reason: str, incident: Incide
                 {"node": _("Open incidents first.")},
             )
     with transaction.atomic():
-        Node.objects.select_for_update().get(pk=node.pk)  # one decision per node at a time
+        locked = Node.objects.select_for_update().get(pk=node.pk)  # one decision per node at a time
         running = running_operation(node)
         if running is not None:
             raise Conflict(
@@ -216,6 +216,8 @@ def node_action(actor, node: Node, action: str, *, reason: str, incident: Incide
                 code="operation_running",
                 data={"operation": _operation_data(running)},
             )
+        if action == "cordon" and locked.unschedulable:
+            _check_repeated_cordon(locked)
         params = {"node_id": node.pk, "incident_id": incident.pk if incident else None, "automatic": False}
         operation = start_operation(actor, kind, target=node, params=params, reason=reason)
         # A human took the node out of service (or back): automation must not undo it.
@@ -223,3 +225,40 @@ def node_action(actor, node: Node, action: str, *, reason: str, incident: Incide
         NodeHealth.objects.get_or_create(node=node)
         NodeHealth.objects.filter(pk=node.pk).update(isolated_by=owner, isolated_at=timezone.now() if removes else None)
     return operation
+
+
+def _check_repeated_cordon(node: Node) -> None:
+    """A cordon of a node that is already cordoned changes nothing: say so and by whom, start nothing. The one
+    exception is a node automation cordoned: a human's cordon takes it over, so automation will not resume it."""
+    health = NodeHealth.objects.filter(pk=node.pk).first()
+    owner = health.isolated_by if health else IsolationOwner.NONE
+    if owner == IsolationOwner.AUTO:
+        return
+    last = (
+        Operation.objects.filter(
+            kind__in=[kind for kind, removes, _evicts in ACTIONS.values() if removes],
+            target_type="fleet.node",
+            target_id=str(node.pk),
+            status=OperationStatus.SUCCEEDED,
+        )
+        .select_related("actor")
+        .order_by("-finished_at", "-id")
+        .first()
+    )
+    who, data = _("outside the console"), {}
+    if owner == IsolationOwner.HUMAN and last is not None:
+        who = _("by %(actor)s (operation #%(id)s: %(reason)s)") % {
+            "actor": last.actor.get_username() if last.actor_id else "system",
+            "id": last.pk,
+            "reason": last.reason,
+        }
+        data = {"cordoned_by": _operation_data(last)}
+    elif owner == IsolationOwner.HUMAN:  # its operation was pruned since
+        who = _("by a person, through the console")
+    raise Conflict(
+        _("Node %(node)s is already cordoned %(who)s; cordoning it again changes nothing.")
+        % {"node": node.name, "who": who},
+        {"action": _("Already cordoned: uncordon it, or drain it to evict its work.")},
+        code="already_cordoned",
+        data=data,
+    )

@@ -271,19 +271,21 @@ def describe_impact(impact: Impact, names: dict, queues: dict) -> str:
 
 
 def preview_quota(actor, queue: Queue, gpu_model: GpuModel, **values) -> dict:
-    """What a quota change would do, without doing it (anyone who may view the tenant)."""
+    """What a quota change would do, without doing it (anyone who may view the tenant).
+
+    It runs the checks the change itself runs (`check_quota`): a change the real request would refuse (a budget
+    exceeded, nothing to borrow from) is refused here with the same error, not previewed as harmless.
+    """
     require(actor, Action.VIEW, queue.tenant, _("You may not view tenant %(slug)s.") % {"slug": queue.tenant.slug})
-    values = {"guaranteed": values.get("guaranteed", 0), **values}
-    _validate_quota(values)
-    return impact_summary(_impact(queue, gpu_model, values))
+    _values, impact = check_quota(queue, gpu_model, {"guaranteed": values.get("guaranteed", 0), **values})
+    return impact_summary(impact)
 
 
-def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: bool) -> tuple[Quota, dict, dict | None]:
-    """Validate against guarantee caps and running work, then write the row. No permission check, no audit:
-    callers do both.
+def check_quota(queue: Queue, gpu_model: GpuModel, values: dict) -> tuple[dict, Impact]:
+    """Every check a quota change passes before it is written (values, lenders, the guarantee caps of the
+    tenant's ancestors), and its impact on running work. Writes nothing: the what-if and the change both run it.
 
-    Returns (quota, impact summary, snapshot before). A disruptive change without `confirm` raises Conflict
-    with the impact in `data`.
+    Returns (the values with their defaults, the impact); raises InvalidInput naming the field when refused.
     """
     values = {"weight": 1.0, "borrow_limit": None, "lend_limit": None, "per_user_limit": None, **values}
     _validate_quota(values)
@@ -297,9 +299,19 @@ def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: boo
             % {"model": gpu_model.code},
             {"borrow_limit": _("No lenders for this GPU model.")},
         )
-    existing = Quota.objects.filter(queue=queue, gpu_model=gpu_model).first()
     _check_caps(gpu_model, {("quota", queue.pk): values["guaranteed"]}, "guaranteed")
-    impact = _impact(queue, gpu_model, values)
+    return values, _impact(queue, gpu_model, values)
+
+
+def apply_quota(queue: Queue, gpu_model: GpuModel, values: dict, *, confirm: bool) -> tuple[Quota, dict, dict | None]:
+    """Validate against guarantee caps and running work (`check_quota`), then write the row. No permission check,
+    no audit: callers do both.
+
+    Returns (quota, impact summary, snapshot before). A disruptive change without `confirm` raises Conflict
+    with the impact in `data`.
+    """
+    values, impact = check_quota(queue, gpu_model, values)
+    existing = Quota.objects.filter(queue=queue, gpu_model=gpu_model).first()
     summary = impact_summary(impact)
     if impact.disruptive and not confirm:
         raise Conflict(

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from apps.audit.models import AuditEvent
 from apps.backends.registry import get_backend
 from apps.core.errors import InvalidInput
 from apps.fleet.models import Cluster, GpuModel, Node, NodePool
@@ -151,6 +152,39 @@ def test_a_runbook_drain_that_a_disruption_budget_blocks_fails_and_keeps_the_cor
     )
     assert "2 pod(s) on gpu-01 could not be evicted" in operation.error
     assert fake.get("", "v1", "nodes", "gpu-01")["spec"]["unschedulable"] is True
+    # The outcome is audited once, with the cluster's refusal: the start alone said nothing of it.
+    failed = AuditEvent.objects.get(action="operation.failed", target_id=str(operation.pk))
+    assert failed.actor_label == "oncall" and "could not be evicted" in failed.after["error"]
+
+
+def test_a_runbook_cordon_names_who_asked_on_the_node(personas, fake, api, django_capture_on_commit_callbacks):
+    """`gpu-console/cordoned-by` carries the user who cordoned or drained (an annotation value may be any string,
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/annotations/), the console itself for
+    automation; the inventory reads it back as the node's state reason."""
+    from apps.fleet.models import Cluster
+    from apps.operations.models import Operation
+    from apps.operations.services import start_operation
+
+    seed_nodes(fake, count=2, gpus=8)
+    cluster = Cluster.objects.create(name="k8s", kind="kubernetes", connection={"api_url": fake.url})
+    assert sync_inventory(cluster.pk).ok
+    first, second = Node.objects.filter(cluster=cluster).order_by("name")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api(fresh(personas.oncall)).post(
+            f"/api/v1/nodes/{first.pk}/cordon/", {"reason": "fan"}, format="json"
+        )
+    operation = Operation.objects.get(pk=response.json()["id"])
+    assert operation.status == "succeeded", operation.error
+    annotations = fake.get("", "v1", "nodes", "gpu-01")["metadata"]["annotations"]
+    assert annotations["gpu-console/cordoned-by"] == "oncall"
+    assert annotations["gpu-console/cordon-reason"] == "gpu-console: fan"
+    with django_capture_on_commit_callbacks(execute=True):
+        start_operation(None, "health.drain", target=second, params={"node_id": second.pk, "automatic": True})
+    assert fake.get("", "v1", "nodes", "gpu-02")["metadata"]["annotations"]["gpu-console/cordoned-by"] == "gpu-console"
+    # The backend's own steps reach the operation's log as they happen (the timed call keeps drain's signature).
+    assert "cordoned gpu-02" in Operation.objects.get(kind="health.drain").log
+    assert sync_inventory(cluster.pk).ok
+    assert Node.objects.get(pk=first.pk).state_reason == "cordoned by oncall: gpu-console: fan"
 
 
 def test_the_clusters_leaf_label_reaches_the_submitted_job(
