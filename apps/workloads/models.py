@@ -189,6 +189,9 @@ class OutboxEntry(models.Model):
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="outbox")
     action = models.CharField(max_length=20, choices=OutboxAction.choices)
+    # The workload's run the entry acts on (its `requeues` when written): a requeued workload's new run has its
+    # own submit entry, and the first run's finished one is no proof that the new run reached the backend.
+    run = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=20, choices=OutboxStatus.choices, default=OutboxStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField()  # outbox_due serves the drain

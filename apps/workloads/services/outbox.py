@@ -36,7 +36,7 @@ def enqueue(workload: Workload, action: str) -> OutboxEntry:
 def outbox_row(workload: Workload, action: str) -> OutboxEntry:
     """An outbox row (unsaved) for the caller's transaction; its commit wakes the drain."""
     transaction.on_commit(wake_outbox)
-    return OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now())
+    return OutboxEntry(workload=workload, action=action, run=workload.requeues, next_attempt_at=timezone.now())
 
 
 def wake_outbox() -> None:
@@ -83,7 +83,11 @@ def process_outbox_entry(entry_id: int) -> str:
     backend = get_backend(workload.cluster)
     try:
         if entry.action == OutboxAction.SUBMIT:
-            if workload.state in WorkloadState.terminal() or workload.state == WorkloadState.CANCELLING:
+            if (
+                workload.state in WorkloadState.terminal()
+                or workload.state == WorkloadState.CANCELLING
+                or entry.run != workload.requeues  # an earlier run's submit: the workload was requeued since
+            ):
                 return _finish_entry(entry, "superseded")
             from apps.workloads.rendering import render_context
             from apps.workloads.specs import parse_spec, to_backend_spec

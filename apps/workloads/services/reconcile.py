@@ -83,13 +83,17 @@ def reconcile_workloads() -> int:
         by_cluster[workload.cluster_id].append(workload)
     for workloads in by_cluster.values():
         cluster = workloads[0].cluster
+        # Only the backend knows a run whose own submission is done: a requeued workload's first run was
+        # submitted long ago, but its new run (a new backend name) waits for its own outbox entry.
         submitted = set(
             OutboxEntry.objects.filter(
                 workload__in=workloads, action=OutboxAction.SUBMIT, status=OutboxStatus.DONE
-            ).values_list("workload_id", flat=True)
+            ).values_list("workload_id", "run")
         )
         try:
-            statuses = get_backend(cluster).status([w.backend_name for w in workloads if w.pk in submitted])
+            statuses = get_backend(cluster).status(
+                [w.backend_name for w in workloads if (w.pk, w.requeues) in submitted]
+            )
         except BackendError as exc:
             logger.warning("reconcile of %s failed: %s", cluster.name, exc)
             continue
