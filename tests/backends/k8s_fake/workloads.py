@@ -370,28 +370,34 @@ def kubelet(plane, now: datetime) -> bool:
             seconds, fails = _run_seconds(pod)
             started = parse_time(status["startTime"])
             if seconds is not None and now >= started + timedelta(seconds=seconds):
-                finished_at = timestamp(started + timedelta(seconds=seconds))
-                code = 1 if fails else 0
-                status["phase"] = "Failed" if fails else "Succeeded"
-                status["conditions"] = [
-                    dict(c, status="False") if c["type"] in ("Ready", "ContainersReady") else c
-                    for c in status.get("conditions") or []
-                ]
-                status["containerStatuses"] = [
-                    {
-                        "name": c["name"],
-                        "ready": False,
-                        "state": {
-                            "terminated": {
-                                "exitCode": code,
-                                "reason": "Error" if fails else "Completed",
-                                "startedAt": status["startTime"],
-                                "finishedAt": finished_at,
-                            }
-                        },
-                    }
-                    for c in pod["spec"]["containers"]
-                ]
+                exit_containers(pod, started + timedelta(seconds=seconds), 1 if fails else 0)
                 plane.save(plane.pods, pod)
                 changed = True
     return changed
+
+
+def exit_containers(pod: dict, at: datetime, code: int) -> None:
+    """The kubelet's report of a pod whose containers exited with `code` at `at` (restartPolicy Never): phase
+    Succeeded on 0, else Failed, each container terminated with reason Completed or Error
+    (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-phase)."""
+    status = pod["status"]
+    status["phase"] = "Failed" if code else "Succeeded"
+    status["conditions"] = [
+        dict(c, status="False") if c["type"] in ("Ready", "ContainersReady") else c
+        for c in status.get("conditions") or []
+    ]
+    status["containerStatuses"] = [
+        {
+            "name": c["name"],
+            "ready": False,
+            "state": {
+                "terminated": {
+                    "exitCode": code,
+                    "reason": "Error" if code else "Completed",
+                    "startedAt": status["startTime"],
+                    "finishedAt": timestamp(at),
+                }
+            },
+        }
+        for c in pod["spec"]["containers"]
+    ]
