@@ -10,6 +10,7 @@ from django.utils.translation import pgettext_lazy
 
 from apps.accounts.models import TenantScopedQuerySet
 from apps.core.validators import dns1123_label
+from apps.workloads.reasons import RUNTIME_LIMIT_PREFIX
 
 
 class TenantOwnedQuerySet(TenantScopedQuerySet):
@@ -141,6 +142,12 @@ class Workload(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in WorkloadState.terminal()
+
+    @property
+    def stopped_by_runtime_limit(self) -> bool:
+        """Its (current) run failed because the backend stopped it at the spec's max_runtime_s: neither a fault's
+        doing nor the code's. A fault does not requeue it, and chargeback credits nobody for it."""
+        return self.state == WorkloadState.FAILED and self.state_reason.startswith(RUNTIME_LIMIT_PREFIX)
 
     def run_name(self, attempt: int = 0) -> str:
         """The backend's name for the workload's `attempt`-th run (0: the first). A requeued workload gets a new

@@ -21,7 +21,7 @@ from apps.core.wakeup import wake
 from apps.workloads import reasons
 from apps.workloads.models import OutboxAction, OutboxEntry, OutboxStatus, Workload, WorkloadState
 from apps.workloads.services.requeue import PREEMPTION, requeue_workload
-from apps.workloads.services.state import add_event, map_state, set_state
+from apps.workloads.services.state import add_event, backend_reason, map_state, set_state
 from apps.workloads.submission_context import catalog
 
 MAX_BACKOFF_S = 300
@@ -103,7 +103,8 @@ def process_outbox_entry(entry_id: int) -> str:
                 where.update(backend_state=result.state.value, reason=result.reason)
                 line = reasons.SUBMITTED_TO_WHY if (result.reason or "").strip() else reasons.SUBMITTED_TO
                 add_event(workload, "backend", (line % where).strip())
-                set_state(workload, map_state(result.state, workload.state), result.reason)
+                reason = backend_reason(result.state, result.reason, workload)
+                set_state(workload, map_state(result.state, workload.state), reason)
                 _finish_entry(entry, "done")
             return "submitted"
         # cancel / preempt
