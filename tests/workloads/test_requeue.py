@@ -117,3 +117,28 @@ def test_an_earlier_runs_submit_still_queued_at_requeue_is_superseded(
     assert not SimWorkload.objects.filter(name=requeued.backend_name).exists()
     requeued.refresh_from_db()
     assert requeued.state == "pending"
+
+
+def test_the_migration_numbers_the_runs_of_submit_entries_written_before_it(
+    fleet, personas, django_capture_on_commit_callbacks
+):
+    """Entries from before the `run` column: a requeued workload's submit written after its latest requeue is its
+    current run's, so reconcile keeps asking the backend about a job requeued before the upgrade."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("apps.workloads.migrations.0004_outbox_entry_run")
+    capture = django_capture_on_commit_callbacks
+    workload = running(personas, capture)
+    requeue_workload(fresh(personas.oncall), workload, cause=FAULT, reason="XID 79")
+    run_admission_pass()
+    dispatch_admitted()
+    with capture(execute=True):
+        drain_outbox()
+    workload.outbox.update(run=0)  # as the column's default left them
+    migration.number_current_runs(apps, None)
+    assert list(workload.outbox.values_list("run", flat=True)) == [0, 1]
+    reconcile_workloads()
+    workload.refresh_from_db()
+    assert workload.state == "running", workload.state_reason
