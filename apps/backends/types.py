@@ -33,6 +33,11 @@ class BackendState(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     PREEMPTED = "preempted"  # evicted (drain, reclaim); the console may requeue it
+    # Stopped by its runtime limit (the spec's max_runtime_s): Kubernetes' DeadlineExceeded
+    # (https://kubernetes.io/docs/concepts/workloads/controllers/job/#job-termination-and-cleanup), Slurm's TIMEOUT
+    # (https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES). A failure of the run, but neither its
+    # code's nor the hardware's: the console does not requeue it after a fault, and chargeback credits nobody.
+    TIMED_OUT = "timed-out"
     UNKNOWN = "unknown"  # the backend no longer knows it
 
     @property
@@ -42,6 +47,7 @@ class BackendState(StrEnum):
             BackendState.FAILED,
             BackendState.CANCELLED,
             BackendState.PREEMPTED,
+            BackendState.TIMED_OUT,
             BackendState.UNKNOWN,
         }
 
@@ -138,7 +144,12 @@ class WorkloadSpec:
     gpu_fraction: float = 1.0  # with TIME_SLICE / HAMI: the share of one GPU per worker
     gang_min: int | None = None  # workers that must start together; None: all
     topology: Topology = Topology.ANY
-    duration_s: int | None = None  # simulator: how long it runs; real backends: max runtime
+    # How long the work takes when nothing stops it (the simulator runs it that long; None: drawn from the seed).
+    # Real backends run the rendered command for as long as it takes.
+    duration_s: int | None = None
+    # The runtime limit (None: none): every backend stops a run still going when it is reached and reports it
+    # TIMED_OUT (real backends render it from `source`: activeDeadlineSeconds, sbatch --time).
+    max_runtime_s: int | None = None
     image: str = ""
     command: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)

@@ -29,6 +29,8 @@ from apps.core.errors import ServiceError
 from apps.health.models import LostRun
 
 logger = logging.getLogger(__name__)
+# A lost run's outcome (shown on the incident's page with the others, stored in English like them).
+NO_CREDIT_RUNTIME_LIMIT = "no credit: its runtime limit (max_runtime_s) ended the run, not the fault"
 
 
 def credit_lost_runs() -> int:
@@ -49,6 +51,12 @@ def credit_lost_runs() -> int:
             .select_related("cluster", "actor")
             .order_by("id")
         )
+        limited = _stopped_by_runtime_limit(lost)
+        if limited:
+            LostRun.objects.filter(pk__in=[r.pk for r in limited]).update(
+                taken_at=timezone.now(), outcome=NO_CREDIT_RUNTIME_LIMIT[:300]
+            )
+            lost = [r for r in lost if r not in limited]
         groups: dict[tuple, list[LostRun]] = defaultdict(list)
         for run in lost:
             groups[(run.cluster_id, run.interrupted_at, run.incident_id, run.reason, run.actor_id)].append(run)
@@ -71,6 +79,32 @@ def credit_lost_runs() -> int:
                 outcome = f"no credit: {exc.message}"
             LostRun.objects.filter(pk__in=[r.pk for r in runs]).update(taken_at=timezone.now(), outcome=outcome[:300])
     return opened
+
+
+def _stopped_by_runtime_limit(lost: list[LostRun]) -> list[LostRun]:
+    """The records of runs that their runtime limit had already stopped when health recorded them: the limit ended
+    the run (Kubernetes DeadlineExceeded, Slurm TIMEOUT), not the fault, so nobody is credited for it. Health does
+    not record such runs (the backend reports them timed out); this holds whoever recorded one. A run the fault cut
+    short before it timed out (recorded before its end) keeps its credit."""
+    from apps.chargeback.metering import console_workloads
+
+    by_cluster: dict[int, list[LostRun]] = defaultdict(list)
+    for run in lost:
+        by_cluster[run.cluster_id].append(run)
+    out = []
+    for runs in by_cluster.values():
+        workloads = console_workloads(runs[0].cluster, {r.backend_id for r in runs})
+        for run in runs:
+            workload = workloads.get(run.backend_id)
+            if (
+                workload is not None
+                and workload.run_name(workload.requeues) == run.backend_id  # its latest run: the state is this run's
+                and workload.stopped_by_runtime_limit
+                and workload.finished_at is not None
+                and run.created_at >= workload.finished_at
+            ):
+                out.append(run)
+    return out
 
 
 def lost_run(

@@ -212,7 +212,18 @@ def console_workloads(cluster: Cluster, backend_ids: set[str]) -> dict:
     found = {
         w.pk: w
         for w in Workload.objects.filter(cluster=cluster, pk__in={pk for pk, _ in runs.values()}).only(
-            "id", "name", "backend_name", "tenant_id", "queue_id", "tier_id", "gpu_model_id", "spec"
+            "id",
+            "name",
+            "backend_name",
+            "tenant_id",
+            "queue_id",
+            "tier_id",
+            "gpu_model_id",
+            "spec",
+            "state",
+            "state_reason",
+            "requeues",
+            "finished_at",
         )
     }
     out = {}

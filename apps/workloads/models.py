@@ -10,6 +10,7 @@ from django.utils.translation import pgettext_lazy
 
 from apps.accounts.models import TenantScopedQuerySet
 from apps.core.validators import dns1123_label
+from apps.workloads.reasons import RUNTIME_LIMIT_PREFIX
 
 
 class TenantOwnedQuerySet(TenantScopedQuerySet):
@@ -142,6 +143,12 @@ class Workload(models.Model):
     def is_finished(self) -> bool:
         return self.state in WorkloadState.terminal()
 
+    @property
+    def stopped_by_runtime_limit(self) -> bool:
+        """Its (current) run failed because the backend stopped it at the spec's max_runtime_s: neither a fault's
+        doing nor the code's. A fault does not requeue it, and chargeback credits nobody for it."""
+        return self.state == WorkloadState.FAILED and self.state_reason.startswith(RUNTIME_LIMIT_PREFIX)
+
     def run_name(self, attempt: int = 0) -> str:
         """The backend's name for the workload's `attempt`-th run (0: the first). A requeued workload gets a new
         name so that the backend's idempotent submit starts a new run instead of returning the finished one."""
@@ -189,6 +196,9 @@ class OutboxEntry(models.Model):
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="outbox")
     action = models.CharField(max_length=20, choices=OutboxAction.choices)
+    # The workload's run the entry acts on (its `requeues` when written): a requeued workload's new run has its
+    # own submit entry, and the first run's finished one is no proof that the new run reached the backend.
+    run = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=20, choices=OutboxStatus.choices, default=OutboxStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField()  # outbox_due serves the drain

@@ -17,6 +17,10 @@ REQUEUED_AFTER_FAULT = gettext_noop("requeued after a GPU fault (%(fault)s); adm
 PREEMPTED_FOR_LENDER = gettext_noop("preempted to give a lender its guarantee back")
 BACKEND_REFUSED = gettext_noop("backend refused it: %(error)s")
 BACKEND_FORGOT = gettext_noop("the backend no longer knows this workload")
+# The backend stopped the run at the spec's max_runtime_s (Kubernetes DeadlineExceeded, Slurm TIMEOUT): a failure,
+# whatever the backend calls it; %(detail)s is the backend's own words.
+RUNTIME_LIMIT_REACHED = gettext_noop("runtime limit reached (max_runtime_s %(max_runtime)s): %(detail)s")
+RUNTIME_LIMIT_PREFIX = RUNTIME_LIMIT_REACHED.partition(" (")[0]  # how a stored reason is recognised: stored in English
 # events
 SUBMITTED = gettext_noop("submitted by %(user)s; admission: %(decision)s: %(reason)s")
 SUBMITTED_TO = gettext_noop("submitted to %(cluster)s as %(backend_id)s: %(backend_state)s")
@@ -35,6 +39,7 @@ STORED_TEMPLATES = (
     PREEMPTED_FOR_LENDER,
     BACKEND_REFUSED,
     BACKEND_FORGOT,
+    RUNTIME_LIMIT_REACHED,
     SUBMITTED,
     SUBMITTED_TO,
     SUBMITTED_TO_WHY,
@@ -46,7 +51,7 @@ STORED_TEMPLATES = (
     RECLAIMED,
 )
 # What the numbers look like (apps/core/stored_text.py splits a text at them).
-STORED_PARAMS = dict.fromkeys(("run", "retries", "attempt", "delay"), r"\d+")
+STORED_PARAMS = dict.fromkeys(("run", "retries", "attempt", "delay", "max_runtime"), r"\d+")
 # Parameters that are stored codes, shown through their value labels (apps/core/value_labels.py).
 STORED_LABELS = {
     "decision": "admission decision",

@@ -15,7 +15,9 @@ and provides:
 Timing knobs (class attributes) let a slow real backend pass: `timeout_s` bounds every wait,
 `poll_s` is the pause between polls, `settle_s` is how long "must not happen" is watched, `run_s`
 is how long short workloads run and `usage_tolerance_s` how far usage may differ from run time
-(per GPU). Everything a test submits is cancelled and every node it touches is resumed at teardown.
+(per GPU); `limit_s` is the max runtime a run that outlasts it gets, `limit_timeout_s` how long its stop may
+take to show (Slurm counts time limits in minutes and checks them every 30 s). Everything a test submits
+is cancelled and every node it touches is resumed at teardown.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class BackendContract:
     settle_s: float = 10.0
     run_s: int = 30
     long_run_s: int = 3600
+    limit_s: int = 60
+    limit_timeout_s: float = 300.0
     usage_tolerance_s: float = 15.0
 
     # Hooks a backend's test class provides or overrides.
@@ -127,12 +131,14 @@ class BackendContract:
             self.let_time_pass(backend, self.poll_s)
             waited += self.poll_s
 
-    def wait_state(self, backend: Backend, backend_id: str, states: set[BackendState]) -> WorkloadStatus:
+    def wait_state(
+        self, backend: Backend, backend_id: str, states: set[BackendState], timeout: float | None = None
+    ) -> WorkloadStatus:
         def check():
             status = backend.status([backend_id])[backend_id]
             return status if status.state in states else None
 
-        return self.wait_until(backend, check, f"{backend_id} to reach {sorted(states)}")
+        return self.wait_until(backend, check, f"{backend_id} to reach {sorted(states)}", timeout)
 
     def stays_pending(self, backend: Backend, backend_id: str) -> None:
         waited = 0.0
@@ -202,6 +208,24 @@ class BackendContract:
         done = self.wait_state(backend, result.backend_id, {BackendState.SUCCEEDED, BackendState.FAILED})
         assert done.state == BackendState.SUCCEEDED, done.reason
         assert done.finished_at is not None
+
+    def test_a_run_its_max_runtime_stops_is_timed_out(self, backend):
+        """Work that outlasts the spec's max runtime is stopped at the limit and reported TIMED_OUT: neither
+        SUCCEEDED nor an ordinary failure (Kubernetes: the Job's Failed condition with reason DeadlineExceeded;
+        Slurm: TIMEOUT), and its GPUs are free again."""
+        spec = self.workload_spec(self.name("limit"), duration_s=self.long_run_s, max_runtime_s=self.limit_s)
+        result = self.submit(backend, spec)
+        self.wait_state(backend, result.backend_id, {BackendState.RUNNING})
+        ended = {s for s in BackendState if s.finished}
+        done = self.wait_state(backend, result.backend_id, ended, timeout=self.limit_timeout_s)
+        assert done.state == BackendState.TIMED_OUT, (done.state, done.reason)
+        assert done.reason and done.finished_at is not None
+        assert done.started_at is None or done.finished_at >= done.started_at
+        self.wait_until(
+            backend,
+            lambda: not any(result.backend_id in g.allocated_to for n in backend.inventory().nodes for g in n.gpus),
+            "the timed-out workload's GPUs to be free",
+        )
 
     def test_submit_is_idempotent_by_name(self, backend):
         name = self.name("idem")

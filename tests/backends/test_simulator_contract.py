@@ -22,11 +22,15 @@ class TestSimulatorContract(BackendContract):
         return backend
 
     def workload_spec(self, name, **fields):
-        # The simulator runs a workload for its declared duration (the spec's max runtime).
-        fields["max_runtime_s"] = fields.pop("duration_s", self.run_s)
+        # The simulator runs a workload's work for its declared duration (the real backends' `sleep N`); its max
+        # runtime is longer, as there, unless the test sets one.
+        seconds = fields.pop("duration_s", self.run_s)
+        fields.setdefault("max_runtime_s", seconds * 2 + 60)
         # The seed makes some workloads fail; the contract needs ones that succeed.
         fields["labels"] = {OUTCOME_LABEL: "succeed", **fields.get("labels", {})}
-        return super().workload_spec(name, **fields)
+        spec = super().workload_spec(name, **fields)
+        spec.duration_s = seconds
+        return spec
 
     def let_time_pass(self, backend, seconds):
         backend.advance(seconds)

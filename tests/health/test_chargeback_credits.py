@@ -17,7 +17,7 @@ from apps.health.models import Incident, LostRun
 from apps.workloads.services import reconcile_workloads, submit_workload
 from tests.health.conftest import cycle, inject, training_spec
 from tests.utils.personas import fresh
-from tests.utils.simulator import runs_to_the_end
+from tests.utils.simulator import overruns, runs_to_the_end
 
 pytestmark = pytest.mark.django_db
 
@@ -77,3 +77,57 @@ def test_a_lost_run_chargeback_cannot_credit_is_taken_with_the_reason(fleet, per
     lost.refresh_from_db()
     assert lost.taken_at and lost.outcome.startswith("no credit: Period ") and "is closed" in lost.outcome
     assert credit_lost_runs() == 0 and not Credit.objects.exists()
+
+
+def _timed_out(fleet, personas, capture):
+    """A training job whose work outlasted its max runtime: the simulator stopped it at the limit (issue 19)."""
+    with capture(execute=True):
+        workload, _ = submit_workload(fresh(personas.member_a), kind="training", spec=training_spec())
+    reconcile_workloads()
+    workload.refresh_from_db()
+    overruns(workload)
+    get_backend(fleet["cluster"]).advance(3600)
+    reconcile_workloads()
+    workload.refresh_from_db()
+    assert workload.state == "failed" and workload.state_reason.startswith("runtime limit reached"), workload
+    return workload
+
+
+def test_a_fault_after_a_run_hit_its_runtime_limit_requeues_nothing_and_credits_nobody(
+    fleet, personas, django_capture_on_commit_callbacks
+):
+    cluster = fleet["cluster"]
+    workload = _timed_out(fleet, personas, django_capture_on_commit_callbacks)
+    node, gpu = workload.placements[0]["node"], workload.placements[0]["gpus"][0]
+    cycle(cluster)
+    inject(cluster, node, "xid79", gpu)  # on the GPU it held until its limit stopped it, moments ago
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(cluster)
+    incident = Incident.objects.get(cause="xid-79")
+    assert incident.state == "isolated"  # the automation cordoned the node and looked for the work it killed
+    workload.refresh_from_db()
+    assert (workload.state, workload.requeues) == ("failed", 0)
+    assert not LostRun.objects.exists()
+    assert credit_lost_runs() == 0 and not Credit.objects.exists()
+
+
+def test_a_lost_run_recorded_after_its_runtime_limit_stopped_it_is_credited_to_nobody(
+    fleet, personas, django_capture_on_commit_callbacks
+):
+    """Whoever records it: the limit ended that run, not the fault. Chargeback takes the record with the reason."""
+    cluster = fleet["cluster"]
+    workload = _timed_out(fleet, personas, django_capture_on_commit_callbacks)
+    cycle(cluster)
+    inject(cluster, workload.placements[0]["node"], "xid79", workload.placements[0]["gpus"][0])
+    cycle(cluster)
+    incident = Incident.objects.get(cause="xid-79")
+    lost = LostRun.objects.create(
+        incident=incident,
+        cluster=cluster,
+        backend_id=workload.backend_name,
+        interrupted_at=get_backend(cluster).now(),
+        reason="XID 79 (#1)",
+    )
+    assert credit_lost_runs() == 0 and not Credit.objects.exists()
+    lost.refresh_from_db()
+    assert lost.taken_at and lost.outcome == "no credit: its runtime limit (max_runtime_s) ended the run, not the fault"

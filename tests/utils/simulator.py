@@ -1,9 +1,9 @@
-"""Taking the simulator's seeded failure draw out of a test.
+"""Taking the simulator's seeded outcome draws out of a test.
 
-The simulator fails 5 % of runs part-way, drawn from the seed and the backend name; the name holds the workload's
-database id, so the draw changes between runs of the suite. A test that watches a run finish takes it out. The run's
-end was fixed when it started (at the failure point), so clearing `fail_after_s` alone would end it early as
-"succeeded": its end moves to the full duration too.
+The simulator fails 5 % of runs part-way, and under a runtime limit draws how long the work takes (within the
+limit, or past it for the 3 % it stops: timed out), all from the seed and the backend name; the name holds the
+workload's database id, so the draws change between runs of the suite. A test that watches a run finish takes
+them out. The run's end was fixed when it started, so its end moves too.
 """
 
 from __future__ import annotations
@@ -12,12 +12,25 @@ from datetime import timedelta
 
 
 def runs_to_the_end(*workloads) -> None:
-    """Every given console workload's simulated run (or, with none given, every simulated run) finishes its course."""
+    """Every given console workload's simulated run (or, with none given, every simulated run) finishes its course:
+    it does not fail, and under a runtime limit its work takes the whole limit (and completes), so its length is
+    the spec's max runtime, as a test computing the run's GPU-hours expects."""
     from apps.backends.models import SimWorkload
 
-    runs = SimWorkload.objects.filter(fail_after_s__isnull=False)
+    runs = SimWorkload.objects.all()
     if workloads:
         runs = runs.filter(name__in=[w.backend_name for w in workloads])
-    for sim in runs:
-        ends_at = sim.started_at + timedelta(seconds=sim.duration_s) if sim.started_at else None
-        SimWorkload.objects.filter(pk=sim.pk).update(fail_after_s=None, ends_at=ends_at)
+    for sim in runs.filter(state__in=["pending", "running"]):
+        duration = sim.max_runtime_s or sim.duration_s
+        ends_at = sim.started_at + timedelta(seconds=duration) if sim.started_at else None
+        SimWorkload.objects.filter(pk=sim.pk).update(fail_after_s=None, duration_s=duration, ends_at=ends_at)
+
+
+def overruns(workload) -> None:
+    """The console workload's simulated run needs longer than its max runtime: the limit stops it (timed out)."""
+    from apps.backends.models import SimWorkload
+
+    sim = SimWorkload.objects.get(name=workload.backend_name)
+    assert sim.max_runtime_s, "only a run under a runtime limit can overrun it"
+    ends_at = sim.started_at + timedelta(seconds=sim.max_runtime_s) if sim.started_at else None
+    SimWorkload.objects.filter(pk=sim.pk).update(fail_after_s=None, duration_s=2 * sim.max_runtime_s, ends_at=ends_at)

@@ -663,7 +663,10 @@ def test_backend_spec_of_a_training_job():
         8,
         Sharing.WHOLE,
     )
-    assert (backend.gang_min, backend.topology, backend.duration_s) == (4, Topology.LEAF, 7200)
+    assert (backend.gang_min, backend.topology) == (4, Topology.LEAF)
+    # The max runtime is the run's limit; how long the work takes is not the console's to say (the simulator
+    # draws it within the limit).
+    assert (backend.max_runtime_s, backend.duration_s) == (7200, None)
     assert backend.command == ["python", "train.py", "--lr", "3e-4"]
     assert backend.image == spec.image and backend.total_gpus == spec.total_gpus == 32
     assert backend.labels == {"gpu-console/kind": "training"}
@@ -695,13 +698,14 @@ def test_backend_spec_of_inference_services():
     backend = to_backend_spec(single, 1000)
     assert (backend.workers, backend.gpus_per_worker, backend.gang_min, backend.sharing) == (3, 4, 1, Sharing.WHOLE)
     assert backend.total_gpus == single.total_gpus == 12
-    assert backend.duration_s == 30 * 86400  # runs until cancelled
+    assert (backend.duration_s, backend.max_runtime_s) == (30 * 86400, None)  # runs until cancelled
     assert backend.command[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
     multi = parse_spec(
         "inference", inference(tensor_parallel=8, pipeline_parallel=2, replicas=2, max_runtime_s=600), CATALOG
     )
     backend = to_backend_spec(multi, 1000)
-    assert (backend.workers, backend.gpus_per_worker, backend.gang_min, backend.duration_s) == (4, 8, 2, 600)
+    assert (backend.workers, backend.gpus_per_worker, backend.gang_min) == (4, 8, 2)
+    assert (backend.duration_s, backend.max_runtime_s) == (30 * 86400, 600)  # until its max runtime stops it
     assert backend.total_gpus == multi.total_gpus == 32
 
 

@@ -24,6 +24,7 @@ from apps.backends.render.workload import (
 from apps.backends.types import BackendState, Placement, WorkloadSpec, WorkloadStatus
 
 EVENTS_SHOWN = 5
+DEADLINE_EXCEEDED = "DeadlineExceeded"  # a Job condition's and a pod's reason when activeDeadlineSeconds passed
 
 
 def render_workload(spec: Spec, context: WorkloadContext, settings: dict) -> RenderedWorkload:
@@ -121,7 +122,10 @@ def workload_status(
             out.state, out.finished_at = BackendState.SUCCEEDED, podinfo.parse_time(status.get("completionTime"))
         elif "Failed" in conditions:
             failed = conditions["Failed"]
-            out.state = BackendState.FAILED
+            # activeDeadlineSeconds (the max runtime) passed: the Job controller fails it with reason
+            # DeadlineExceeded (https://kubernetes.io/docs/concepts/workloads/controllers/job/#job-termination-and-cleanup).
+            deadline = failed.get("reason") == DEADLINE_EXCEEDED
+            out.state = BackendState.TIMED_OUT if deadline else BackendState.FAILED
             out.reason = f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": ")
             out.finished_at = podinfo.parse_time(failed.get("lastTransitionTime"))
         elif spec.get("suspend"):
@@ -144,6 +148,13 @@ def workload_status(
             "Aborting": BackendState.CANCELLED,
         }
         out.state = mapping.get(phase, BackendState.PENDING)
+        if out.state == BackendState.FAILED and any(
+            (p.get("status") or {}).get("reason") == DEADLINE_EXCEEDED for p in pods
+        ):
+            # A Volcano Job has no deadline of its own: each pod carries the max runtime as activeDeadlineSeconds,
+            # and the kubelet fails a pod past it with reason DeadlineExceeded
+            # (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#lifecycle).
+            out.state = BackendState.TIMED_OUT
         if out.state.finished:
             out.finished_at = podinfo.parse_time((status.get("state") or {}).get("lastTransitionTime"))
             out.reason = f"Volcano job {phase}" + (f": {message}" if message else "")

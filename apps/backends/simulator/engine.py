@@ -231,6 +231,7 @@ class Engine:
             submitted_at=self.now,
             duration_s=plan.duration_s,
             fail_after_s=plan.fail_after_s,
+            max_runtime_s=plan.max_runtime_s,
         )
         self.workloads[workload.name] = workload
         self._requests[workload.pk] = request
@@ -317,7 +318,11 @@ class Engine:
         heapq.heappush(self._running, (workload.ends_at, workload.pk, workload.name))
 
     def _finish(self, workload: SimWorkload, at: datetime) -> None:
-        if workload.fail_after_s is not None:
+        if workload.times_out:
+            # Its work would have gone on: the limit stops it, as activeDeadlineSeconds or sbatch --time would.
+            reason = f"stopped at its max runtime of {workload.max_runtime_s}s"
+            self._end(workload, BackendState.TIMED_OUT, reason, at)
+        elif workload.fail_after_s is not None:
             reason = f"exited with code 1 after {workload.fail_after_s}s"
             self._end(workload, BackendState.FAILED, reason, at)
         else:

@@ -101,6 +101,9 @@ class SimWorkload(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_s = models.PositiveIntegerField(help_text="run time to succeed")
     fail_after_s = models.PositiveIntegerField(null=True, blank=True, help_text="set when the seed makes it fail")
+    max_runtime_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the runtime limit: a run still going then is stopped (timed out)"
+    )
     attempts = models.PositiveIntegerField(default=0, help_text="runs started (a drain requeues)")
 
     class Meta:
@@ -111,8 +114,19 @@ class SimWorkload(models.Model):
         return self.name
 
     @property
-    def run_s(self) -> int:
+    def work_s(self) -> int:
+        """How long the run goes on by itself: to its failure, or to the end of its work."""
         return self.fail_after_s if self.fail_after_s is not None else self.duration_s
+
+    @property
+    def run_s(self) -> int:
+        """How long a run lasts: its work, or its runtime limit when that comes first."""
+        return min(self.work_s, self.max_runtime_s) if self.max_runtime_s else self.work_s
+
+    @property
+    def times_out(self) -> bool:
+        """The runtime limit stops the run before its work (or its failure) ends it."""
+        return bool(self.max_runtime_s) and self.work_s > self.max_runtime_s
 
 
 class SimEvent(models.Model):

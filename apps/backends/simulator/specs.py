@@ -17,8 +17,15 @@ from apps.backends.simulator.seeding import rng
 from apps.backends.simulator.shape import FleetShape
 from apps.backends.types import Sharing, Topology, WorkloadSpec
 
-OUTCOME_LABEL = "sim/outcome"  # "succeed" or "fail" overrides the seeded outcome (tests, demos)
+OUTCOME_LABEL = "sim/outcome"  # "succeed", "fail" or "timeout" overrides the seeded outcome (tests, demos)
+OUTCOMES = ("succeed", "fail", "timeout")
 FAILURE_RATE = 0.05  # share of workloads the seed makes fail, part-way through their run
+# Work under a runtime limit whose length nobody declared: most runs finish within 60-95 % of the limit, a few
+# would need longer and are stopped by it (as jobs are on real clusters: Kubernetes DeadlineExceeded, Slurm
+# TIMEOUT); an overrunning run's work is 1.1 to 2 times its limit.
+TIMEOUT_RATE = 0.03
+WITHIN_LIMIT = (0.6, 0.95)
+OVERRUN = (1.1, 2.0)
 MEDIAN_DURATION_S = 3600  # sampled durations: log-normal around an hour, 5 minutes to 12 hours
 MIN_DURATION_S, MAX_DURATION_S = 300, 12 * 3600
 MAX_WORKERS = 10_000
@@ -26,10 +33,12 @@ MAX_WORKERS = 10_000
 
 @dataclass(frozen=True)
 class RunPlan:
-    """How long a workload runs and whether it fails, fixed at submission."""
+    """How long a workload's work takes, whether it fails part-way, and its runtime limit, fixed at submission.
+    The run ends at the first of: its failure, the end of its work, its limit (then it timed out)."""
 
     duration_s: int
     fail_after_s: int | None
+    max_runtime_s: int | None = None
 
 
 def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
@@ -66,8 +75,10 @@ def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
         demand = Demand("shared", float(fraction))
     if spec.duration_s is not None and (not isinstance(spec.duration_s, int) or spec.duration_s < 1):
         raise bad(f"duration_s must be a positive number of seconds, not {spec.duration_s!r}")
-    if spec.labels.get(OUTCOME_LABEL, "succeed") not in ("succeed", "fail"):
-        raise bad(f"label {OUTCOME_LABEL} must be 'succeed' or 'fail'")
+    if spec.max_runtime_s is not None and (not isinstance(spec.max_runtime_s, int) or spec.max_runtime_s < 1):
+        raise bad(f"max_runtime_s must be a positive number of seconds, not {spec.max_runtime_s!r}")
+    if spec.labels.get(OUTCOME_LABEL, "succeed") not in OUTCOMES:
+        raise bad(f"label {OUTCOME_LABEL} must be one of {', '.join(OUTCOMES)}")
     return Request(
         model=spec.gpu_model,
         workers=spec.workers,
@@ -101,17 +112,33 @@ def _mig_slices(spec: WorkloadSpec, bad) -> int:
 
 
 def run_plan(seed: int, spec: WorkloadSpec) -> RunPlan:
-    """Duration (declared or drawn) and outcome, from the seed and the name only: reproducible anywhere."""
+    """Duration (declared or drawn), outcome and limit, from the seed and the name only: reproducible anywhere.
+
+    A declared duration is the work's length (a run whose work is longer than its limit is stopped by it).
+    Without one, a run under a limit works a seeded share of it (WITHIN_LIMIT), or overruns it (TIMEOUT_RATE,
+    OVERRUN); a run without a limit works a seeded log-normal length. The outcome label overrides the seed's
+    draws: "fail" fails part-way, "timeout" makes the work overrun its limit, "succeed" neither.
+    """
     draw = rng(seed, "workload", spec.name)
-    # Always draw the same values in the same order, whichever branch uses them.
+    # Always draw the same values in the same order, whichever branch uses them (new draws go last).
     sampled = draw.lognormvariate(math.log(MEDIAN_DURATION_S), 0.9)
     fails = draw.random() < FAILURE_RATE
     fail_point = draw.uniform(0.05, 0.95)
-    duration = spec.duration_s or int(min(max(sampled, MIN_DURATION_S), MAX_DURATION_S))
+    overruns = draw.random() < TIMEOUT_RATE
+    within, beyond = draw.uniform(*WITHIN_LIMIT), draw.uniform(*OVERRUN)
+    limit = spec.max_runtime_s
     override = spec.labels.get(OUTCOME_LABEL)
     if override is not None:
-        fails = override == "fail"
-    return RunPlan(duration, max(1, int(duration * fail_point)) if fails else None)
+        fails, overruns = override == "fail", override == "timeout"
+    if spec.duration_s:
+        duration = spec.duration_s
+        if limit and override == "timeout":  # the seed never lengthens declared work; the label may
+            duration = max(duration, int(limit * beyond))
+    elif limit:
+        duration = max(1, int(limit * (beyond if overruns else within)))
+    else:
+        duration = int(min(max(sampled, MIN_DURATION_S), MAX_DURATION_S))
+    return RunPlan(duration, max(1, int(duration * fail_point)) if fails else None, limit)
 
 
 def spec_to_json(spec: WorkloadSpec) -> dict:

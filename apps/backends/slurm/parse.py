@@ -25,7 +25,7 @@ JOB_STATES = {
     "STAGE_OUT": BackendState.RUNNING,
     "COMPLETED": BackendState.SUCCEEDED,
     "FAILED": BackendState.FAILED,
-    "TIMEOUT": BackendState.FAILED,
+    "TIMEOUT": BackendState.TIMED_OUT,  # "terminated upon reaching its time limit" (squeue(1), JOB STATE CODES)
     "NODE_FAIL": BackendState.FAILED,
     "OUT_OF_MEMORY": BackendState.FAILED,
     "BOOT_FAIL": BackendState.FAILED,
@@ -277,7 +277,7 @@ def job_status(job: dict, backend_id: str, exit_text: str | None = None) -> Work
         # state_description has the whole reason ("ReqNodeNotAvail, UnavailableNodes:gpu-03") when there is more.
         short = "" if job.get("state_reason") in (None, "None") else job["state_reason"]
         reason = job.get("state_description") or short
-    elif state in (BackendState.FAILED, BackendState.PREEMPTED):
+    elif state in (BackendState.FAILED, BackendState.PREEMPTED, BackendState.TIMED_OUT):
         reason = FINISHED_REASONS.get(raw) or f"{raw}: {exit_text or wait_status(job.get('exit_code'))}"
         if job.get("state_reason") not in (None, "", "None"):
             reason += f" ({job['state_reason']})"
@@ -302,7 +302,7 @@ def accounting_status(job: dict, backend_id: str, exit_text: str | None = None) 
     reason = ""
     if state == BackendState.PENDING:
         reason = (job.get("state") or {}).get("reason") or ""
-    elif state in (BackendState.FAILED, BackendState.PREEMPTED):
+    elif state in (BackendState.FAILED, BackendState.PREEMPTED, BackendState.TIMED_OUT):
         reason = FINISHED_REASONS.get(raw) or f"{raw}: {exit_text or accounting_exit(job)}"
     return WorkloadStatus(
         backend_id=backend_id,

@@ -21,7 +21,7 @@ from apps.core.wakeup import wake
 from apps.workloads import reasons
 from apps.workloads.models import OutboxAction, OutboxEntry, OutboxStatus, Workload, WorkloadState
 from apps.workloads.services.requeue import PREEMPTION, requeue_workload
-from apps.workloads.services.state import add_event, map_state, set_state
+from apps.workloads.services.state import add_event, backend_reason, map_state, set_state
 from apps.workloads.submission_context import catalog
 
 MAX_BACKOFF_S = 300
@@ -36,7 +36,7 @@ def enqueue(workload: Workload, action: str) -> OutboxEntry:
 def outbox_row(workload: Workload, action: str) -> OutboxEntry:
     """An outbox row (unsaved) for the caller's transaction; its commit wakes the drain."""
     transaction.on_commit(wake_outbox)
-    return OutboxEntry(workload=workload, action=action, next_attempt_at=timezone.now())
+    return OutboxEntry(workload=workload, action=action, run=workload.requeues, next_attempt_at=timezone.now())
 
 
 def wake_outbox() -> None:
@@ -83,7 +83,11 @@ def process_outbox_entry(entry_id: int) -> str:
     backend = get_backend(workload.cluster)
     try:
         if entry.action == OutboxAction.SUBMIT:
-            if workload.state in WorkloadState.terminal() or workload.state == WorkloadState.CANCELLING:
+            if (
+                workload.state in WorkloadState.terminal()
+                or workload.state == WorkloadState.CANCELLING
+                or entry.run != workload.requeues  # an earlier run's submit: the workload was requeued since
+            ):
                 return _finish_entry(entry, "superseded")
             from apps.workloads.rendering import render_context
             from apps.workloads.specs import parse_spec, to_backend_spec
@@ -99,7 +103,8 @@ def process_outbox_entry(entry_id: int) -> str:
                 where.update(backend_state=result.state.value, reason=result.reason)
                 line = reasons.SUBMITTED_TO_WHY if (result.reason or "").strip() else reasons.SUBMITTED_TO
                 add_event(workload, "backend", (line % where).strip())
-                set_state(workload, map_state(result.state, workload.state), result.reason)
+                reason = backend_reason(result.state, result.reason, workload)
+                set_state(workload, map_state(result.state, workload.state), reason)
                 _finish_entry(entry, "done")
             return "submitted"
         # cancel / preempt

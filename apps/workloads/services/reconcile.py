@@ -18,7 +18,7 @@ from apps.tenancy.services.admissions import release_admission
 from apps.workloads import reasons
 from apps.workloads.models import OutboxAction, OutboxEntry, OutboxStatus, Workload, WorkloadEvent, WorkloadState
 from apps.workloads.services.outbox import drain_outbox, enqueue
-from apps.workloads.services.state import CLAIM_PREFIX, add_event, map_state, set_state
+from apps.workloads.services.state import CLAIM_PREFIX, add_event, backend_reason, map_state, set_state
 
 logger = logging.getLogger(__name__)
 
@@ -83,13 +83,17 @@ def reconcile_workloads() -> int:
         by_cluster[workload.cluster_id].append(workload)
     for workloads in by_cluster.values():
         cluster = workloads[0].cluster
+        # Only the backend knows a run whose own submission is done: a requeued workload's first run was
+        # submitted long ago, but its new run (a new backend name) waits for its own outbox entry.
         submitted = set(
             OutboxEntry.objects.filter(
                 workload__in=workloads, action=OutboxAction.SUBMIT, status=OutboxStatus.DONE
-            ).values_list("workload_id", flat=True)
+            ).values_list("workload_id", "run")
         )
         try:
-            statuses = get_backend(cluster).status([w.backend_name for w in workloads if w.pk in submitted])
+            statuses = get_backend(cluster).status(
+                [w.backend_name for w in workloads if (w.pk, w.requeues) in submitted]
+            )
         except BackendError as exc:
             logger.warning("reconcile of %s failed: %s", cluster.name, exc)
             continue
@@ -101,7 +105,8 @@ def reconcile_workloads() -> int:
             if status.state == BackendState.UNKNOWN:
                 new_state, reason = WorkloadState.FAILED, reasons.BACKEND_FORGOT
             else:
-                new_state, reason = map_state(status.state, workload.state), status.reason
+                new_state = map_state(status.state, workload.state)
+                reason = backend_reason(status.state, status.reason, workload)
             placements = [{"node": p.node, "gpus": p.gpu_indexes} for p in status.placements]
             if not placements and new_state in WorkloadState.terminal():
                 placements = workload.placements  # where it last ran: a hardware incident looks for it here

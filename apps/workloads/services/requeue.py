@@ -62,7 +62,7 @@ def requeue_workload(actor, workload: Workload, *, cause: str, reason: str) -> W
     CHECKPOINT_PATH). `cause` is PREEMPTION or FAULT, `reason` what ended the run (the audit event's reason).
     `actor` None is the system (the outbox, the health automation); a person needs on-call or platform-admin.
     Returns the requeued workload, or None when there is nothing to requeue (not a training job, not in a
-    state the cause requeues from, no retries left)."""
+    state the cause requeues from, no retries left, or its run was stopped by its runtime limit)."""
     how = CAUSES[cause]
     if actor is not None:
         require(actor, Action.OPERATE, None, _("Requeueing after a fault needs on-call or platform-admin."))
@@ -72,6 +72,8 @@ def requeue_workload(actor, workload: Workload, *, cause: str, reason: str) -> W
         locked = Workload.objects.select_for_update().select_related("tenant").get(pk=workload.pk)
         retries = int(locked.spec.get("retries", 0) or 0)
         if locked.state not in how.from_states or (how.spends_retry and locked.requeues >= retries):
+            return None
+        if locked.stopped_by_runtime_limit:  # its limit ended the run, whatever happened to the GPU after
             return None
         before = locked.state
         if locked.admission_id and before not in WorkloadState.terminal():

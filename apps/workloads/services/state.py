@@ -32,9 +32,19 @@ def map_state(state: BackendState, current: str) -> str:
         BackendState.RUNNING: WorkloadState.RUNNING,
         BackendState.SUCCEEDED: WorkloadState.SUCCEEDED,
         BackendState.FAILED: WorkloadState.FAILED,
+        BackendState.TIMED_OUT: WorkloadState.FAILED,  # the reason says it was the limit (backend_reason)
         BackendState.CANCELLED: WorkloadState.CANCELLED,
         BackendState.PREEMPTED: WorkloadState.PREEMPTED,
     }.get(state, current)
+
+
+def backend_reason(state: BackendState, reason: str, workload: Workload) -> str:
+    """The reason to record for what the backend reports: a run its runtime limit stopped says so first, in the
+    console's words (however the backend put it: DeadlineExceeded, TIMEOUT), then the backend's own."""
+    if state != BackendState.TIMED_OUT:
+        return reason
+    limit = (workload.spec or {}).get("max_runtime_s")
+    return reasons.RUNTIME_LIMIT_REACHED % {"max_runtime": limit, "detail": reason or state.value}
 
 
 def set_state(workload: Workload, state: str, reason: str = "", placements=None) -> None:

@@ -23,9 +23,11 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
     """The simulator's / backends' view of an admitted spec; `source` keeps the spec itself for the real
     backends, which render it (the caller adds the render context).
 
-    Inference: every pod is a worker (replicas x nodes per replica); a replica's pods are the gang; a
-    service runs until cancelled, so without a max runtime the simulator gets SERVICE_DURATION_S. Its engine
-    and autoscaling range travel as labels (the simulator serves the engine's metrics from them).
+    The max runtime is the run's limit on every backend (a run that reaches it ends TIMED_OUT). How long a
+    training job's work takes is nobody's to say: the simulator draws it from its seed, within the limit for
+    most runs. Inference: every pod is a worker (replicas x nodes per replica); a replica's pods are the gang;
+    a service runs until cancelled (the simulator runs it SERVICE_DURATION_S), or until its max runtime stops it.
+    Its engine and autoscaling range travel as labels (the simulator serves the engine's metrics from them).
     """
     labels = {KIND_LABEL: spec.kind}
     if isinstance(spec, TrainingJobSpec):
@@ -43,7 +45,7 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
             gpu_fraction=spec.sharing.fraction,
             gang_min=spec.gang_min,
             topology=Topology(spec.topology),
-            duration_s=spec.max_runtime_s,
+            max_runtime_s=spec.max_runtime_s,
             image=spec.image,
             command=[*spec.command, *spec.args],
             labels=labels,
@@ -67,7 +69,8 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
         sharing=Sharing.WHOLE,
         gang_min=spec.nodes_per_replica,
         topology=Topology.ANY,
-        duration_s=spec.max_runtime_s or SERVICE_DURATION_S,
+        duration_s=SERVICE_DURATION_S,
+        max_runtime_s=spec.max_runtime_s,
         image=spec.image,
         command=engine_argv(spec),
         labels=labels,

@@ -22,7 +22,7 @@ MAX_ENV_VALUE = 32_768
 MAX_VOLUMES = 16
 MAX_EXTRA_ARGS = 64
 MAX_RUNTIME_S = 365 * 86_400
-SERVICE_DURATION_S = 30 * 86_400  # what the simulator runs a service for when it has no max runtime
+SERVICE_DURATION_S = 30 * 86_400  # what the simulator runs a service for: until cancelled, or its max runtime
 CONSOLE_PORTS = {6379: N_("Ray's GCS port on multi-node vLLM"), 20000: N_("SGLang's multi-node init port")}
 # Environment the console sets itself; a user value would break rendezvous, LWS or Slurm wiring.
 RESERVED_ENV = frozenset({"CHECKPOINT_PATH"})

@@ -38,6 +38,7 @@ from tests.backends.k8s_fake.cluster import ControlPlane
 from tests.backends.k8s_fake.kueue import KueueConfig
 from tests.backends.k8s_fake.resources import ADDONS, Resource, find, served
 from tests.backends.k8s_fake.store import ApiError, Store, conflict, patched, timestamp
+from tests.backends.k8s_fake.workloads import exit_containers
 
 SERVER_VERSION = {
     "major": "1",
@@ -395,6 +396,17 @@ class FakeKubernetes:
         if phase == "Running":
             pod["status"]["startTime"] = timestamp(started or self.now())
         return self.seed("", "v1", "pods", pod)
+
+    def crash(self, ns: str, name: str, exit_code: int = 1) -> None:
+        """The main container of running pod `name` exits with `exit_code` now, as a training process does when
+        its GPU fails under it (an XID 79 surfaces as a CUDA error); the kubelet reports the pod Failed."""
+        with self.lock:
+            pods = self.resource("", "v1", "pods")
+            pod = self.store.bucket(pods).get((ns, name))
+            assert pod is not None and pod["status"].get("phase") == "Running", f"no running pod {ns}/{name}"
+            exit_containers(pod, self.now(), exit_code)
+            self.store.put(pods, pod)
+            self.tick()
 
     def reset_requests(self) -> None:
         with self.lock:

@@ -17,7 +17,8 @@
   LeaderReady; minResources of the whole group; the queue of the LeaderWorkerSet's
   `scheduling.volcano.sh/queue-name` annotation) and every pod the `scheduling.k8s.io/group-name` annotation.
 - kubelet: a bound pod runs at once and ends when the `sleep N` of its command has passed on the fake clock (a
-  command with `false` fails); a deleted pod goes away after its grace period.
+  command with `false` fails), or fails with reason DeadlineExceeded once its `activeDeadlineSeconds` has passed
+  first; a deleted pod goes away after its grace period.
 """
 
 from __future__ import annotations
@@ -369,29 +370,48 @@ def kubelet(plane, now: datetime) -> bool:
         elif status.get("phase") == "Running":
             seconds, fails = _run_seconds(pod)
             started = parse_time(status["startTime"])
-            if seconds is not None and now >= started + timedelta(seconds=seconds):
-                finished_at = timestamp(started + timedelta(seconds=seconds))
-                code = 1 if fails else 0
-                status["phase"] = "Failed" if fails else "Succeeded"
-                status["conditions"] = [
-                    dict(c, status="False") if c["type"] in ("Ready", "ContainersReady") else c
-                    for c in status.get("conditions") or []
-                ]
-                status["containerStatuses"] = [
-                    {
-                        "name": c["name"],
-                        "ready": False,
-                        "state": {
-                            "terminated": {
-                                "exitCode": code,
-                                "reason": "Error" if fails else "Completed",
-                                "startedAt": status["startTime"],
-                                "finishedAt": finished_at,
-                            }
-                        },
-                    }
-                    for c in pod["spec"]["containers"]
-                ]
+            deadline = pod["spec"].get("activeDeadlineSeconds")
+            deadline_at = started + timedelta(seconds=deadline) if deadline else None
+            ends = started + timedelta(seconds=seconds) if seconds is not None else None
+            if deadline_at and now >= deadline_at and (ends is None or ends > deadline_at):
+                # Past the pod's activeDeadlineSeconds (counted from its startTime) the kubelet kills its containers
+                # and fails it: phase Failed, reason DeadlineExceeded
+                # (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#lifecycle).
+                exit_containers(pod, deadline_at, 137)
+                status.update(
+                    reason="DeadlineExceeded", message="Pod was active on the node longer than the specified deadline"
+                )
+                plane.save(plane.pods, pod)
+                changed = True
+            elif seconds is not None and now >= started + timedelta(seconds=seconds):
+                exit_containers(pod, started + timedelta(seconds=seconds), 1 if fails else 0)
                 plane.save(plane.pods, pod)
                 changed = True
     return changed
+
+
+def exit_containers(pod: dict, at: datetime, code: int) -> None:
+    """The kubelet's report of a pod whose containers exited with `code` at `at` (restartPolicy Never): phase
+    Succeeded on 0, else Failed, each container terminated with reason Completed or Error
+    (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-phase)."""
+    status = pod["status"]
+    status["phase"] = "Failed" if code else "Succeeded"
+    status["conditions"] = [
+        dict(c, status="False") if c["type"] in ("Ready", "ContainersReady") else c
+        for c in status.get("conditions") or []
+    ]
+    status["containerStatuses"] = [
+        {
+            "name": c["name"],
+            "ready": False,
+            "state": {
+                "terminated": {
+                    "exitCode": code,
+                    "reason": "Error" if code else "Completed",
+                    "startedAt": status["startTime"],
+                    "finishedAt": timestamp(at),
+                }
+            },
+        }
+        for c in pod["spec"]["containers"]
+    ]

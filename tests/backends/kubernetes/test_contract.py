@@ -41,7 +41,8 @@ class TestKubernetesContract(BackendContract):
         fields.setdefault("gpu_model", "h100")
         fields.setdefault("image", "busybox:1.36")
         fields.setdefault("command", ["sleep", str(seconds)])
-        return super().workload_spec(name, max_runtime_s=seconds * 2 + 60, namespace="contract", **fields)
+        fields.setdefault("max_runtime_s", seconds * 2 + 60)
+        return super().workload_spec(name, namespace="contract", **fields)
 
     def let_time_pass(self, backend, seconds):
         backend.fake.advance(seconds)

@@ -32,10 +32,10 @@ class TestSlurmContract(BackendContract):
         # (retries) lets a drain requeue it.
         seconds = fields.pop("duration_s", None) or self.run_s
         fields.setdefault("gpu_model", "a100")
+        fields.setdefault("max_runtime_s", seconds + HEADROOM_S)
         return super().workload_spec(
             name,
             command=["sleep", str(seconds)],
-            max_runtime_s=seconds + HEADROOM_S,
             retries=1,
             tier="normal",
             slurm_account="root",

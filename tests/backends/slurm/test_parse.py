@@ -56,8 +56,15 @@ def test_job_states_and_reasons():
         "state_description": "ReqNodeNotAvail, UnavailableNodes:n1",
     }
     assert parse.job_status(described, "x").reason.endswith("UnavailableNodes:n1")
+    # A job Slurm stopped at its time limit (--time, the spec's max runtime) timed out: not an ordinary failure.
     timeout = parse.job_status({"job_id": 7, "job_state": "TIMEOUT", "end_time": 100}, "x")
-    assert timeout.state == BackendState.FAILED and timeout.reason.startswith("TIMEOUT")
+    assert timeout.state == BackendState.TIMED_OUT and timeout.reason.startswith("TIMEOUT")
+    assert timeout.finished_at is not None
+    accounted = parse.accounting_status(
+        {"job_id": 7, "state": {"current": "TIMEOUT"}, "time": {"start": 40, "end": 100}}, "x"
+    )
+    assert (accounted.state, accounted.reason) == (BackendState.TIMED_OUT, "TIMEOUT: the job ran past its time limit")
+    assert parse.job_status({"job_state": "DEADLINE"}, "x").state == BackendState.FAILED  # --deadline: not a limit
     assert parse.job_status({"job_state": "PREEMPTED"}, "x").state == BackendState.PREEMPTED
     assert parse.job_status({"job_state": "NODE_FAIL"}, "x").reason.startswith("NODE_FAIL")
 

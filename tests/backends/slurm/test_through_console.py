@@ -255,3 +255,41 @@ def test_submissions_while_slurmctld_is_down_retry_and_land_once(
             check=True,
         ).stdout.split()
         assert len(jobs) == 1, jobs  # none lost, none duplicated
+
+
+def test_a_job_requeued_after_its_run_died_runs_again_under_its_new_name(
+    slurm_fleet, personas, local_slurm, django_capture_on_commit_callbacks
+):
+    """Issue 19: on-call requeues a training job whose run died (here its process exits 1 on the first run, as it
+    would when its GPU falls off the bus). The new run is a new Slurm job under the run's new name, even when
+    reconcile comes between its dispatch and the worker's submit (the tick's order in production)."""
+    from apps.tenancy.services.admissions import run_admission_pass
+    from apps.workloads.services.outbox import drain_outbox
+    from apps.workloads.services.reconcile import dispatch_admitted
+    from apps.workloads.services.requeue import FAULT, requeue_workload
+
+    marker = Path(local_slurm.jobs_dir) / f"first-run-{os.urandom(4).hex()}"  # every node sees the jobs directory
+    script = f"if [ -e {marker} ]; then sleep 2; else touch {marker}; exit 1; fi"
+    workload = submit(personas, spec("rerun", command=["sh"], args=["-c", script]), django_capture_on_commit_callbacks)
+    first = workload.backend_name
+    died = wait_for(reconciled(workload.pk, {"failed", "succeeded"}), "the first run to end")
+    assert died.state == "failed" and marker.exists(), died.state_reason
+
+    requeued = requeue_workload(fresh(personas.oncall), died, cause=FAULT, reason="XID 79 on its GPU")
+    assert requeued.state == "pending" and requeued.backend_name == f"wl{workload.pk}r1-rerun"
+    run_admission_pass()
+    assert dispatch_admitted() == 1
+    services.reconcile_workloads()  # the worker has not submitted the new run yet: Slurm does not know its name
+    assert Workload.objects.get(pk=workload.pk).state == "admitted"
+    with django_capture_on_commit_callbacks(execute=True):
+        assert drain_outbox() == 1
+    done = wait_for(reconciled(workload.pk, {"succeeded", "failed"}), "the new run to finish")
+    assert done.state == "succeeded", done.state_reason
+    # Two Slurm jobs: the first run's, failed, and the new run's, completed.
+    expected = sorted([f"{first}|FAILED", f"{done.backend_name}|COMPLETED"])
+
+    def accounted():
+        argv = ["sacct", "-X", "-n", "-P", "-a", "-o", "JobName,State", f"--name={first},{done.backend_name}"]
+        return sorted(local_slurm.run(*argv).stdout.split()) == expected
+
+    wait_for(accounted, "sacct to record both runs")
