@@ -19,7 +19,14 @@ def unguaranteed_panel(request, cluster_name: str = "") -> dict | None:
 
     if not has_perm(request.user, Action.ADMINISTER):
         return None
+    from apps.fleet.models import GpuModel
+
     snapshot, _tiers = build_snapshot()
+    names = dict(GpuModel.objects.values_list("code", "name"))
+
+    def show(units: float) -> str:
+        return format_share(int(units), snapshot.unit)
+
     rows = []
     for (cluster, model), total in sorted(
         snapshot.capacity_total.items(), key=lambda item: (snapshot.cluster_names.get(item[0][0], ""), item[0][1])
@@ -27,12 +34,11 @@ def unguaranteed_panel(request, cluster_name: str = "") -> dict | None:
         name = snapshot.cluster_names.get(cluster, str(cluster))
         if cluster_name and name != cluster_name:
             continue
-        show = lambda units: format_share(int(units), snapshot.unit)  # noqa: E731
         unguaranteed = snapshot.unguaranteed(cluster, model)
         rows.append(
             {
                 "cluster": name,
-                "model": snapshot.model_names.get(model, model),
+                "model": names.get(model, model),
                 "gpus": show(total),
                 "guaranteed": show(snapshot.guaranteed_on(cluster, model)),
                 "unguaranteed": show(unguaranteed),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from apps.backends.shares import SHARE_UNITS
 from apps.core.refcache import cached
@@ -209,15 +209,16 @@ def capacity_by_cluster(model: str | None = None) -> dict[tuple[int, str], tuple
     synced) and allocatable units on those nodes (what the unguaranteed pool is measured against). Capacity is
     advisory; quota is what admission guarantees."""
     out: dict[tuple[int, str], tuple[float, float]] = {}
+    # Every node of the model counts, so that a cluster whose nodes are all cordoned has 0 free, not "unknown".
+    in_service = Q(state=NodeState.READY, unschedulable=False)
     for cluster, code, allocatable, allocated in (
-        Node.objects.filter(
-            state=NodeState.READY,
-            unschedulable=False,
-            gpu_model__isnull=False,
-            **({"gpu_model__code": model} if model else {}),
-        )
+        Node.objects.filter(gpu_model__isnull=False, **({"gpu_model__code": model} if model else {}))
+        .exclude(state=NodeState.VANISHED)
         .values("cluster_id", "gpu_model__code")
-        .annotate(a=Sum("gpu_allocatable"), b=Sum("gpu_allocated"))
+        .annotate(
+            a=Sum("gpu_allocatable", filter=in_service, default=0),
+            b=Sum("gpu_allocated", filter=in_service, default=0),
+        )
         .values_list("cluster_id", "gpu_model__code", "a", "b")
     ):
         allocatable = allocatable or 0

@@ -13,6 +13,7 @@ GPUs the gang needs as soon as they free up (the submission's decision ignored t
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.fleet.models import GpuModel
@@ -78,7 +79,7 @@ def loop(cluster, capture) -> None:
 
 
 def test_a_stream_of_8_gpu_jobs_never_delays_a_waiting_32_gpu_gang(
-    sim, personas, clock, django_capture_on_commit_callbacks
+    sim, personas, clock, django_capture_on_commit_callbacks, client, api
 ):
     capture = django_capture_on_commit_callbacks
     start = clock.now
@@ -100,6 +101,14 @@ def test_a_stream_of_8_gpu_jobs_never_delays_a_waiting_32_gpu_gang(
         gang.refresh_from_db()
         if step == 0:
             reason = gang.state_reason
+            # The workload page and why-pending show the reservation and its expected start.
+            client.force_login(personas.member_a)
+            page = client.get(reverse("workloads:workload_detail", args=[gang.pk])).content.decode()
+            assert 'data-testid="workload-reservation">holds 32 × H100-80GB-HBM3; expected start' in page
+            why = api(fresh(personas.member_a)).get("/api/v1/analytics/why-pending/").json()
+            assert {"id": gang.pk, "name": "gang", "tenant": "a", "expected_start": "2026-12-01T11:00:00+00:00"} in (
+                why["reservations"]
+            )
         if gang.state == "running":
             started = clock.now
             break
