@@ -86,6 +86,8 @@ def format_share(value: Fraction | int, unit: int = 1) -> str:
     """A share for people: "16", "3/7", "6 3/7", or "0.122" when its fraction would need a denominator over 100.
 
     `value` counts units of 1/`unit` GPU (pass SHARE_UNITS for stored units; 1 for GPUs)."""
+    if isinstance(value, int) and value % unit == 0:  # whole GPUs: most reasons, and every decision writes some
+        return str(value // unit)
     share = Fraction(value, unit) if not isinstance(value, Fraction) else value / unit
     if share.denominator == 1:
         return str(share.numerator)

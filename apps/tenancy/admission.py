@@ -34,6 +34,7 @@ Three generalisations of that model (issue 19):
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -132,7 +133,7 @@ class Request:
     cluster: int | None = None  # where it would run (None: anywhere; the engine's own tests)
     max_runtime_s: int | None = None  # its runtime limit (None: none): backfill needs it
     name: str = ""
-    reserved: bool = False  # held a reservation with a known start in the last pass: it keeps its place
+    reserved: bool = False  # held a reservation with a known start in the last pass: its queue lends nothing
 
 
 @dataclass
@@ -186,6 +187,9 @@ class Snapshot:
     _lenders: dict[tuple[str, int | None], list[QuotaState]] = field(default_factory=dict, repr=False)
     _lendable: dict[tuple[str, int | None], int] = field(default_factory=dict, repr=False)
     _guaranteed_on: dict[tuple[int | None, str], int] = field(default_factory=dict, repr=False)
+    # When held work ends, sorted, per ("queue"|"cluster"|"lender", id, model): what reservations are planned on.
+    # Built on first use; admissions add to it, anything else that changes holdings drops it.
+    _ends: dict[tuple, list[tuple[datetime, int, int]]] | None = field(default=None, repr=False)
 
     def on_cluster(self, queue: int, cluster: int | None) -> bool:
         """May `queue` run on `cluster` (and so lend or borrow there)? Always, without cluster information."""
@@ -222,6 +226,27 @@ class Snapshot:
         if reserved is not None and reserved.start is not None:
             return 0  # its head will need its guarantee at the start: lent GPUs would have to be reclaimed
         return quota.lendable
+
+    def stop_lending(self, queue: int, model: str, reason: set | None = None) -> None:
+        """(queue, model) lends nothing from now on (its head holds a reservation, or it reclaims: `reason` is the
+        set that says so): the cached totals lose what it could lend, without recomputing every lender."""
+        before = self.lending_now(model, [queue])
+        (self.reserved_lenders if reason is None else reason).add((queue, model))
+        self.lending_changed(model, before)
+
+    def lending_now(self, model: str, queues) -> dict[int, int]:
+        """What each of `queues` could lend now (to pass to `lending_changed` after changing them)."""
+        return {q: self.lendable_of(self.quotas[(q, model)]) for q in queues if (q, model) in self.quotas}
+
+    def lending_changed(self, model: str, before: dict[int, int]) -> None:
+        """The queues of `before` changed (use, lending, or whether they lend): move the cached totals by the
+        difference instead of dropping them (a pass over 10,000 claims would recompute them at every admission)."""
+        for queue, was in before.items():
+            delta = self.lendable_of(self.quotas[(queue, model)]) - was
+            if delta:
+                for key in self._lendable:
+                    if key[0] == model and self.on_cluster(queue, key[1]):
+                        self._lendable[key] += delta
 
     def changed(self, model: str) -> None:
         """Use or lending of `model` changed: drop what was cached about it."""
@@ -260,6 +285,27 @@ class Snapshot:
             load, self.load_held = self.load_held, None
             load(self)
         return [h for h in self.held.values() if h.model == model]
+
+    def ends(self, kind: str, key: int | None, model: str) -> list[tuple[datetime, int, int]]:
+        """[(ends_at, held id, units)] sorted by end, of held work with a runtime limit of `model`: a queue's own
+        ("queue"), all on a cluster ("cluster"), or what borrows from a lender ("lender", units lent by it)."""
+        if self._ends is None:
+            self.held_of(model)  # loads them in a one-decision snapshot
+            self._ends = defaultdict(list)
+            for held in self.held.values():
+                self._index_end(held)
+            for entries in self._ends.values():
+                entries.sort()
+        return self._ends.get((kind, key, model), [])
+
+    def _index_end(self, held: Held, insert: bool = False) -> None:
+        if held.ends_at is None:
+            return
+        add = bisect.insort if insert else list.append
+        add(self._ends[("queue", held.queue, held.model)], (held.ends_at, held.id, held.gpus))
+        add(self._ends[("cluster", held.cluster, held.model)], (held.ends_at, held.id, held.gpus))
+        for lender, units in held.borrowed_from.items():
+            add(self._ends[("lender", lender, held.model)], (held.ends_at, held.id, units))
 
     def show(self, units: float) -> str:
         """An amount for reasons: "6 3/7", "16"."""
@@ -440,14 +486,15 @@ def _decide(snapshot: Snapshot, request: Request) -> Result:
 
     free = quota.free_in_guarantee
     capacity = snapshot.capacity(request.cluster, request.model)
-    head = HEAD % {"gpus": _gpus(snapshot, request.model, need), "free": show(free)}
     if need <= free:
         if need > capacity:
+            head = HEAD % {"gpus": _gpus(snapshot, request.model, need), "free": show(free)}
             return _short_of_capacity(snapshot, request, head, capacity)
         return Result(
             Decision.ADMIT,
             WITHIN_GUARANTEE % {"used": show(quota.own_used + need), "guaranteed": show(quota.guaranteed)},
         )
+    head = HEAD % {"gpus": _gpus(snapshot, request.model, need), "free": show(free)}
 
     # Guarantee lent out comes back before anything is borrowed (whatever the tier), so a queue never
     # borrows while its own guarantee is lent: own use + lent never exceeds the guarantee.
@@ -533,6 +580,7 @@ def _ends_at(request: Request, now: datetime) -> datetime | None:
 def admit(snapshot: Snapshot, request: Request, result: Result, held_id: int, now: datetime) -> Held:
     """Apply an ADMIT/BORROW result to the snapshot; returns the new holding."""
     quota = snapshot.quotas[(request.queue, request.model)]
+    before = snapshot.lending_now(request.model, [request.queue, *(q for q in result.borrow if q != POOL)])
     quota.used += request.gpus
     for lender, n in result.borrow.items():
         if lender == POOL:
@@ -558,13 +606,16 @@ def admit(snapshot: Snapshot, request: Request, result: Result, held_id: int, no
         _ends_at(request, now),
     )
     snapshot.held[held_id] = held
-    snapshot.changed(request.model)
+    if snapshot._ends is not None:
+        snapshot._index_end(held, insert=True)
+    snapshot.lending_changed(request.model, before)
     return held
 
 
 def release(snapshot: Snapshot, held_id: int) -> None:
     """Give a holding's GPUs back (finished, cancelled or preempted)."""
     held = snapshot.held.pop(held_id)
+    snapshot._ends = None
     snapshot.quotas[(held.queue, held.model)].used -= held.gpus
     for lender, n in held.borrowed_from.items():
         if lender == POOL:
@@ -587,6 +638,7 @@ def rebalance(snapshot: Snapshot, queue: int, model: str) -> None:
     """
     quota = snapshot.quotas[(queue, model)]
     snapshot.changed(model)
+    snapshot._ends = None
     borrowers = sorted(
         (h for h in snapshot.held.values() if h.queue == queue and h.model == model and h.borrowed_from),
         key=lambda h: -h.id,
@@ -676,10 +728,7 @@ def fair_share(snapshot: Snapshot, queue: int, model: str) -> float:
 
 
 def order_pending(snapshot: Snapshot, pending: list[Request]) -> list[Request]:
-    """Tier (high first), then the heads that held a reservation, then fair share (low first), then age (old first).
-
-    A reservation keeps its place within its tier: work submitted after it with a lower fair share does not
-    overtake it and take the capacity it was promised."""
+    """Tier (high first), then fair share (low first), then age (old first)."""
     shares: dict[tuple[int, str], float] = {}
 
     def key(request: Request):
@@ -687,7 +736,7 @@ def order_pending(snapshot: Snapshot, pending: list[Request]) -> list[Request]:
         if k not in shares:
             shares[k] = fair_share(snapshot, *k)
         submitted = request.submitted_at.timestamp() if request.submitted_at else 0.0
-        return (-request.tier.value, not request.reserved, shares[k], submitted, request.id or 0)
+        return (-request.tier.value, shares[k], submitted, request.id or 0)
 
     return sorted(pending, key=key)
 
@@ -718,10 +767,16 @@ def admission_pass(
         if not reserve and k in blocked:
             results.append((request, Result(Decision.QUEUE, BEHIND)))
             continue
+        held = snapshot.reservations.get(k) if reserve else None
+        if held is not None and held.holder != request.id and not reservations.may_pass(snapshot, request, held):
+            # Behind its queue's head and no backfill: it waits, whatever it would decide (as strict order does).
+            results.append(
+                (request, Result(Decision.QUEUE, reservations.held_reason(snapshot, held, request), held_by=held))
+            )
+            continue
         result = decide(snapshot, request)
         if result.decision == Decision.RECLAIM:
-            snapshot.reclaiming.add(k)
-            snapshot.changed(request.model)
+            snapshot.stop_lending(request.queue, request.model, snapshot.reclaiming)
             # Do not plan the same victims twice in one pass.
             if any(victim in reclaiming for victim, _ in result.reclaim):
                 result = Result(Decision.QUEUE, VICTIMS_TAKEN % {"reason": result.reason})
@@ -767,13 +822,13 @@ def _reserve(snapshot: Snapshot, request: Request, result: Result) -> None:
                 "reason": result.reason,
                 "start": reservations.show_time(reservation.start),
             }
+    snapshot.stop_lending(request.queue, request.model)  # before it holds: what it lent counts until now
     snapshot.reservations[key] = reservation
     held = (request.cluster, request.model)
     if reservation.start is not None and held not in snapshot.cluster_reservations:
         reservation.holds_cluster = True  # the first head on its cluster (Slurm's EASY backfill: one reservation)
         snapshot.cluster_reservations[held] = reservation
     result.reservation = reservation
-    snapshot.changed(request.model)
 
 
 @dataclass

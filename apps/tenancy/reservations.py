@@ -23,8 +23,8 @@ The console's version, per GPU model:
   its own queue's guarantee is never held back by another queue's reservation (a guarantee outranks borrowing,
   as in Kueue; a cluster's guarantees fit its GPUs together, so guaranteed work never takes what a head within
   its guarantee needs).
-* A reservation with a known start keeps its place in later passes in front of work of its tier submitted later,
-  and its queue lends nothing of the model meanwhile (lent GPUs would have to be reclaimed at the start).
+* While a head holds a reservation with a known start, its queue lends nothing of the model (lent GPUs would have
+  to be reclaimed at the start).
 * A head within its guarantee expects to start when its queue's own work has freed enough of the guarantee
   (and its cluster has the GPUs, which it then has: see above); so, with every runtime limited and nothing of a
   higher tier arriving, it starts no later than its first expected start (tests/tenancy/test_quota_properties.py).
@@ -35,6 +35,7 @@ on Kubernetes, --time on Slurm), so a job holds its GPUs no longer than that.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -56,12 +57,17 @@ TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
 TIME_PATTERN = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC"
 
 
+def to_minute(when: datetime) -> datetime:
+    """Rounded up to the minute: an expected start is never early, and one pass after another does not rewrite
+    it for the seconds between them."""
+    if when.second or when.microsecond:
+        return when.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return when
+
+
 def show_time(when: datetime) -> str:
     """A start as reasons write it: UTC, to the minute (rounded up, so "starts at 14:05" is never early)."""
-    when = when.astimezone(UTC)
-    if when.second or when.microsecond:
-        when = when.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    return when.strftime(TIME_FORMAT)
+    return to_minute(when.astimezone(UTC)).strftime(TIME_FORMAT)
 
 
 @dataclass
@@ -92,6 +98,12 @@ def ends_before(request: Request, start: datetime | None, now: datetime | None) 
     return now + timedelta(seconds=request.max_runtime_s) <= start
 
 
+def may_pass(snapshot: Snapshot, request: Request, own: Reservation) -> bool:
+    """May `request` start in front of its queue's head `own`: it ends before the head's start, or fits what its
+    queue will have to spare then."""
+    return ends_before(request, own.start, snapshot.now) or (own.start is not None and request.gpus <= own.spare_queue)
+
+
 def blocking(snapshot: Snapshot, request: Request, borrows: bool) -> Reservation | None:
     """The reservation that keeps `request` (about to be admitted, `borrows` or not) from starting now, if any.
 
@@ -103,12 +115,7 @@ def blocking(snapshot: Snapshot, request: Request, borrows: bool) -> Reservation
     """
     need = request.gpus
     own = snapshot.reservations.get((request.queue, request.model))
-    if (
-        own is not None
-        and own.holder != request.id
-        and not ends_before(request, own.start, snapshot.now)
-        and not (own.start is not None and need <= own.spare_queue)
-    ):
+    if own is not None and own.holder != request.id and not may_pass(snapshot, request, own):
         return own
     held = snapshot.cluster_reservations.get((request.cluster, request.model))
     if (
@@ -153,21 +160,33 @@ def held_reason(snapshot: Snapshot, reservation: Reservation, request: Request) 
     }
 
 
-def _first_time(free: float, need: int, ends: list[tuple[datetime, int]]) -> tuple[datetime | None, float]:
-    """When `free` plus what ends (sorted [(end, units)]) first covers `need`, and what is spare then."""
+def _grouped(ends):
+    """Entries of an iterator sorted by end, grouped by end: everything ending at the same moment frees at once."""
+    group_end, group = None, []
+    for entry in ends:
+        if group and entry[0] != group_end:
+            yield group_end, group
+            group = []
+        group_end = entry[0]
+        group.append(entry)
+    if group:
+        yield group_end, group
+
+
+def _first_time(free: float, need: int, ends) -> tuple[datetime | None, float]:
+    """When `free` plus what ends (sorted (end, units)) first covers `need`, and what is spare then."""
     if need <= free:
         return None, free - need
     total = free
-    for index, (end, units) in enumerate(ends):
-        total += units
-        # Everything ending at the same moment frees at once.
-        if total >= need and (index + 1 == len(ends) or ends[index + 1][0] != end):
+    for end, group in _grouped(ends):
+        total += sum(units for _end, units in group)
+        if total >= need:
             return end, total - need
     return datetime.max.replace(tzinfo=UTC), -1
 
 
 def _quota_time(quota, need: int, borrowable: float, ends: list) -> tuple[datetime | None, float]:
-    """When the queue's quota first covers `need` as its work ends (sorted [(end, own use freed, lent back)]).
+    """When the queue's quota first covers `need` as its work ends (sorted (end, own use freed, lent back)).
 
     Its free guarantee at a moment is the guarantee minus its use (up to the guarantee) minus what it has lent:
     when its own work ends, work of it that borrows moves onto the guarantee first (as `rebalance` does). A head
@@ -184,10 +203,9 @@ def _quota_time(quota, need: int, borrowable: float, ends: list) -> tuple[dateti
     used, lent = quota.used, quota.lent
     if need <= available(used, lent):
         return None, available(used, lent) - need
-    for index, (end, freed, back) in enumerate(ends):
-        used, lent = used - freed, lent - back
-        if index + 1 < len(ends) and ends[index + 1][0] == end:
-            continue  # everything ending at the same moment frees at once
+    for end, group in _grouped(ends):
+        used -= sum(freed for _end, freed, _back in group)
+        lent -= sum(back for _end, _freed, back in group)
         if need <= available(used, lent):
             return end, available(used, lent) - need
     return datetime.max.replace(tzinfo=UTC), -1
@@ -210,20 +228,12 @@ def plan(snapshot: Snapshot, request: Request) -> Reservation:
     if request.tier.may_borrow and not entitled:
         lendable = snapshot.lendable_total(request.model, request.cluster, excluding=request.queue)
         borrowable = lendable + snapshot.pool_free(request.cluster, request.model)
-    quota_ends: list[tuple[datetime, int, int]] = []  # (end, its queue's use it frees, lent GPUs coming back)
-    capacity_ends: list[tuple[datetime, int]] = []
-    for held in snapshot.held_of(request.model):
-        # Work without a runtime limit (ends_at None) never frees what it holds: it adds nothing below.
-        if held.ends_at is None:
-            continue
-        if held.queue == request.queue:
-            quota_ends.append((held.ends_at, held.gpus, 0))
-        elif request.queue in held.borrowed_from:
-            quota_ends.append((held.ends_at, 0, held.borrowed_from[request.queue]))
-        if request.cluster is None or held.cluster == request.cluster:
-            capacity_ends.append((held.ends_at, held.gpus))
-    quota_ends.sort(key=lambda item: item[0])
-    capacity_ends.sort(key=lambda item: item[0])
+    # What ends, in order: the queue's own work frees its use, work borrowing from it returns what it lent.
+    quota_ends = heapq.merge(
+        ((end, units, 0) for end, _id, units in snapshot.ends("queue", request.queue, request.model)),
+        ((end, 0, units) for end, _id, units in snapshot.ends("lender", request.queue, request.model)),
+    )
+    capacity_ends = ((end, units) for end, _id, units in snapshot.ends("cluster", request.cluster, request.model))
     quota_at, spare_queue = _quota_time(quota, need, borrowable, quota_ends)
     capacity = snapshot.capacity(request.cluster, request.model)
     if capacity == math.inf:  # capacity not known (no nodes synced): only the quota decides
@@ -234,6 +244,8 @@ def plan(snapshot: Snapshot, request: Request) -> Reservation:
     start = max(starts) if starts else now
     if start is not None and start.year == datetime.max.year:
         start = None  # what it waits for never ends by any runtime limit: no known start
+    elif start is not None:
+        start = to_minute(start)
     return Reservation(
         holder=request.id if request.id is not None else -1,
         name=request.name or str(request.id),

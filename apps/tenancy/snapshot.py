@@ -234,41 +234,73 @@ def free_capacity(model: str | None = None) -> dict[str, float]:
     return dict(free)
 
 
-def pending_requests(tier_map: dict[int, Tier]) -> list[Request]:
-    """Every pending claim as an engine Request, in one query."""
-    return [
-        Request(
-            queue,
-            code,
-            units,
-            tier_map[tier_id],
-            gang,
-            user,
-            pk,
-            submitted,
-            cluster,
-            runtime,
-            name,
-            bool(reserved and start is not None),
-        )
-        for pk, queue, code, units, gang, tier_id, user, submitted, cluster, runtime, name, reserved, start in (
-            Admission.objects.filter(state=AdmissionState.PENDING).values_list(
-                "id",
-                "queue_id",
-                "gpu_model__code",
-                "gpu_units",
-                "gang",
-                "tier_id",
-                "user",
-                "submitted_at",
-                "cluster_id",
-                "max_runtime_s",
-                "name",
-                "reserved_units",
-                "expected_start",
+_PENDING_FIELDS = (
+    "id",
+    "queue_id",
+    "gpu_model__code",
+    "gpu_units",
+    "gang",
+    "tier_id",
+    "user",
+    "submitted_at",
+    "cluster_id",
+    "max_runtime_s",
+    "name",
+    "reserved_units",
+    "expected_start",
+    "decision",
+    "reason",
+    "reclaim_plan",
+    "holds_cluster",
+)
+
+
+def pending_claims(tier_map: dict[int, Tier]) -> tuple[list[Request], dict[int, tuple]]:
+    """Every pending claim as an engine Request, and what the last pass wrote on it (decision, reason, reclaim
+    plan, reservation: (units, start, holds cluster)) so that a pass writes only what changed: one query."""
+    requests, stored = [], {}
+    for (
+        pk,
+        queue,
+        code,
+        units,
+        gang,
+        tier_id,
+        user,
+        submitted,
+        cluster,
+        runtime,
+        name,
+        reserved,
+        start,
+        decision,
+        reason,
+        plan,
+        holds,
+    ) in Admission.objects.filter(state=AdmissionState.PENDING).values_list(*_PENDING_FIELDS):
+        requests.append(
+            Request(
+                queue,
+                code,
+                units,
+                tier_map[tier_id],
+                gang,
+                user,
+                pk,
+                submitted,
+                cluster,
+                runtime,
+                name,
+                bool(reserved and start is not None),
             )
         )
-    ]
+        stored[pk] = (decision, reason, plan, (reserved, start, holds))
+    return requests, stored
+
+
+def pending_requests(tier_map: dict[int, Tier]) -> list[Request]:
+    """Every pending claim as an engine Request, in one query."""
+    return pending_claims(tier_map)[0]
 
 
 # One queue's quota row for one model with its use, what others borrowed from it, whether any reclaim is pending

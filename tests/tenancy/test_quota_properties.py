@@ -108,6 +108,9 @@ def check(snap: Snapshot, capacity: dict[int, int]) -> None:
     for c, gpus in capacity.items():
         on = sum(h.gpus for h in snap.held.values() if h.cluster == c)
         assert on <= gpus * UNIT, "the shares on a cluster add up to more than its GPUs"
+    # What the engine keeps of what lenders could lend (moved by each admission, not recomputed) is exact.
+    for (model, cluster), total in snap._lendable.items():
+        assert total == sum(snap.lendable_of(q) for q in snap.lenders(model, cluster)), "cached lendable drifted"
 
 
 def simulate(snap, fleet, stream, *, head=None, horizon_min=900):

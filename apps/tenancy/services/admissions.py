@@ -175,7 +175,7 @@ def run_admission_pass(*, reserve: bool = True) -> dict:
     queue that waits gets a reservation (its expected start, apps/tenancy/reservations.py), written on its
     claim; `reserve=False` keeps strict order instead (the benchmark's comparison).
     """
-    from apps.tenancy.snapshot import build_snapshot, pending_requests
+    from apps.tenancy.snapshot import build_snapshot, pending_claims
 
     now = timezone.now()
     with transaction.atomic():
@@ -184,9 +184,9 @@ def run_admission_pass(*, reserve: bool = True) -> dict:
         before = {pk: dict(h.borrowed_from) for pk, h in snapshot.held.items()}
         for queue, model in {(h.queue, h.model) for h in snapshot.held.values() if h.borrowed_from}:
             rebalance(snapshot, queue, model)
-        pending = pending_requests(tier_map)
+        pending, stored = pending_claims(tier_map)
         results = admission_pass(snapshot, pending, now, reserve=reserve)
-        changed, admitted = _write_back(snapshot, results, before, now)
+        changed, admitted = _write_back(snapshot, results, stored, before, now)
         if admitted:
             record_event(
                 None,
@@ -198,8 +198,7 @@ def run_admission_pass(*, reserve: bool = True) -> dict:
     return {"pending": len(results), "admitted": admitted, "updated": changed}
 
 
-_PASS_FIELDS = (
-    "id",
+_PASS_FIELDS = [
     "state",
     "decision",
     "reason",
@@ -207,56 +206,62 @@ _PASS_FIELDS = (
     "reclaim_plan",
     "admitted_at",
     "ends_at",
-    "max_runtime_s",
     "reserved_units",
     "expected_start",
     "holds_cluster",
-)
+]
 
 
-def _write_back(snapshot: Snapshot, results: list, before: dict, now) -> tuple[int, int]:
-    """The pass's outcome onto the claims that changed, in one statement; returns (rows written, admitted)."""
-    rows = {
-        a.pk: a
-        for a in Admission.objects.filter(
-            pk__in=[r.id for r, _result in results]
-            + [pk for pk, h in snapshot.held.items() if before.get(pk) != h.borrowed_from and pk in before]
-        ).only(*_PASS_FIELDS)
-    }
-    changed: list[Admission] = []
+def _write_back(snapshot: Snapshot, results: list, stored: dict, before: dict, now) -> tuple[int, int]:
+    """The pass's outcome onto the claims it changed, in bulk statements; returns (rows written, admitted).
+
+    Only what changed is written: the pass read what each pending claim held (`stored`), so no row is loaded."""
+    rows: list[Admission] = []
     admitted = 0
     for request, result in results:
-        row = rows[request.id]
         reason = result.reason[:500]
         plan = [list(p) for p in result.reclaim]
         reservation = result.reservation
         reserved = (
             (reservation.units, reservation.start, reservation.holds_cluster) if reservation else (0, None, False)
         )
+        state, admitted_at, ends_at, borrowed = AdmissionState.PENDING, None, None, {}
         if result.admitted:
-            row.state, row.admitted_at = AdmissionState.ADMITTED, now
-            row.borrowed_from = {str(k): v for k, v in result.borrow.items()}
-            row.ends_at = now + timedelta(seconds=row.max_runtime_s) if row.max_runtime_s else None
+            state, admitted_at = AdmissionState.ADMITTED, now
+            borrowed = {str(k): v for k, v in result.borrow.items()}
+            ends_at = now + timedelta(seconds=request.max_runtime_s) if request.max_runtime_s else None
             admitted += 1
         elif result.decision == Decision.REJECT:
-            row.state = AdmissionState.REJECTED
-        if row.state != AdmissionState.PENDING or (
-            row.decision,
-            row.reason,
-            row.reclaim_plan,
-            (row.reserved_units, row.expected_start, row.holds_cluster),
-        ) != (result.decision.value, reason, plan, reserved):
-            row.decision, row.reason, row.reclaim_plan = result.decision, reason, plan
-            row.reserved_units, row.expected_start, row.holds_cluster = reserved
-            changed.append(row)
-    for pk, held in snapshot.held.items():
-        if pk in before and before[pk] != held.borrowed_from and pk in rows:
-            rows[pk].borrowed_from = {str(k): v for k, v in held.borrowed_from.items()}
-            changed.append(rows[pk])
-    if changed:
-        bulk_update_fast(
-            Admission,
-            list({row.pk: row for row in changed}.values()),
-            [f for f in _PASS_FIELDS if f not in ("id", "max_runtime_s")],
+            state = AdmissionState.REJECTED
+        if state == AdmissionState.PENDING and stored.get(request.id) == (
+            result.decision.value,
+            reason,
+            plan,
+            reserved,
+        ):
+            continue
+        units, start, holds = reserved
+        rows.append(
+            Admission(
+                pk=request.id,
+                state=state,
+                decision=result.decision.value,
+                reason=reason,
+                borrowed_from=borrowed,
+                reclaim_plan=plan,
+                admitted_at=admitted_at,
+                ends_at=ends_at,
+                reserved_units=units,
+                expected_start=start,
+                holds_cluster=holds,
+            )
         )
-    return len(changed), admitted
+    bulk_update_fast(Admission, rows, _PASS_FIELDS)
+    # Admitted claims whose borrowing moved onto their own queue's freed guarantee (rebalance).
+    moved = [
+        Admission(pk=pk, borrowed_from={str(k): v for k, v in held.borrowed_from.items()})
+        for pk, held in snapshot.held.items()
+        if pk in before and before[pk] != held.borrowed_from
+    ]
+    bulk_update_fast(Admission, moved, ["borrowed_from"])
+    return len(rows) + len(moved), admitted
