@@ -11,12 +11,22 @@ import json
 
 from django.db import connection, models
 
+# PostgreSQL's protocol carries at most 65,535 parameters per statement.
+MAX_PARAMS = 65_535
+
 
 def bulk_update_fast(model: type[models.Model], rows: list[models.Model], fields: list[str]) -> int:
     if not rows:
         return 0
     if connection.vendor != "postgresql":
         return model.objects.bulk_update(rows, fields)
+    per_statement = MAX_PARAMS // (len(fields) + 1)  # one statement per this many rows (the pk is a parameter too)
+    if len(rows) > per_statement:
+        return sum(_update(model, rows[at : at + per_statement], fields) for at in range(0, len(rows), per_statement))
+    return _update(model, rows, fields)
+
+
+def _update(model: type[models.Model], rows: list[models.Model], fields: list[str]) -> int:
     meta = model._meta
     columns, casts = [], []
     for name in fields:

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from fractions import Fraction
 
 from django.conf import settings
 from django.db import connection
@@ -28,6 +29,7 @@ from django.utils import timezone
 
 from apps.accounts.permissions import allowed_tenant_ids
 from apps.accounts.roles import Action
+from apps.backends.shares import SHARE_UNITS
 from apps.core.refcache import cached
 from apps.fleet.capacity import ModelCapacity, capacity_by_model
 from apps.fleet.models import Cluster, Node, NodeState
@@ -192,28 +194,32 @@ def utilization_heatmap(nodes, node_count: int) -> dict | None:
 # Allocation and pending demand by tenant and GPU model
 
 
+def _number(gpus: Fraction) -> int | float:
+    return gpus.numerator if gpus.denominator == 1 else round(float(gpus), 9)
+
+
 @dataclass
 class DemandRow:
     label: str
     slug: str = ""
-    cells: dict[str, list[int]] = field(default_factory=dict)  # model -> [allocated, pending]
+    cells: dict[str, list[Fraction]] = field(default_factory=dict)  # model -> [allocated, pending] GPUs
     tenants: int = 1
 
-    def add(self, model: str, allocated: int, pending: int) -> None:
-        cell = self.cells.setdefault(model, [0, 0])
+    def add(self, model: str, allocated: Fraction, pending: Fraction) -> None:
+        cell = self.cells.setdefault(model, [Fraction(0), Fraction(0)])
         cell[0] += allocated
         cell[1] += pending
 
     @property
-    def allocated(self) -> int:
-        return sum(c[0] for c in self.cells.values())
+    def allocated(self) -> Fraction:
+        return sum((c[0] for c in self.cells.values()), Fraction(0))
 
     @property
-    def pending(self) -> int:
-        return sum(c[1] for c in self.cells.values())
+    def pending(self) -> Fraction:
+        return sum((c[1] for c in self.cells.values()), Fraction(0))
 
-    def row(self, models: list[str]) -> list[list[int]]:
-        return [self.cells.get(m, [0, 0]) for m in models]
+    def row(self, models: list[str]) -> list[list[Fraction]]:
+        return [self.cells.get(m, [Fraction(0), Fraction(0)]) for m in models]
 
 
 def demand_by_tenant(visible: set[int] | None) -> dict:
@@ -228,8 +234,8 @@ def demand_by_tenant(visible: set[int] | None) -> dict:
         Admission.objects.filter(state__in=[AdmissionState.ADMITTED, AdmissionState.PENDING])
         .values("queue__tenant_id", "queue__tenant__name", "queue__tenant__slug", "gpu_model__name")
         .annotate(
-            allocated=Sum("gpus", filter=Q(state=AdmissionState.ADMITTED), default=0),
-            pending=Sum("gpus", filter=Q(state=AdmissionState.PENDING), default=0),
+            allocated=Sum("gpu_units", filter=Q(state=AdmissionState.ADMITTED), default=0),
+            pending=Sum("gpu_units", filter=Q(state=AdmissionState.PENDING), default=0),
         )
         .values_list(
             "queue__tenant_id", "queue__tenant__name", "queue__tenant__slug", "gpu_model__name", "allocated", "pending"
@@ -238,7 +244,9 @@ def demand_by_tenant(visible: set[int] | None) -> dict:
     mine: dict[int, DemandRow] = {}
     others: dict[int, DemandRow] = {}
     models: set[str] = set()
-    for tenant_id, name, slug, model, allocated, pending in rows:
+    for tenant_id, name, slug, model, allocated_units, pending_units in rows:
+        # Exact shares: a 1/7 MIG slice is 1/7 of a GPU here, as in quota and chargeback.
+        allocated, pending = Fraction(allocated_units, SHARE_UNITS), Fraction(pending_units, SHARE_UNITS)
         models.add(model)
         if visible is None or tenant_id in visible:
             mine.setdefault(tenant_id, DemandRow(name, slug)).add(model, allocated, pending)
@@ -394,7 +402,8 @@ def as_json(data: dict) -> dict:
 
     def demand(row: DemandRow, models: list[str]) -> dict:
         cells = dict(zip(models, row.row(models), strict=True))
-        return {m: {"allocated": a, "pending": p} for m, (a, p) in cells.items() if a or p}
+        # GPUs as JSON numbers: whole ones as integers, shares to 9 places (as chargeback stores them).
+        return {m: {"allocated": _number(a), "pending": _number(p)} for m, (a, p) in cells.items() if a or p}
 
     d = data["demand"]
     spend = data["spend"]

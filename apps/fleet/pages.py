@@ -18,3 +18,14 @@ def register_cluster_page(route: str, view: Callable, name: str) -> None:
     """Mount `view` at clusters/<name>/<route> as fleet:<name>; registering the same name again replaces it."""
     CLUSTER_PAGES[:] = [page for page in CLUSTER_PAGES if page[2] != name]
     CLUSTER_PAGES.append((route, view, name))
+
+
+# (template, context function taking (request, cluster name or "") and returning its context, or None to show
+# nothing): panels of the capacity page that a higher app fills (tenancy: the unguaranteed GPUs per cluster).
+CAPACITY_PANELS: list[tuple[str, Callable]] = []
+
+
+def register_capacity_panel(template: str, context: Callable) -> None:
+    """Show `template` on the capacity page with `context(request, cluster_name)` as `panel`; one per template."""
+    CAPACITY_PANELS[:] = [panel for panel in CAPACITY_PANELS if panel[0] != template]
+    CAPACITY_PANELS.append((template, context))

@@ -268,6 +268,9 @@ def capacity(request):
     cluster_name = request.GET.get("cluster", "")
     if cluster_name:
         nodes = nodes.filter(cluster__name=cluster_name)
+    from apps.fleet.pages import CAPACITY_PANELS
+
+    panels = [(template, context(request, cluster_name)) for template, context in CAPACITY_PANELS]
     return render(
         request,
         "fleet/capacity.html",
@@ -275,6 +278,7 @@ def capacity(request):
             "capacity": capacity_by_model(nodes),
             "clusters": Cluster.objects.for_user(request.user, "view"),
             "cluster_name": cluster_name,
+            "panels": [(template, panel) for template, panel in panels if panel is not None],
         },
     )
 

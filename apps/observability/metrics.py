@@ -133,7 +133,7 @@ def _quota_family() -> GaugeMetricFamily:
             ("borrowed", quota.borrowed),
             ("lent", quota.lent),
         ):
-            family.add_metric([tenant, name, model, kind], value)
+            family.add_metric([tenant, name, model, kind], value / snapshot.unit)  # GPUs (shares are fractions)
     return family
 
 

@@ -97,17 +97,32 @@ def wait_series(user, *, group_by: str = "tenant", bucket: str = "hour", since=N
 
 
 def why_pending(user) -> dict:
-    """Work waiting now (for quota, or admitted and waiting at its cluster), by reason category and tenant."""
+    """Work waiting now (for quota, or admitted and waiting at its cluster), by reason category and tenant, and
+    the waiting heads of their queues that hold a reservation, with their expected start (None: not known)."""
     now = timezone.now()
     by_category = {c: {"workloads": 0, "gpus": 0.0, "oldest_s": 0} for c in CATEGORIES}
     by_tenant: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(CATEGORIES, 0))
     examples: dict[str, list[dict]] = defaultdict(list)
-    for pk, name, tenant, gpus, reason, created in (
+    reserved: list[dict] = []
+    for pk, name, tenant, gpus, reason, created, start, held in (
         Workload.objects.for_user(user, "view")
         .filter(state__in=["pending", "admitted"])
         .order_by("created_at")
-        .values_list("id", "name", "tenant__slug", "gpus", "state_reason", "created_at")
+        .values_list(
+            "id",
+            "name",
+            "tenant__slug",
+            "gpus",
+            "state_reason",
+            "created_at",
+            "admission__expected_start",
+            "admission__reserved_units",
+        )
     ):
+        if held and len(reserved) < 20:  # heads of their queues holding a reservation (apps/tenancy/reservations.py)
+            reserved.append(
+                {"id": pk, "name": name, "tenant": tenant, "expected_start": start.isoformat() if start else None}
+            )
         category = reason_category(reason)
         entry = by_category[category]
         entry["workloads"] += 1
@@ -121,4 +136,5 @@ def why_pending(user) -> dict:
         "by_category": by_category,
         "by_tenant": dict(sorted(by_tenant.items())),
         "examples": dict(examples),
+        "reservations": reserved,
     }

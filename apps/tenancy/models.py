@@ -5,12 +5,15 @@ The tenant tree itself (`Tenant`, `TenantScopedQuerySet`) lives in apps.accounts
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 # Also imported from here by the apps above (for now).
 from apps.accounts.models import Tenant, TenantScopedQuerySet
+from apps.backends.shares import SHARE_UNITS, format_share, to_units
 from apps.core.validators import dns1123_label
 
 
@@ -175,14 +178,22 @@ class Admission(models.Model):
     """A workload's claim on quota (Kueue's Workload object): pending with a reason, admitted, or released.
 
     The workloads app creates one per workload and releases it when the workload ends; the admission
-    pass admits pending ones in order. `borrowed_from` records which queues lent GPUs.
+    pass admits pending ones in order. The claim counts its GPU share exactly, in units of 1/SHARE_UNITS GPU
+    (apps/backends/shares.py: a 1/7 MIG slice is 1/7 of a GPU of quota). `cluster` is where it runs;
+    `borrowed_from` records which queues (or, under "-1", the unguaranteed capacity) lent how many units.
+    A pending head of its queue may hold a reservation (`reserved_units` from `expected_start`,
+    apps/tenancy/reservations.py).
     """
 
     name = models.CharField(max_length=253)
     # admission_queue_use leads with the queue: a second index on it would only cost every INSERT.
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="admissions", db_index=False)
     gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
-    gpus = models.PositiveIntegerField()
+    # Nothing searches claims by cluster alone (the decisions' sums filter by model first): no index of its own.
+    cluster = models.ForeignKey(
+        "fleet.Cluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
+    gpu_units = models.BigIntegerField(help_text="the GPU share, in units of 1/SHARE_UNITS of a GPU")
     gang = models.PositiveIntegerField(default=1)
     tier = models.ForeignKey(PriorityTier, on_delete=models.PROTECT, related_name="+")
     user = models.CharField(max_length=150, blank=True)
@@ -191,9 +202,14 @@ class Admission(models.Model):
     reason = models.CharField(max_length=500, blank=True)
     borrowed_from = models.JSONField(default=dict, blank=True)
     reclaim_plan = models.JSONField(default=list, blank=True)
+    max_runtime_s = models.PositiveIntegerField(null=True, blank=True, help_text="the workload's runtime limit")
     submitted_at = models.DateTimeField(db_index=True)
     admitted_at = models.DateTimeField(null=True, blank=True)
+    ends_at = models.DateTimeField(null=True, blank=True, help_text="admitted_at + max_runtime_s")
     released_at = models.DateTimeField(null=True, blank=True)
+    reserved_units = models.BigIntegerField(default=0, help_text="held for this pending head of its queue")
+    expected_start = models.DateTimeField(null=True, blank=True, help_text="when its reservation is expected to start")
+    holds_cluster = models.BooleanField(default=False, help_text="its reservation holds its cluster's GPUs too")
 
     objects = AdmissionQuerySet.as_manager()
 
@@ -202,19 +218,42 @@ class Admission(models.Model):
         indexes = [
             # Pending claims by model; and every queue's use of a model from the index alone (a full queue's
             # decision reads all lenders' use under the admission lock).
-            models.Index(fields=["state", "gpu_model"], include=["queue", "gpus"], name="admission_state_model"),
-            # Every decision sums its queue's admitted GPUs under the admission lock: from the index alone.
-            models.Index(fields=["queue", "gpu_model", "state"], include=["gpus"], name="admission_queue_use"),
+            models.Index(
+                fields=["state", "gpu_model"], include=["queue", "gpu_units"], name="admission_state_model_units"
+            ),
+            # Every decision sums its queue's admitted units under the admission lock: from the index alone.
+            models.Index(
+                fields=["queue", "gpu_model", "state"], include=["gpu_units"], name="admission_queue_use_units"
+            ),
             # ... and what others borrowed from it: only borrowing claims are worth reading.
             models.Index(
                 fields=["gpu_model"],
                 condition=models.Q(state="admitted") & ~models.Q(borrowed_from={}),
                 name="admission_borrowing",
             ),
+            # Pending heads holding a reservation with a known start (a few per model): decisions read them.
+            models.Index(
+                fields=["gpu_model", "cluster"],
+                condition=models.Q(state="pending") & models.Q(expected_start__isnull=False),
+                name="admission_reserved",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.gpus} × {self.gpu_model.code}, {self.state})"
+        return f"{self.name} ({self.gpus_text} × {self.gpu_model.code}, {self.state})"
+
+    @property
+    def gpus(self) -> Fraction:
+        """The claim's GPUs, exactly (3/7 for three 1g.10gb slices)."""
+        return Fraction(self.gpu_units, SHARE_UNITS)
+
+    @gpus.setter
+    def gpus(self, value: int | Fraction) -> None:
+        self.gpu_units = to_units(value)
+
+    @property
+    def gpus_text(self) -> str:
+        return format_share(self.gpu_units, SHARE_UNITS)
 
 
 class QuotaRequestState(models.TextChoices):

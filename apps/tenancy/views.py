@@ -16,6 +16,7 @@ from apps.backends.registry import backend_class
 from apps.backends.render import RenderError, caveats_for
 from apps.backends.render import render as render_state
 from apps.backends.render.titles import quota_title
+from apps.backends.shares import format_share
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
@@ -124,7 +125,7 @@ def _quota_context(tenant: Tenant) -> dict:
                 "model": snapshot.model_names.get(code, code),
                 "code": code,
                 "state": q,
-                "borrow": "∞" if q.borrow_limit == UNLIMITED else int(q.borrow_limit),
+                "borrow": "∞" if q.borrow_limit == UNLIMITED else format_share(int(q.borrow_limit), snapshot.unit),
             }
         )
     return {
@@ -142,7 +143,7 @@ def _quota_context(tenant: Tenant) -> dict:
 @login_required
 def queue_detail(request, pk: int):
     """One queue: its quota per model with use, bindings, claims (admitted with lenders, pending with reasons)."""
-    from apps.tenancy.admission import UNLIMITED
+    from apps.tenancy.admission import POOL, UNLIMITED
     from apps.tenancy.forms import QuotaForm
     from apps.tenancy.models import Admission, AdmissionState, Queue
     from apps.tenancy.services import preview_quota, set_quota
@@ -169,7 +170,7 @@ def queue_detail(request, pk: int):
         {
             "model": snapshot.model_names.get(code, code),
             "state": q,
-            "borrow": "∞" if q.borrow_limit == UNLIMITED else int(q.borrow_limit),
+            "borrow": "∞" if q.borrow_limit == UNLIMITED else format_share(int(q.borrow_limit), snapshot.unit),
         }
         for (queue_id, code), q in snapshot.quotas.items()
         if queue_id == queue.pk
@@ -181,6 +182,7 @@ def queue_detail(request, pk: int):
         .order_by("state", "-tier__value", "submitted_at")[:200]
     )
     lenders = {str(q.pk): str(q) for q in Queue.objects.select_related("tenant")}
+    lenders[str(POOL)] = _("unguaranteed capacity")
     return render(
         request,
         "tenancy/queue_detail.html",

@@ -51,15 +51,15 @@ class SubmissionContext:
     tenant: Tenant | None = None
     queue: Queue | None = None
     bound: bool = False  # the queue is bound to at least one cluster
+    bound_names: list[str] = field(default_factory=list)  # the clusters it is bound to, by name
     # cluster id -> (cluster, Counter of node GPU counts) for clusters with nodes of the model
     clusters: dict[int, tuple[Cluster, Counter]] = field(default_factory=dict)
 
-    def pick_cluster(self) -> tuple[Cluster, int] | None:
-        """The first cluster (by name) bound to the queue that has nodes of the model, and its usual node size."""
-        if not self.clusters:
-            return None
-        cluster, sizes = min(self.clusters.values(), key=lambda item: item[0].name)
-        return cluster, sizes.most_common(1)[0][0]
+    def candidates(self, named: str = "") -> list[tuple[Cluster, int]]:
+        """The clusters bound to the queue that have nodes of the model (only `named`, when given), by name, each
+        with its usual node size. Which one runs the work is admission's placement (apps/tenancy/placement.py)."""
+        found = sorted(self.clusters.values(), key=lambda item: item[0].name)
+        return [(c, sizes.most_common(1)[0][0]) for c, sizes in found if not named or c.name == named]
 
 
 _SQL = (
@@ -153,6 +153,8 @@ def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -
             context.queue = Queue.from_db(db, ["id", "tenant_id", "name"], [q_id, t_id, q_name])
             context.queue.tenant = context.tenant
         context.bound = context.bound or b_id is not None
+        if c_name is not None and c_name not in context.bound_names:
+            context.bound_names.append(c_name)
         if c_id is not None and sizes_by_cluster.get(c_id):
             cluster = Cluster.from_db(db, ["id", "name", "kind"], [c_id, c_name, kind])
             context.clusters[c_id] = (cluster, sizes_by_cluster[c_id])

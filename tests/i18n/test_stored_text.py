@@ -56,6 +56,8 @@ def sample_param(name: str) -> str:
         "backend_id": "wl12-x",
         "fault": "game day",
         "kind": "health.cordon",
+        "start": "2026-12-01 14:05 UTC",
+        "clusters": "gpu-07 16, gpu-07 3/7",
     }
     return shapes.get(name, "3")
 
@@ -126,5 +128,6 @@ def test_a_template_needs_its_parameters_shaped():
 def test_each_app_registers_its_templates():
     """Core names no app: the apps that make stored English register their modules in AppConfig.ready."""
     from apps.health import rules
+    from apps.tenancy import placement
 
-    assert set(stored_text.sources()) == {admission, workload_reasons, rules}
+    assert set(stored_text.sources()) == {admission, placement, workload_reasons, rules}

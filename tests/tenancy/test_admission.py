@@ -84,7 +84,7 @@ def test_borrow_limit_and_reject_reasons():
 
 def test_capacity_reason():
     snap = snapshot(q1=(16, 0, None))
-    snap.free_capacity["h100"] = 4
+    snap.free_capacity[(None, "h100")] = 4
     result = decide(snap, Request(1, "h100", 8, TRAINING))
     assert result.decision == Decision.QUEUE and result.reason.endswith("capacity: only 4 H100 free in the fleet")
 

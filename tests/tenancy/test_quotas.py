@@ -5,6 +5,7 @@ import pytest
 from django.urls import reverse
 
 from apps.audit.models import AuditEvent
+from apps.backends.shares import SHARE_UNITS
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 from apps.fleet.models import GpuModel
 from apps.tenancy import services
@@ -105,7 +106,8 @@ def test_admission_decisions_are_persisted(setup):
     assert first.state == AdmissionState.ADMITTED and first.decision == "admit"
     borrow = claim(setup, "team_a", 8)
     assert borrow.state == AdmissionState.ADMITTED and borrow.decision == "borrow"
-    assert borrow.borrowed_from == {str(setup["org_a"].pk): 8}  # the nearest lender: its own organization
+    # The nearest lender: its own organization. Claims count units of 1/SHARE_UNITS GPU.
+    assert borrow.borrowed_from == {str(setup["org_a"].pk): 8 * SHARE_UNITS}
     inference = claim(setup, "team_a", 1, tier="online-inference")
     assert inference.state == AdmissionState.PENDING and "never borrows" in inference.reason
     never = claim(setup, "org_a", 9, tier="online-inference")
@@ -128,7 +130,7 @@ def test_reclaim_plan_recorded_for_the_lender(setup):
     borrower = claim(setup, "team_a", 16, tier="exploratory")  # 8 own + 8 borrowed from org_a
     lender_claim = claim(setup, "org_a", 8)
     assert lender_claim.decision == "reclaim" and lender_claim.state == AdmissionState.PENDING
-    assert lender_claim.reclaim_plan == [[borrower.pk, 16]]
+    assert lender_claim.reclaim_plan == [[borrower.pk, 16 * SHARE_UNITS]]
 
 
 def test_quota_change_that_preempts_needs_confirmation(setup, personas):

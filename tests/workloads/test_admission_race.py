@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
+from apps.backends.shares import SHARE_UNITS
 from apps.tenancy.models import Admission
 from apps.workloads import services
 from apps.workloads.models import Workload
@@ -45,7 +46,7 @@ def test_simultaneous_submissions_never_exceed_the_guarantee(fleet, personas):
         thread.join(timeout=60)
     assert not errors, errors
     admitted = Admission.objects.filter(state="admitted")
-    assert admitted.aggregate(n=Sum("gpus"))["n"] == 16 and admitted.count() == 4
+    assert admitted.aggregate(n=Sum("gpu_units"))["n"] == 16 * SHARE_UNITS and admitted.count() == 4
     waiting = Workload.objects.filter(state="pending")
     assert waiting.count() == 4 and Workload.objects.exclude(state="pending").count() == 4  # (tasks run eagerly)
     assert all("0 free within guarantee" in w.state_reason for w in waiting)

@@ -8,8 +8,10 @@ them to a backend, which renders them with `apps.backends.render.workload`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, ClassVar
 
+from apps.backends.shares import SHARE_UNITS
 from apps.backends.types import Sharing, Topology
 
 # Pinned releases (never :latest, so a redeploy runs what was tested). Both tags are published upstream:
@@ -26,9 +28,10 @@ DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"  # kube-pr
 class GpuSharing:
     """How a worker holds its GPU: whole GPUs, one MIG instance, a time-slice replica or a HAMi vGPU.
 
-    `fraction` is derived at parse time (it needs the catalog): the share of one physical GPU a worker
-    holds, used for quota and chargeback (a 1g.10gb MIG instance is 1/7, a time-slice replica 1/replicas,
-    a HAMi vGPU the larger of its memory and compute shares).
+    `units` is derived at parse time (it needs the catalog): the share of one physical GPU a worker holds, in
+    units of 1/SHARE_UNITS GPU (apps/backends/shares.py), exactly what quota and chargeback count (a 1g.10gb
+    MIG instance is 1/7, a time-slice replica 1/replicas, a HAMi vGPU the larger of its memory and compute
+    shares). `fraction` is the same as a float, for the backends' summaries.
     """
 
     mode: str = Sharing.WHOLE.value
@@ -37,6 +40,11 @@ class GpuSharing:
     gpumem_mib: int | None = None  # hami: device memory per worker
     gpucores: int | None = None  # hami: percent of the GPU's compute
     fraction: float = 1.0  # derived, not input
+    units: int = SHARE_UNITS  # derived, not input
+
+    @property
+    def share(self) -> Fraction:
+        return Fraction(self.units, SHARE_UNITS)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"mode": self.mode}
@@ -139,6 +147,7 @@ class TrainingJobSpec:
     memory_gib: int | None = None  # per worker; None: the renderer's default
     tolerations: list[Toleration] = field(default_factory=list)  # beside the node pool's
     secret_env: list[SecretEnv] = field(default_factory=list)
+    cluster: str = ""  # where to run it (one of the queue's clusters); empty: placement picks
 
     @property
     def gpus_per_pod(self) -> float:
@@ -154,6 +163,16 @@ class TrainingJobSpec:
     def gang_gpus(self) -> float:
         """GPUs that must be admitted together before any worker starts."""
         return float(self.gang_min * self.gpus_per_pod)
+
+    @property
+    def units_per_pod(self) -> int:
+        """One worker's share in units of 1/SHARE_UNITS GPU (exact, unlike `gpus_per_pod`)."""
+        return self.gpus_per_worker * SHARE_UNITS if self.sharing.mode == Sharing.WHOLE else self.sharing.units
+
+    @property
+    def total_units(self) -> int:
+        """The job's share in units of 1/SHARE_UNITS GPU: what its quota claim counts."""
+        return self.workers * self.units_per_pod
 
     def to_dict(self) -> dict:
         return {
@@ -180,6 +199,7 @@ class TrainingJobSpec:
             "memory_gib": self.memory_gib,
             "tolerations": [t.to_dict() for t in self.tolerations],
             "secret_env": [s.to_dict() for s in self.secret_env],
+            **({"cluster": self.cluster} if self.cluster else {}),
         }
 
 
@@ -274,6 +294,7 @@ class InferenceServiceSpec:
     gpus_per_node: int = 8  # derived from parse_spec's argument, not input
     tolerations: list[Toleration] = field(default_factory=list)  # beside the node pool's
     secret_env: list[SecretEnv] = field(default_factory=list)
+    cluster: str = ""  # where to run it (one of the queue's clusters); empty: placement picks
 
     @property
     def gpus_per_replica(self) -> int:
@@ -307,6 +328,11 @@ class InferenceServiceSpec:
         """One replica's GPUs must be admitted together; replicas are independent of each other."""
         return float(self.gpus_per_replica)
 
+    @property
+    def total_units(self) -> int:
+        """The service's whole GPUs in units of 1/SHARE_UNITS GPU: what its quota claim counts."""
+        return self.replicas * self.gpus_per_replica * SHARE_UNITS
+
     def to_dict(self) -> dict:
         return {
             "kind": self.kind,
@@ -336,6 +362,7 @@ class InferenceServiceSpec:
             "max_runtime_s": self.max_runtime_s,
             "tolerations": [t.to_dict() for t in self.tolerations],
             "secret_env": [s.to_dict() for s in self.secret_env],
+            **({"cluster": self.cluster} if self.cluster else {}),
         }
 
 

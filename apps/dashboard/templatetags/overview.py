@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from django import template
 from django.contrib.humanize.templatetags.humanize import intcomma
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
+
+from apps.backends.shares import format_share
 
 register = template.Library()
 
@@ -21,15 +25,21 @@ STATE_COLOURS = {"allocated": "bg-primary", "free": "bg-success", "cordoned": "b
 
 
 @register.simple_tag
-def demand_cell(allocated: int, pending: int) -> str:
-    """GPUs held, then "+N" asked for by pending workloads; a dash when there are neither."""
+def demand_cell(allocated, pending) -> str:
+    """GPUs held, then "+N" asked for by pending workloads; a dash when there are neither. Shares show as
+    shares ("6 3/7")."""
     if not allocated and not pending:
         return mark_safe('<span class="text-body-secondary">—</span>')
     if not pending:
-        return intcomma(allocated)
-    return format_html(
-        '{} <span class="text-warning-emphasis small">+{}</span>', intcomma(allocated), intcomma(pending)
-    )
+        return _gpus(allocated)
+    return format_html('{} <span class="text-warning-emphasis small">+{}</span>', _gpus(allocated), _gpus(pending))
+
+
+def _gpus(value) -> str:
+    """Whole GPUs with thousands separators, shares as "6 3/7"."""
+    if isinstance(value, Fraction) and value.denominator != 1:
+        return format_share(value)
+    return intcomma(int(value))
 
 
 @register.simple_tag

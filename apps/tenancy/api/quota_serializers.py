@@ -2,6 +2,7 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from apps.accounts.models import Tenant
+from apps.backends.shares import gpus_number
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.models import Admission, GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota, QuotaRequest
@@ -48,9 +49,12 @@ class QuotaSerializer(serializers.ModelSerializer):
     queue = serializers.CharField(source="queue.__str__", read_only=True)
     queue_id = serializers.IntegerField(read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
-    used = serializers.IntegerField(read_only=True, default=None)
-    borrowed = serializers.IntegerField(read_only=True, default=None)
-    lent = serializers.IntegerField(read_only=True, default=None)
+    # GPUs, exactly as shares are counted (a float only where a share is fractional: 6.428571429 for 6 3/7);
+    # the *_text fields say it as pages do ("6 3/7").
+    used = serializers.FloatField(read_only=True, default=None)
+    borrowed = serializers.FloatField(read_only=True, default=None)
+    lent = serializers.FloatField(read_only=True, default=None)
+    used_text = serializers.CharField(read_only=True, default=None)
 
     class Meta:
         model = Quota
@@ -65,6 +69,7 @@ class QuotaSerializer(serializers.ModelSerializer):
             "weight",
             "per_user_limit",
             "used",
+            "used_text",
             "borrowed",
             "lent",
             "updated_at",
@@ -147,12 +152,36 @@ class AdmissionPreviewSerializer(StrictSerializer):
     gpus = serializers.IntegerField(min_value=1, max_value=100000)
     gang = serializers.IntegerField(min_value=1, required=False, default=1)
     tier = serializers.SlugRelatedField(slug_field="name", queryset=PriorityTier.objects.all())
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", queryset=Cluster.objects.all(), required=False, allow_null=True, default=None
+    )
 
 
 class AdmissionSerializer(serializers.ModelSerializer):
+    """A claim. Amounts are GPUs (shares exactly as quota counts them: `gpus_text` "3/7"); `borrowed_from` maps
+    lender queue ids (and "-1", unguaranteed capacity) to GPUs, `reclaim_plan` lists [claim id, GPUs]."""
+
     queue = serializers.CharField(source="queue.__str__", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
     tier = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    gpus = serializers.SerializerMethodField()
+    gpus_text = serializers.CharField(read_only=True)
+    borrowed_from = serializers.SerializerMethodField()
+    reclaim_plan = serializers.SerializerMethodField()
+    reserved_gpus = serializers.SerializerMethodField()
+
+    def get_gpus(self, claim) -> float:
+        return gpus_number(claim.gpu_units)
+
+    def get_borrowed_from(self, claim) -> dict[str, float]:
+        return {k: gpus_number(v) for k, v in (claim.borrowed_from or {}).items()}
+
+    def get_reclaim_plan(self, claim) -> list:
+        return [[h, gpus_number(n)] for h, n in (claim.reclaim_plan or [])]
+
+    def get_reserved_gpus(self, claim) -> float:
+        return gpus_number(claim.reserved_units)
 
     class Meta:
         model = Admission
@@ -161,7 +190,9 @@ class AdmissionSerializer(serializers.ModelSerializer):
             "name",
             "queue",
             "gpu_model",
+            "cluster",
             "gpus",
+            "gpus_text",
             "gang",
             "tier",
             "user",
@@ -172,6 +203,9 @@ class AdmissionSerializer(serializers.ModelSerializer):
             "reclaim_plan",
             "submitted_at",
             "admitted_at",
+            "ends_at",
             "released_at",
+            "reserved_gpus",
+            "expected_start",
         ]
         read_only_fields = fields

@@ -6,9 +6,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.backends.shares import format_share, gpus_number
 from apps.core.api.views import ScopedViewSetMixin
 from apps.core.errors import NotFound
 from apps.tenancy import services
+from apps.tenancy.admission import POOL
 from apps.tenancy.api.quota_serializers import (
     AdmissionPreviewSerializer,
     AdmissionSerializer,
@@ -106,7 +108,9 @@ class QuotaViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
         snapshot, _ = build_snapshot(with_capacity=False)
         for quota in page:
             state = snapshot.quotas.get((quota.queue_id, quota.gpu_model.code))
-            quota.used, quota.borrowed, quota.lent = (state.used, state.borrowed, state.lent) if state else (0, 0, 0)
+            used, borrowed, lent = (state.used, state.borrowed, state.lent) if state else (0, 0, 0)
+            quota.used, quota.borrowed, quota.lent = (gpus_number(n, snapshot.unit) for n in (used, borrowed, lent))
+            quota.used_text = format_share(used, snapshot.unit)
         return self.get_paginated_response(QuotaSerializer(page, many=True).data)
 
     @extend_schema(
@@ -193,7 +197,7 @@ class AdmissionViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     filterset_fields = ["state", "queue", "gpu_model__code"]
 
     def get_queryset(self):
-        return super().get_queryset().select_related("queue__tenant", "gpu_model", "tier")
+        return super().get_queryset().select_related("queue__tenant", "gpu_model", "tier", "cluster")
 
 
 class AdmissionPreviewView(APIView):
@@ -223,7 +227,12 @@ class AdmissionPreviewView(APIView):
             {
                 "decision": result.decision.value,
                 "reason": result.reason,
-                "borrow": [{"queue": lenders.get(q, q), "gpus": n} for q, n in result.borrow.items()],
-                "reclaim": [{"admission": h, "name": victims.get(h, h), "gpus": n} for h, n in result.reclaim],
+                "borrow": [
+                    {"queue": lenders.get(q, "unguaranteed capacity" if q == POOL else q), "gpus": gpus_number(n)}
+                    for q, n in result.borrow.items()
+                ],
+                "reclaim": [
+                    {"admission": h, "name": victims.get(h, h), "gpus": gpus_number(n)} for h, n in result.reclaim
+                ],
             }
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from fractions import Fraction
+
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -9,12 +12,14 @@ from django.utils.translation import gettext as _
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event
+from apps.backends.shares import to_units
 from apps.core.bulk import bulk_update_fast
 from apps.core.errors import InvalidInput
 from apps.core.inserts import insert_row
-from apps.fleet.models import GpuModel
-from apps.tenancy.admission import Decision, Request, Result, admission_pass, decide, rebalance
+from apps.fleet.models import Cluster, GpuModel
+from apps.tenancy.admission import Decision, Request, Result, Snapshot, admission_pass, rebalance
 from apps.tenancy.models import Admission, AdmissionState, PriorityTier, Queue
+from apps.tenancy.placement import place
 
 # Admission decisions read many rows and write a few: they are taken one at a time under this
 # transaction-level lock (no backend call inside), released when the deciding transaction ends.
@@ -27,34 +32,83 @@ def _serialize() -> None:
             cursor.execute(ADMISSION_LOCK_SQL)
 
 
-def _request(queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int, user: str) -> Request:
+def _request(
+    queue: Queue,
+    gpu_model: GpuModel,
+    gpus: int | Fraction,
+    tier: PriorityTier,
+    gang: int,
+    user: str,
+    *,
+    max_runtime_s: int | None = None,
+    name: str = "",
+) -> Request:
+    """The engine's request. `gpus` is the exact share: whole GPUs (int) or a Fraction (3/7 for three 1g.10gb)."""
     from apps.tenancy.admission import Tier
 
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+    if not isinstance(gpus, int | Fraction) or isinstance(gpus, bool) or gpus <= 0:
         raise InvalidInput(_("Ask for at least one GPU."), {"gpus": _("1 or more.")})
     if not isinstance(gang, int) or isinstance(gang, bool) or gang < 1:
         raise InvalidInput(_("A gang is at least one worker."), {"gang": _("1 or more.")})
     return Request(
-        queue.pk, gpu_model.code, gpus, Tier(tier.name, tier.value, tier.preemptible, tier.may_borrow), gang, user
+        queue.pk,
+        gpu_model.code,
+        to_units(gpus),
+        Tier(tier.name, tier.value, tier.preemptible, tier.may_borrow),
+        gang,
+        user,
+        max_runtime_s=max_runtime_s,
+        name=name,
     )
 
 
+def _candidates(queue: Queue, clusters: list[Cluster] | None) -> list[Cluster]:
+    """Where the request may run: the clusters given (the submission's), or every cluster the queue is bound to."""
+    if clusters is not None:
+        return list(clusters)
+    return list(Cluster.objects.filter(queue_bindings__queue=queue).order_by("name"))
+
+
 def preview_admission(
-    actor, *, queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int = 1, user: str = ""
+    actor,
+    *,
+    queue: Queue,
+    gpu_model: GpuModel,
+    gpus: int | Fraction,
+    tier: PriorityTier,
+    gang: int = 1,
+    user: str = "",
+    cluster: Cluster | None = None,
 ) -> Result:
-    """What would happen to this request now (read-only)."""
+    """What would happen to this request now (read-only), on `cluster` or where placement would put it."""
     from apps.tenancy.snapshot import build_decision_snapshot
 
     require(actor, Action.VIEW, queue.tenant, _("You may not view tenant %(slug)s.") % {"slug": queue.tenant.slug})
     # The same snapshot a submission decides on, so the preview is what submitting would do.
     request = _request(queue, gpu_model, gpus, tier, gang, user or actor.get_username())
-    return decide(build_decision_snapshot(gpu_model.code, queue.pk), request)
+    snapshot = build_decision_snapshot(gpu_model.code, queue.pk, tier_value=tier.value)
+    snapshot.now = timezone.now()
+    placed = place(snapshot, request, [c.pk for c in _candidates(queue, [cluster] if cluster else None)])
+    return placed.result
 
 
 def decide_claim(
-    *, name: str, queue: Queue, gpu_model: GpuModel, gpus: int, tier: PriorityTier, gang: int = 1, user: str = ""
+    *,
+    name: str,
+    queue: Queue,
+    gpu_model: GpuModel,
+    gpus: int | Fraction,
+    tier: PriorityTier,
+    gang: int = 1,
+    user: str = "",
+    clusters: list[Cluster] | None = None,
+    max_runtime_s: int | None = None,
 ) -> Admission:
     """Decide a new claim and return it unsaved; the caller saves it in the same transaction.
+
+    `gpus` is the exact share (int or Fraction). `clusters` are where it may run (the first that suits, in
+    the order placement ranks them: apps/tenancy/placement.py); None: every cluster the queue is bound to.
+    The claim's `cluster` is the one placement picked; with more than one candidate its reason says why.
 
     Must run inside the caller's transaction: it takes the admission lock, which that transaction
     then holds until it commits, so no other decision sees quota use without this claim.
@@ -63,21 +117,36 @@ def decide_claim(
 
     if not connection.in_atomic_block:
         raise RuntimeError("decide_claim must run inside the caller's transaction.atomic() block")
-    request = _request(queue, gpu_model, gpus, tier, gang, user)
+    request = _request(queue, gpu_model, gpus, tier, gang, user, max_runtime_s=max_runtime_s, name=name)
+    candidates = _candidates(queue, clusters)
     # Everything that does not depend on the decision is built before the lock is taken.
-    claim = Admission(name=name, queue=queue, gpu_model=gpu_model, gpus=gpus, gang=gang, tier=tier, user=user)
+    claim = Admission(
+        name=name,
+        queue=queue,
+        gpu_model=gpu_model,
+        gpu_units=request.gpus,
+        gang=gang,
+        tier=tier,
+        user=user,
+        max_runtime_s=max_runtime_s,
+    )
     lock = ADMISSION_LOCK_SQL if connection.vendor == "postgresql" else None
-    result = decide(build_decision_snapshot(gpu_model.code, queue.pk, lock_sql=lock), request)
+    snapshot = build_decision_snapshot(gpu_model.code, queue.pk, lock_sql=lock, tier_value=tier.value)
+    claim.submitted_at = snapshot.now = timezone.now()
+    placed = place(snapshot, request, [c.pk for c in candidates])
+    result = placed.result
+    claim.cluster = next((c for c in candidates if c.pk == placed.cluster), None)
     claim.state = {
         Decision.ADMIT: AdmissionState.ADMITTED,
         Decision.BORROW: AdmissionState.ADMITTED,
         Decision.REJECT: AdmissionState.REJECTED,
     }.get(result.decision, AdmissionState.PENDING)
-    claim.decision, claim.reason = result.decision, result.reason[:500]
+    claim.decision, claim.reason = result.decision, placed.reason[:500]
     claim.borrowed_from = {str(k): v for k, v in result.borrow.items()}
     claim.reclaim_plan = [list(p) for p in result.reclaim]
-    claim.submitted_at = timezone.now()
     claim.admitted_at = claim.submitted_at if claim.state == AdmissionState.ADMITTED else None
+    if claim.admitted_at and max_runtime_s:
+        claim.ends_at = claim.admitted_at + timedelta(seconds=max_runtime_s)
     return claim
 
 
@@ -98,13 +167,15 @@ def release_admission(admission: Admission) -> None:
         transaction.on_commit(lambda: admission_pass_task.delay())
 
 
-def run_admission_pass() -> dict:
+def run_admission_pass(*, reserve: bool = True) -> dict:
     """Re-order every pending claim and admit what fits, in a constant number of queries.
 
     Borrowing that a queue's own freed guarantee now covers is handed back to its lenders first.
-    Reclaim plans are recorded on the claim; the workloads layer preempts the victims.
+    Reclaim plans are recorded on the claim; the workloads layer preempts the victims. The head of each
+    queue that waits gets a reservation (its expected start, apps/tenancy/reservations.py), written on its
+    claim; `reserve=False` keeps strict order instead (the benchmark's comparison).
     """
-    from apps.tenancy.snapshot import build_snapshot, pending_requests
+    from apps.tenancy.snapshot import build_snapshot, pending_claims
 
     now = timezone.now()
     with transaction.atomic():
@@ -113,45 +184,9 @@ def run_admission_pass() -> dict:
         before = {pk: dict(h.borrowed_from) for pk, h in snapshot.held.items()}
         for queue, model in {(h.queue, h.model) for h in snapshot.held.values() if h.borrowed_from}:
             rebalance(snapshot, queue, model)
-        pending = pending_requests(tier_map)
-        results = admission_pass(snapshot, pending, now)
-
-        rows = {
-            a.pk: a
-            for a in Admission.objects.filter(
-                pk__in=[r.id for r, _result in results]
-                + [pk for pk, h in snapshot.held.items() if before.get(pk) != h.borrowed_from and pk in before]
-            ).only("id", "state", "decision", "reason", "borrowed_from", "reclaim_plan", "admitted_at")
-        }
-        changed: list[Admission] = []
-        admitted = 0
-        for request, result in results:
-            row = rows[request.id]
-            reason = result.reason[:500]
-            plan = [list(p) for p in result.reclaim]
-            if result.admitted:
-                row.state, row.admitted_at = AdmissionState.ADMITTED, now
-                row.borrowed_from = {str(k): v for k, v in result.borrow.items()}
-                admitted += 1
-            elif result.decision == Decision.REJECT:
-                row.state = AdmissionState.REJECTED
-            if row.state != AdmissionState.PENDING or (row.decision, row.reason, row.reclaim_plan) != (
-                result.decision.value,
-                reason,
-                plan,
-            ):
-                row.decision, row.reason, row.reclaim_plan = result.decision, reason, plan
-                changed.append(row)
-        for pk, held in snapshot.held.items():
-            if pk in before and before[pk] != held.borrowed_from and pk in rows:
-                rows[pk].borrowed_from = {str(k): v for k, v in held.borrowed_from.items()}
-                changed.append(rows[pk])
-        if changed:
-            bulk_update_fast(
-                Admission,
-                list({row.pk: row for row in changed}.values()),
-                ["state", "decision", "reason", "borrowed_from", "reclaim_plan", "admitted_at"],
-            )
+        pending, stored = pending_claims(tier_map)
+        results = admission_pass(snapshot, pending, now, reserve=reserve)
+        changed, admitted = _write_back(snapshot, results, stored, before, now)
         if admitted:
             record_event(
                 None,
@@ -160,4 +195,73 @@ def run_admission_pass() -> dict:
                 target_label=f"{admitted} admitted",
                 after={"admitted": admitted, "pending": len(results) - admitted},
             )
-    return {"pending": len(results), "admitted": admitted, "updated": len(changed)}
+    return {"pending": len(results), "admitted": admitted, "updated": changed}
+
+
+_PASS_FIELDS = [
+    "state",
+    "decision",
+    "reason",
+    "borrowed_from",
+    "reclaim_plan",
+    "admitted_at",
+    "ends_at",
+    "reserved_units",
+    "expected_start",
+    "holds_cluster",
+]
+
+
+def _write_back(snapshot: Snapshot, results: list, stored: dict, before: dict, now) -> tuple[int, int]:
+    """The pass's outcome onto the claims it changed, in bulk statements; returns (rows written, admitted).
+
+    Only what changed is written: the pass read what each pending claim held (`stored`), so no row is loaded."""
+    rows: list[Admission] = []
+    admitted = 0
+    for request, result in results:
+        reason = result.reason[:500]
+        plan = [list(p) for p in result.reclaim]
+        reservation = result.reservation
+        reserved = (
+            (reservation.units, reservation.start, reservation.holds_cluster) if reservation else (0, None, False)
+        )
+        state, admitted_at, ends_at, borrowed = AdmissionState.PENDING, None, None, {}
+        if result.admitted:
+            state, admitted_at = AdmissionState.ADMITTED, now
+            borrowed = {str(k): v for k, v in result.borrow.items()}
+            ends_at = now + timedelta(seconds=request.max_runtime_s) if request.max_runtime_s else None
+            admitted += 1
+        elif result.decision == Decision.REJECT:
+            state = AdmissionState.REJECTED
+        if state == AdmissionState.PENDING and stored.get(request.id) == (
+            result.decision.value,
+            reason,
+            plan,
+            reserved,
+        ):
+            continue
+        units, start, holds = reserved
+        rows.append(
+            Admission(
+                pk=request.id,
+                state=state,
+                decision=result.decision.value,
+                reason=reason,
+                borrowed_from=borrowed,
+                reclaim_plan=plan,
+                admitted_at=admitted_at,
+                ends_at=ends_at,
+                reserved_units=units,
+                expected_start=start,
+                holds_cluster=holds,
+            )
+        )
+    bulk_update_fast(Admission, rows, _PASS_FIELDS)
+    # Admitted claims whose borrowing moved onto their own queue's freed guarantee (rebalance).
+    moved = [
+        Admission(pk=pk, borrowed_from={str(k): v for k, v in held.borrowed_from.items()})
+        for pk, held in snapshot.held.items()
+        if pk in before and before[pk] != held.borrowed_from
+    ]
+    bulk_update_fast(Admission, moved, ["borrowed_from"])
+    return len(rows) + len(moved), admitted

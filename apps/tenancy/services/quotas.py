@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 
@@ -14,6 +15,7 @@ from apps.accounts.models import Tenant
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
+from apps.backends.shares import SHARE_UNITS, format_share, gpus_number
 from apps.core import refcache
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 from apps.fleet.models import Cluster, GpuModel
@@ -239,8 +241,18 @@ def impact_summary(impact: Impact) -> dict:
     names = dict(Admission.objects.filter(pk__in=[h for h, _gpus in impact.preempt]).values_list("pk", "name"))
     queues = {q.pk: str(q) for q in Queue.objects.filter(pk__in=impact.lose_borrowed).select_related("tenant")}
     return {
-        "preempt": [{"admission": h, "name": names.get(h, str(h)), "gpus": g} for h, g in impact.preempt],
-        "lose_borrowed": [{"queue": queues.get(q, str(q)), "gpus": n} for q, n in impact.lose_borrowed.items()],
+        "preempt": [
+            {
+                "admission": h,
+                "name": names.get(h, str(h)),
+                "gpus": gpus_number(g),
+                "gpus_text": format_share(g, SHARE_UNITS),
+            }
+            for h, g in impact.preempt
+        ],
+        "lose_borrowed": [
+            {"queue": queues.get(q, str(q)), "gpus": gpus_number(n)} for q, n in impact.lose_borrowed.items()
+        ],
         "notes": impact.notes,
         "text": describe_impact(impact, names, queues),
     }
@@ -258,14 +270,15 @@ def describe_impact(impact: Impact, names: dict, queues: dict) -> str:
             )
             % {"count": len(impact.preempt), "jobs": jobs}
         )
-    for queue, n in impact.lose_borrowed.items():
+    for queue, units in impact.lose_borrowed.items():
+        n = gpus_number(units)
         parts.append(
             ngettext(
                 "%(queue)s would lose %(count)s borrowed GPU",
                 "%(queue)s would lose %(count)s borrowed GPUs",
-                n,
+                math.ceil(n),
             )
-            % {"queue": queues.get(queue, queue), "count": n}
+            % {"queue": queues.get(queue, queue), "count": format_share(units, SHARE_UNITS)}
         )
     return "; ".join(parts) or _("nothing running is affected")
 

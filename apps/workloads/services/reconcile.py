@@ -45,6 +45,21 @@ def dispatch_admitted() -> int:
     return count
 
 
+def refresh_pending_reasons() -> int:
+    """Pending workloads show why they wait as their claim says now (the admission pass rewrites it: a reservation
+    and its expected start, or what it waits behind), in one statement."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE workloads_workload SET state_reason = a.reason FROM tenancy_admission a "
+            "WHERE workloads_workload.admission_id = a.id AND workloads_workload.state = %s AND a.state = %s "
+            "AND workloads_workload.state_reason <> a.reason",
+            [WorkloadState.PENDING, AdmissionState.PENDING],
+        )
+        return cursor.rowcount
+
+
 def carry_out_reclaims() -> int:
     """Preempt the victims of reclaim plans the admission pass recorded (not online-inference: never planned)."""
     from apps.tenancy.models import Admission
@@ -166,6 +181,7 @@ def tick() -> dict:
     return {
         "orphans": orphans,
         "admission": admission,
+        "reasons": refresh_pending_reasons(),
         "dispatched": dispatch_admitted(),
         "reclaimed": carry_out_reclaims(),
         "outbox": drain_outbox(),

@@ -82,9 +82,12 @@ def requeue_workload(actor, workload: Workload, *, cause: str, reason: str) -> W
             name=f"{CLAIM_PREFIX}{locked}",
             queue=locked.queue,
             gpu_model=locked.gpu_model,
-            gpus=max(math.ceil(locked.gpus), 1),
+            # The same exact share as the run before (a 1/7 MIG slice stays 1/7 of a GPU of quota), on its cluster.
+            gpus=locked.admission.gpus if locked.admission_id else max(math.ceil(locked.gpus), 1),
             tier=locked.tier,
             user=locked.created_by.get_username() if locked.created_by else "",
+            clusters=[locked.cluster],
+            max_runtime_s=(locked.spec or {}).get("max_runtime_s"),
         )
         locked.requeues += 1
         locked.admission = claim

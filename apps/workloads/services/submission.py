@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
+from fractions import Fraction
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -21,6 +21,7 @@ from apps.audit.services import audit_row, record_event, snapshot
 from apps.backends.base import BackendError
 from apps.backends.registry import get_backend
 from apps.backends.render.errors import RenderError
+from apps.backends.shares import SHARE_UNITS
 from apps.core.errors import Conflict, InvalidInput, NotFound
 from apps.core.inserts import insert_row, insert_rows
 from apps.core.joined import fetch_joined
@@ -98,26 +99,31 @@ def submit_workload(
             _("Queue %(queue)s is not bound to any cluster yet; ask a platform admin.") % {"queue": queue},
             {"queue": _("Not bound to a cluster.")},
         )
-    picked = context.pick_cluster()
-    if picked is None:
-        raise InvalidInput(
-            _("No cluster bound to %(queue)s has %(name)s nodes.") % {"queue": queue, "name": model.name},
-            {"gpu_model": _("Not on the queue's clusters.")},
-        )
-    cluster, gpus_per_node = picked
-    if gpus_per_node != 8:
-        parsed = parse(kind, spec, gpus_per_node, known)  # gang checks against this cluster's node size
+    candidates = _candidates(context, parsed, queue, model)
+    viable, refusal = [], None
+    by_size = {8: parsed}
+    for cluster, gpus_per_node in candidates:
+        if gpus_per_node not in by_size:  # gang checks against this cluster's node size
+            by_size[gpus_per_node] = parse(kind, spec, gpus_per_node, known)
+        try:
+            probe = _probe(kind, by_size[gpus_per_node], cluster, tenant, queue, tier, model, context.next_id)
+            refuse_what_the_cluster_cannot_run(probe, by_size[gpus_per_node])
+        except InvalidInput as exc:
+            refusal = refusal or exc
+            continue
+        viable.append((cluster, by_size[gpus_per_node]))
+    if not viable:
+        raise refusal
     try:
         return _decide_and_store(
             actor,
             kind=kind,
-            parsed=parsed,
+            viable=viable,
             digest=digest,
             idempotency_key=idempotency_key,
             template=template,
             tenant=tenant,
             queue=queue,
-            cluster=cluster,
             model=model,
             tier=tier,
             ids=(context.claim_id, context.next_id),
@@ -131,10 +137,48 @@ def submit_workload(
         return _replay(existing_id, digest)
 
 
+def _candidates(context, parsed, queue, model) -> list:
+    """The clusters the workload may go to: the one its spec names (which must be one of its queue's), or every
+    cluster bound to the queue with nodes of its GPU model."""
+    named = parsed.cluster
+    if named and named not in context.bound_names:
+        raise InvalidInput(
+            _("Queue %(queue)s is not bound to cluster %(cluster)s; its clusters: %(clusters)s.")
+            % {"queue": queue, "cluster": named, "clusters": ", ".join(sorted(context.bound_names))},
+            {"cluster": _("Not one of the queue's clusters.")},
+        )
+    candidates = context.candidates(named)
+    if not candidates:
+        where = named or queue
+        raise InvalidInput(
+            _("No cluster bound to %(queue)s has %(name)s nodes.") % {"queue": where, "name": model.name}
+            if not named
+            else _("Cluster %(cluster)s has no %(name)s nodes.") % {"cluster": where, "name": model.name},
+            {"cluster" if named else "gpu_model": _("Not on the queue's clusters.")},
+        )
+    return candidates
+
+
+def _probe(kind, parsed, cluster, tenant, queue, tier, model, pk) -> Workload:
+    """A workload as it would be stored on `cluster`, to render it there before anything is stored."""
+    return Workload(
+        kind=kind,
+        name=parsed.name,
+        tenant=tenant,
+        queue=queue,
+        tier=tier,
+        cluster=cluster,
+        gpu_model=model,
+        spec=parsed.to_dict(),
+        pk=pk,
+    )
+
+
 def _decide_and_store(
-    actor, *, kind, parsed, digest, idempotency_key, template, tenant, queue, cluster, model, tier, ids
+    actor, *, kind, viable, digest, idempotency_key, template, tenant, queue, model, tier, ids
 ) -> tuple[Workload, bool]:
     claim_id, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
+    cluster, parsed = viable[0]
     # Built before the transaction: the admission lock is held from the decision to the commit, and
     # what does not depend on the decision need not be built while every other submission waits.
     workload = Workload(
@@ -153,7 +197,6 @@ def _decide_and_store(
         created_by=actor if actor.pk else None,
         pk=workload_id,
     )
-    refuse_what_the_cluster_cannot_run(workload, parsed)
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
     # outbox row, its event and its audit event commit with it, or nothing does.
     with transaction.atomic():
@@ -161,10 +204,16 @@ def _decide_and_store(
             name=f"{CLAIM_PREFIX}{tenant.slug}/{parsed.name}",
             queue=queue,
             gpu_model=model,
-            gpus=max(math.ceil(parsed.total_gpus), 1),  # quota counts everything it holds, as Kueue does
+            # The exact share (a 1/7 MIG slice is 1/7 of a GPU of quota): what chargeback meters too.
+            gpus=Fraction(parsed.total_units, SHARE_UNITS),
             tier=tier,
             user=actor.get_username(),
+            clusters=[c for c, _parsed in viable],
+            max_runtime_s=parsed.max_runtime_s,
         )
+        if claim.cluster is not None and claim.cluster.pk != cluster.pk:  # placement chose another cluster
+            cluster, parsed = next((c, p) for c, p in viable if c.pk == claim.cluster.pk)
+            workload.cluster, workload.spec = cluster, parsed.to_dict()
         claim.pk = claim_id
         if claim.pk is None:
             insert_row(claim)

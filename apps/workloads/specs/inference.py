@@ -117,6 +117,7 @@ def parse_inference(
         secret_env=common["secret_env"],  # type: ignore[arg-type]
         max_runtime_s=max_runtime,
         gpus_per_node=gpus_per_node,
+        cluster=common["cluster"],
     )
 
 

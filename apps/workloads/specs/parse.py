@@ -26,6 +26,7 @@ _COMMON = (
     "memory_gib",
     "max_runtime_s",
     "tolerations",
+    "cluster",
 )
 _TRAINING_FIELDS = (
     *_COMMON,
@@ -119,12 +120,15 @@ def _parse_common(reader: Reader, errors: Errors, kind: str, catalog: dict[str, 
         "cpu": reader.integer("cpu", None, lo=1, hi=1024, nullable=True),
         "memory_gib": reader.integer("memory_gib", None, lo=1, hi=16_384, nullable=True),
         "tolerations": parse_tolerations(reader, errors),
+        "cluster": reader.string("cluster", "") or "",
     }
     out["secret_env"] = parse_secret_env(reader, errors, out["env"])
     check_dns_label(errors, "name", out["name"])
     check_dns_label(errors, "tenant", out["tenant"], N_("tenant slug"))
     check_dns_label(errors, "queue", out["queue"], N_("queue name"))
     check_dns_label(errors, "tier", out["tier"], N_("tier name"))
+    if out["cluster"]:
+        check_dns_label(errors, "cluster", out["cluster"], N_("cluster name"))
     model = out["gpu_model"]
     if model is not None and model not in catalog:
         known = ", ".join(sorted(catalog)) or N_("none")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from apps.backends.render.spec import Elastic, GpuSharing, TrainingJobSpec, Volume
+from apps.backends.shares import hami_share, mig_share, time_slice_share, to_units
 from apps.backends.types import Sharing, Topology
 from apps.core.text import N_
 from apps.workloads.specs.checks import check_volume, image_error, mig_per_gpu, mig_profiles, path_error
@@ -12,7 +15,6 @@ from apps.workloads.specs.model import (
     MAX_RUNTIME_S,
     MAX_VOLUMES,
     MAX_WORKERS,
-    MIG_COMPUTE_SLICES,
     SHARING_MODES,
     TOPOLOGIES,
 )
@@ -51,7 +53,7 @@ def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], mod
             errors.add(
                 f"sharing.{key}", N_("applies to %(applies)s sharing, not %(mode)r", applies=_mode_of(key), mode=mode)
             )
-    fraction = 1.0
+    share = Fraction(1)
     if mode == Sharing.MIG:
         profiles = mig_profiles(entry) if entry else {}
         if entry is not None and not profiles:
@@ -76,7 +78,7 @@ def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], mod
             )
             return None
         if entry is not None:
-            fraction = profiles[mig_profile][0] / MIG_COMPUTE_SLICES
+            share = mig_share(entry.get("mig_profiles"), mig_profile)
     elif mode == Sharing.TIME_SLICE:
         if replicas is None:
             if "replicas" not in sub.data:
@@ -85,7 +87,7 @@ def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], mod
                     N_("required with time-slice sharing: the replicas per GPU of the node pool (2-64)"),
                 )
             return None
-        fraction = 1 / replicas
+        share = time_slice_share(replicas)
     elif mode == Sharing.HAMI:
         for key, value in (("gpumem_mib", gpumem), ("gpucores", gpucores)):
             if value is None and key not in sub.data:
@@ -107,8 +109,9 @@ def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], mod
                 ),
             )
             return None
-        fraction = max(gpucores / 100, gpumem / memory if memory else 0.0)
-    return GpuSharing(mode, mig_profile or "", replicas, gpumem, gpucores, round(fraction, 6))
+        share = hami_share(memory, gpumem, gpucores)
+    # One definition of the share (apps/backends/shares.py): what quota, admission and chargeback count.
+    return GpuSharing(mode, mig_profile or "", replicas, gpumem, gpucores, round(float(share), 6), to_units(share))
 
 
 def _mode_of(key: str) -> str:
@@ -222,6 +225,7 @@ def parse_training(
         memory_gib=common["memory_gib"],
         tolerations=common["tolerations"],  # type: ignore[arg-type]
         secret_env=common["secret_env"],  # type: ignore[arg-type]
+        cluster=common["cluster"],
     )
 
 
