@@ -226,14 +226,6 @@ def capacity_by_cluster(model: str | None = None) -> dict[tuple[int, str], tuple
     return out
 
 
-def free_capacity(model: str | None = None) -> dict[str, float]:
-    """Free whole GPUs per model code over every cluster (for pages and reports that show the fleet's)."""
-    free: dict[str, float] = defaultdict(float)
-    for (_cluster, code), (units, _total) in capacity_by_cluster(model).items():
-        free[code] += units / UNIT
-    return dict(free)
-
-
 _PENDING_FIELDS = (
     "id",
     "queue_id",
