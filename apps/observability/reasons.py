@@ -21,7 +21,7 @@ CATEGORIES = (QUOTA, CAPACITY, FRAGMENTATION, BACKEND, POLICY, OTHER)
 _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (BACKEND, ("retry", "unreachable", "backend", "connection", "timed out")),
     (POLICY, ("per-user cap", "never borrows", "budget", "policy")),
-    (CAPACITY, ("capacity:",)),
+    (CAPACITY, ("capacity:", "are reserved for")),  # a cluster's GPUs held for another queue's reservation
     (FRAGMENTATION, ("largest fit", "no node", "nodes in this cluster", "nodes with nvlink")),
     (QUOTA, ("guarantee", "lent", "borrow", "quota", "waiting behind", "reclaim")),
 )

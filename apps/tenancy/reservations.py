@@ -85,7 +85,7 @@ class Reservation:
     cluster: int | None
     units: int
     start: datetime | None  # None: not known (waits for work without a runtime limit)
-    entitled: bool = False  # the head fits its queue's guarantee: other queues' guaranteed work respects it too
+    entitled: bool = False  # the head fits its queue's guarantee: it counts on nothing it would borrow
     spare_queue: float = 0
     spare_cluster: float = 0
     holds_cluster: bool = False  # the first head on its cluster and model: it holds the cluster's capacity too

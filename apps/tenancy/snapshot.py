@@ -15,7 +15,7 @@ from django.db.models import Q, Sum
 from apps.backends.shares import SHARE_UNITS
 from apps.core.refcache import cached
 from apps.fleet.models import Cluster, Node, NodeState
-from apps.tenancy.admission import POOL, UNLIMITED, Held, QuotaState, Request, Snapshot, Tier
+from apps.tenancy.admission import AT_USER_CAP, POOL, UNLIMITED, Held, QuotaState, Request, Snapshot, Tier
 from apps.tenancy.models import Admission, AdmissionState, PriorityTier, QueueBinding, Quota
 from apps.tenancy.reservations import Reservation
 
@@ -226,14 +226,6 @@ def capacity_by_cluster(model: str | None = None) -> dict[tuple[int, str], tuple
     return out
 
 
-def free_capacity(model: str | None = None) -> dict[str, float]:
-    """Free whole GPUs per model code over every cluster (for pages and reports that show the fleet's)."""
-    free: dict[str, float] = defaultdict(float)
-    for (_cluster, code), (units, _total) in capacity_by_cluster(model).items():
-        free[code] += units / UNIT
-    return dict(free)
-
-
 _PENDING_FIELDS = (
     "id",
     "queue_id",
@@ -404,6 +396,7 @@ def _load_queue_reservation(snapshot: Snapshot, model: str, queue: int, tier_val
         Admission.objects.filter(
             state=AdmissionState.PENDING, queue_id=queue, gpu_model__code=model, tier__value__gte=tier_value
         )
+        .exclude(reason__startswith=AT_USER_CAP.split("%", 1)[0])  # waits for its own user's work: holds nothing
         .order_by("-reserved_units", "submitted_at", "id")
         .values_list("id", "name", "gpu_units", "reserved_units", "expected_start", "cluster_id")
         .first()
