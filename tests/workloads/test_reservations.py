@@ -4,7 +4,9 @@ waiting 32-GPU gang beyond the end of the jobs already running.
 The console's clock and the simulated cluster's (real time + its offset, here 0) are both `timezone.now`, moved
 forward by the test; every 10 minutes the console's loop runs once (admission pass, dispatch, outbox,
 reconcile: apps/workloads/services/reconcile.tick) and the inventory is synced, as beat does. The simulator runs
-each job for its max_runtime_s (its runtime limit), and places a gang only on whole free nodes.
+every job to its max_runtime_s here (the worst case for the gang: by default it draws each run's length, up to
+the limit, from the job's backend name, which carries the workload's id and so differs from one test run to the
+next), and places a gang only on whole free nodes.
 
 On the code before issue 19 the gang waits forever: each 8-GPU job submitted while it waits is admitted into the
 GPUs the gang needs as soon as they free up (the submission's decision ignored the waiting gang).
@@ -16,6 +18,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.backends.simulator import engine
+from apps.backends.simulator.specs import RunPlan
 from apps.fleet.models import GpuModel
 from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.tenancy import services as tenancy
@@ -45,7 +49,13 @@ def clock(monkeypatch):
 
 
 @pytest.fixture
-def sim(personas, clock):
+def full_runs(monkeypatch):
+    """Every simulated run lasts exactly its runtime limit, whatever its name draws."""
+    monkeypatch.setattr(engine, "run_plan", lambda seed, spec: RunPlan(spec.max_runtime_s, None, spec.max_runtime_s))
+
+
+@pytest.fixture
+def sim(personas, clock, full_runs):
     """Five nodes of 8 H100 (40 GPUs); tenant A's queue "train" guarantees all 40 on it."""
     admin = fresh(personas.platform_admin)
     cluster = create_simulated_cluster(
@@ -124,9 +134,12 @@ def test_a_stream_of_8_gpu_jobs_never_delays_a_waiting_32_gpu_gang(
     assert started <= start + timedelta(hours=3, minutes=10), started  # the loop's 10-minute step
     assert started < start + timedelta(hours=4)  # "beyond the end of the jobs already running"
     # Stream jobs that end before the gang's start ran in front of it (backfill); the others waited.
+    reserved_start = start + timedelta(hours=3)
     in_front = Workload.objects.filter(pk__in=[w.pk for w in stream], started_at__lt=started)
     assert in_front.count() >= 2
-    assert all(w.started_at + timedelta(minutes=90) <= started + timedelta(minutes=10) for w in in_front)
+    assert all(w.started_at + timedelta(minutes=90) <= reserved_start for w in in_front), [
+        (w.name, w.started_at) for w in in_front
+    ]
     assert "waiting behind gang, which holds a reservation from 2026-12-01 11:00 UTC" in {
         r.replace("workload:a/", "") for r in held_back
     }, held_back
