@@ -313,12 +313,12 @@ _ONE_QUEUE_SQL = (
     "WHERE a.state = 'pending' AND a.queue_id = q.id AND a.gpu_model_id = m.id AND pt.value >= %s), "
     "(SELECT COUNT(*) FROM tenancy_admission a WHERE a.state = 'pending' AND a.expected_start IS NOT NULL "
     "AND a.gpu_model_id = m.id AND a.holds_cluster) "
+    # The queue's and the model's names come back without a quota row too: a refusal names them.
     "FROM (SELECT 1 AS one) o "
-    "LEFT JOIN tenancy_quota qu ON qu.queue_id = %s "
-    "AND qu.gpu_model_id = (SELECT id FROM fleet_gpumodel WHERE code = %s) "
-    "LEFT JOIN tenancy_queue q ON q.id = qu.queue_id "
+    "LEFT JOIN tenancy_queue q ON q.id = %s "
     "LEFT JOIN tenancy_tenant t ON t.id = q.tenant_id "
-    "LEFT JOIN fleet_gpumodel m ON m.id = qu.gpu_model_id"
+    "LEFT JOIN fleet_gpumodel m ON m.code = %s "
+    "LEFT JOIN tenancy_quota qu ON qu.queue_id = q.id AND qu.gpu_model_id = m.id"
 )
 # Units a claim borrowed from the queue (its `borrowed_from` maps lender queue ids to units), per database.
 _LENT_FROM = {
@@ -358,14 +358,16 @@ def _load_one_queue(
             cursor.fetchone()
         )
     snapshot._loaded_queues.add(queue)
+    if qname is not None:
+        snapshot.names[queue] = f"{slug}/{qname}"
+    if model_name is not None:
+        snapshot.model_names[model] = model_name
     if g is None:  # no quota row: the queue holds no guarantee of this model
         return reclaims
     snapshot.quotas[(queue, model)] = _quota_state(
         queue, model, g, borrow, lend, weight, per_user, used=int(used or 0), lent=int(lent or 0)
     )
     snapshot.paths[queue] = path
-    snapshot.names[queue] = f"{slug}/{qname}"
-    snapshot.model_names[model] = model_name
     if per_user is not None:
         for user, n in (
             Admission.objects.filter(state=AdmissionState.ADMITTED, gpu_model__code=model, queue_id=queue)

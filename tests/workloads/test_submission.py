@@ -282,3 +282,14 @@ def test_the_submission_response_is_the_serializers_short_form(fleet, personas):
         assert as_json(short_form(workload)) == as_json(WorkloadSerializer(workload).data)
         states.append(workload.state)
     assert states == ["admitted", "pending", "rejected", "admitted"]
+
+
+def test_a_model_outside_the_queues_quota_is_refused_by_name(fleet, personas, api, django_capture_on_commit_callbacks):
+    """The queue holds H100 quota only: an A100 request is refused, naming the queue and the model (not ids)."""
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(api, personas.member_a, training_spec(gpu_model="a100"), key="a100")
+    body = json.dumps(response.json())
+    # Admission refuses it (recorded, as every admission decision is): the workload ends rejected.
+    assert response.status_code == 201 and response.json()["state"] == "rejected", body
+    assert response.json()["state_reason"] == "GPU model A100-SXM4-80GB is not in queue a/train's quota", body
+    assert f"queue {fleet['queue'].pk}'s" not in body
