@@ -21,6 +21,9 @@ BACKEND_FORGOT = gettext_noop("the backend no longer knows this workload")
 # whatever the backend calls it; %(detail)s is the backend's own words.
 RUNTIME_LIMIT_REACHED = gettext_noop("runtime limit reached (max_runtime_s %(max_runtime)s): %(detail)s")
 RUNTIME_LIMIT_PREFIX = RUNTIME_LIMIT_REACHED.partition(" (")[0]  # how a stored reason is recognised: stored in English
+# The detail when the console itself stopped a run its backend let go on past the limit (a Volcano Job restarts a
+# pod its activeDeadlineSeconds failed; a Deployment has no deadline at all).
+STOPPED_BY_CONSOLE = gettext_noop("still running %(seconds)s s after its start; the console stopped it")
 # events
 SUBMITTED = gettext_noop("submitted by %(user)s; admission: %(decision)s: %(reason)s")
 SUBMITTED_TO = gettext_noop("submitted to %(cluster)s as %(backend_id)s: %(backend_state)s")
@@ -40,6 +43,7 @@ STORED_TEMPLATES = (
     BACKEND_REFUSED,
     BACKEND_FORGOT,
     RUNTIME_LIMIT_REACHED,
+    STOPPED_BY_CONSOLE,
     SUBMITTED,
     SUBMITTED_TO,
     SUBMITTED_TO_WHY,

@@ -64,3 +64,23 @@ def test_a_run_that_overruns_its_limit_fails_with_the_runtime_limit_as_its_reaso
     # Its limit ended the run: a GPU fault found afterwards does not send it back to its queue.
     assert requeue_workload(fresh(personas.oncall), workload, cause=FAULT, reason="XID 79") is None
     assert not AuditEvent.objects.filter(action="workload.requeue").exists()
+
+
+def test_a_run_counts_its_limit_from_its_latest_admission(fleet, personas, django_capture_on_commit_callbacks):
+    """The console's own stop (reconcile.overdue_by) counts from the run's start, or from its latest admission when
+    that is later (a preempted run keeps its first start and starts again once admitted)."""
+    from django.utils import timezone
+
+    from apps.workloads.services.reconcile import RUNTIME_GRACE, overdue_by
+
+    workload = running(personas, django_capture_on_commit_callbacks, max_runtime_s=3600)
+    now = timezone.now()
+    workload.started_at = now - timedelta(hours=2)
+    workload.admission.admitted_at = now - timedelta(hours=2)
+    assert overdue_by(workload, now) == timedelta(hours=2)
+    workload.admission.admitted_at = now - timedelta(minutes=10)
+    assert overdue_by(workload, now) is None
+    workload.admission.admitted_at = now - timedelta(seconds=3600) - RUNTIME_GRACE
+    assert overdue_by(workload, now) == timedelta(seconds=3600) + RUNTIME_GRACE
+    workload.spec = {**workload.spec, "max_runtime_s": None}
+    assert overdue_by(workload, now) is None

@@ -109,7 +109,10 @@ def process_outbox_entry(entry_id: int) -> str:
             return "submitted"
         # cancel / preempt
         with contextlib.suppress(NotFoundError):  # never reached the backend, or already gone: nothing to stop
-            backend.cancel(workload.backend_name)
+            # The run the entry was written for (a stop after the runtime limit may outlive a requeue).
+            backend.cancel(workload.backend_name if entry.run == workload.requeues else workload.run_name(entry.run))
+        if workload.state in WorkloadState.terminal():  # already ended here (past its runtime limit): stop only
+            return _finish_entry(entry, "stopped")
         with transaction.atomic():
             final = WorkloadState.PREEMPTED if entry.action == OutboxAction.PREEMPT else WorkloadState.CANCELLED
             set_state(workload, final, workload.state_reason)

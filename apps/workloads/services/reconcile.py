@@ -24,6 +24,11 @@ logger = logging.getLogger(__name__)
 
 CLUSTER_EVENT = "cluster"  # a workload event the backend reported (scheduler, kubelet, controller)
 ORPHAN_AFTER = timedelta(minutes=5)
+# A run still going this long after its max_runtime_s is stopped by the console. Backends enforce the limit
+# themselves (activeDeadlineSeconds, sbatch --time, the simulator) and say so first; this catches what they let
+# go on: a Volcano Job whose restart policy starts again a pod its deadline failed, a Deployment or a
+# LeaderWorkerSet (no deadline at all). Slurm needs up to KillWait (30 s) plus its periodic check to end a job.
+RUNTIME_GRACE = timedelta(seconds=120)
 
 
 def dispatch_admitted() -> int:
@@ -96,6 +101,7 @@ def reconcile_workloads() -> int:
         .select_related("cluster", "admission")
     ):
         by_cluster[workload.cluster_id].append(workload)
+    now = timezone.now()
     for workloads in by_cluster.values():
         cluster = workloads[0].cluster
         # Only the backend knows a run whose own submission is done: a requeued workload's first run was
@@ -122,6 +128,11 @@ def reconcile_workloads() -> int:
             else:
                 new_state = map_state(status.state, workload.state)
                 reason = backend_reason(status.state, status.reason, workload)
+            overdue = None if new_state in WorkloadState.terminal() else overdue_by(workload, now)
+            if overdue is not None:
+                new_state = WorkloadState.FAILED
+                detail = reasons.STOPPED_BY_CONSOLE % {"seconds": int(overdue.total_seconds())}
+                reason = backend_reason(BackendState.TIMED_OUT, detail, workload)
             placements = [{"node": p.node, "gpus": p.gpu_indexes} for p in status.placements]
             if not placements and new_state in WorkloadState.terminal():
                 placements = workload.placements  # where it last ran: a hardware incident looks for it here
@@ -130,8 +141,27 @@ def reconcile_workloads() -> int:
             if new_state != workload.state or placements != workload.placements or reason_changed:
                 with transaction.atomic():
                     set_state(workload, new_state, reason, placements=placements)
+                    if overdue is not None:  # the backend would go on: the outbox stops its run
+                        enqueue(workload, OutboxAction.CANCEL)
                 changed += 1
     return changed
+
+
+def overdue_by(workload: Workload, now) -> timedelta | None:
+    """How long `workload`'s current run has been going, if that is past its max_runtime_s plus RUNTIME_GRACE.
+
+    The run started when the console first saw it running, or when it was last admitted if that is later (a
+    preempted run keeps its first start, and starts again once admitted).
+    """
+    limit = (workload.spec or {}).get("max_runtime_s")
+    start = workload.started_at
+    if not limit or start is None:
+        return None
+    admission = workload.admission if workload.admission_id else None
+    if admission is not None and admission.admitted_at and admission.admitted_at > start:
+        start = admission.admitted_at
+    ran = now - start
+    return ran if ran >= timedelta(seconds=limit) + RUNTIME_GRACE else None
 
 
 def _record_cluster_events(workloads: list[Workload], statuses: dict) -> None:

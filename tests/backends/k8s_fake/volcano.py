@@ -1,8 +1,9 @@
 """Volcano: admission webhooks, the Job and PodGroup controllers, and the scheduler's enqueue and allocate actions
 with the gang, capacity and network-topology plugins.
 
-- Webhooks (https://volcano.sh/en/docs/vcjob/, pkg/webhooks/admission/jobs/validate/admit_job.go): a Job is
-  defaulted (queue `default`, schedulerName `volcano`, minAvailable = all replicas) and refused unless its queue
+- Webhooks (https://volcano.sh/en/docs/vcjob/, pkg/webhooks/admission/jobs/validate/admit_job.go and
+  mutate/mutate_job.go): a Job is defaulted (queue `default`, schedulerName `volcano`, minAvailable = all replicas,
+  maxRetry 3 when it is unset or 0) and refused unless its queue
   exists, is `Open`, is not `root` and has no child queues; a pod for the volcano scheduler outside a Job is refused
   when the queue in its `scheduling.volcano.sh/queue-name` annotation (default `default`) is missing or closed.
 - Controllers: each Job gets a PodGroup (minMember = minAvailable, minTaskMember, queue, priorityClassName,
@@ -23,7 +24,16 @@ with the gang, capacity and network-topology plugins.
   is at most `highestTierAllowed` (https://volcano.sh/en/docs/network_topology_aware_scheduling/); HyperNode
   members select nodes by exactMatch, regexMatch or labelMatch, or name HyperNodes of the tier below.
 
-Simplified: no preempt / reclaim actions, no proportion or overcommit plugins, no task policies or retries; scores
+- Lifecycle policies (https://volcano.sh/en/docs/vcjob/ "policies" and "maxRetry"; the job controller's
+  pkg/controllers/job/job_controller_util.go applyPolicies, state/running.go and state/restarting.go): a pod that
+  fails raises PodFailed (PodEvicted when the kubelet evicted it), matched against the task's policies, then the
+  Job's (`event`, `events` or `*`). RestartJob kills every pod, counts a retry and moves the Job to Restarting;
+  there, once retryCount reaches maxRetry (default 3) the Job is Failed (the last retry keeps its finished pods),
+  otherwise it goes back to Pending and its pods are created anew (a new pod's activeDeadlineSeconds counts from
+  its own start). RestartPod deletes the failed pod, which is created again. AbortJob moves the Job to Aborted,
+  TerminateJob to Terminated, CompleteJob to Completed. Without a matching policy a failed pod stays failed.
+
+Simplified: no preempt / reclaim actions, no proportion or overcommit plugins, no exitCode or timeout policies; scores
 are not modelled (HyperNodes by tier then name, nodes by name); Volcano's vGPU resources (`volcano.sh/vgpu-*`) are
 checked as node-level extended resources, not per device. Without any HyperNode a hard network topology cannot
 be satisfied (the model does not invent a topology from labels).
@@ -105,7 +115,8 @@ class Volcano:
         spec = job.setdefault("spec", {})
         spec.setdefault("queue", "default")
         spec.setdefault("schedulerName", SCHEDULER)
-        spec.setdefault("maxRetry", 3)
+        if not spec.get("maxRetry"):  # the mutating webhook's patchDefaultMaxRetry: 0 counts as unset
+            spec["maxRetry"] = 3
         tasks = spec.get("tasks") or []
         total = 0
         for index, task in enumerate(tasks):
@@ -142,8 +153,80 @@ class Volcano:
         changed |= self._enqueue(now)
         changed |= self._allocate(now)
         changed |= self._podgroup_status(now)
+        changed |= self._policies(now)
         changed |= self._job_status(now)
         return changed
+
+    def _policies(self, now: datetime) -> bool:
+        """The job controller's reaction to failed pods (see the module's docstring), and Restarting's way out."""
+        changed = False
+        jobs = self.plane.resource("batch.volcano.sh", "v1alpha1", "jobs")
+        for job in self.plane.store.all("batch.volcano.sh", "jobs"):
+            status = job.setdefault("status", {})
+            phase = (status.get("state") or {}).get("phase", "")
+            if job["metadata"].get("deletionTimestamp") or phase in TERMINAL_JOB:
+                continue
+            pods = [p for p in self.plane.pods_of(job) if not p["metadata"].get("deletionTimestamp")]
+            if phase == "Restarting":
+                if status.get("retryCount", 0) >= job["spec"].get("maxRetry", 3):
+                    self._set_phase(job, "Failed", now)
+                elif not self.plane.pods_of(job):  # its pods, terminating ones included, are gone
+                    self._set_phase(job, "Pending", now)
+                    pg = self._podgroup(job["metadata"]["namespace"], self._pg_name(job))
+                    if pg is not None:  # the gang is enqueued again before its pods are created
+                        pg["status"] = {"phase": "Pending"}
+                        self.plane.save(self.podgroups, pg)
+                else:
+                    continue
+                self.plane.save(jobs, job)
+                changed = True
+                continue
+            for pod in pods:
+                if pod["status"].get("phase") != "Failed":
+                    continue
+                event = "PodEvicted" if pod["status"].get("reason") == "Evicted" else "PodFailed"
+                action = self._policy_action(job, pod, event)
+                if action is None:
+                    continue
+                if action == "RestartPod":
+                    self.plane.delete(self.plane.pods, pod, now)
+                elif action == "RestartJob":
+                    # At the last retry the finished pods are kept (PodRetainPhaseSoft): the Job ends Failed with them.
+                    last = status.get("retryCount", 0) >= job["spec"].get("maxRetry", 3) - 1
+                    status["retryCount"] = status.get("retryCount", 0) + 1
+                    for each in pods:
+                        if not (last and each["status"].get("phase") in ("Succeeded", "Failed")):
+                            self.plane.delete(self.plane.pods, each, now)
+                    self._set_phase(job, "Restarting", now, f"{event} on pod {pod['metadata']['name']}")
+                    self.plane.save(jobs, job)
+                else:
+                    ended = {"AbortJob": "Aborted", "TerminateJob": "Terminated", "CompleteJob": "Completed"}
+                    if action not in ended:
+                        continue
+                    for each in pods:
+                        if each["status"].get("phase") not in ("Succeeded", "Failed"):
+                            self.plane.delete(self.plane.pods, each, now)
+                    self._set_phase(job, ended[action], now, f"{event} on pod {pod['metadata']['name']}")
+                    self.plane.save(jobs, job)
+                changed = True
+                break  # one action per Job per pass: RestartJob and the endings act on every pod
+        return changed
+
+    @staticmethod
+    def _policy_action(job: dict, pod: dict, event: str) -> str | None:
+        task_name = (pod["metadata"].get("annotations") or {}).get("volcano.sh/task-spec")
+        task = next((t for t in job["spec"].get("tasks") or [] if t.get("name") == task_name), {})
+        for policy in [*(task.get("policies") or []), *(job["spec"].get("policies") or [])]:
+            events = policy.get("events") or ([policy["event"]] if policy.get("event") else [])
+            if event in events or "*" in events:
+                return policy.get("action")
+        return None
+
+    def _set_phase(self, job: dict, phase: str, now: datetime, message: str = "") -> None:
+        state = {"phase": phase, "lastTransitionTime": self.plane.stamp(now)}
+        if message:
+            state["message"] = message
+        job["status"]["state"] = state
 
     def _queue_states(self) -> bool:
         for queue in self.plane.store.all("scheduling.volcano.sh", "queues"):
@@ -163,8 +246,8 @@ class Volcano:
         changed = False
         for job in self.plane.store.all("batch.volcano.sh", "jobs"):
             phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
-            if job["metadata"].get("deletionTimestamp") or phase in TERMINAL_JOB:
-                continue
+            if job["metadata"].get("deletionTimestamp") or phase in TERMINAL_JOB or phase == "Restarting":
+                continue  # a restarting Job's pods are being killed, not created
             ns, spec = job["metadata"]["namespace"], job["spec"]
             pg = self._podgroup(ns, self._pg_name(job))
             if pg is None:
@@ -590,7 +673,7 @@ class Volcano:
         for job in self.plane.store.all("batch.volcano.sh", "jobs"):
             status = job.setdefault("status", {})
             phase = (status.get("state") or {}).get("phase", "")
-            if job["metadata"].get("deletionTimestamp") or phase in TERMINAL_JOB:
+            if job["metadata"].get("deletionTimestamp") or phase in TERMINAL_JOB or phase == "Restarting":
                 continue
             spec = job["spec"]
             total = sum(t.get("replicas", 1) for t in spec.get("tasks") or [])

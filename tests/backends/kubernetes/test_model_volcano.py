@@ -199,3 +199,65 @@ def test_volcano_installs_the_root_and_default_queues(volcano):
     }
     create(volcano, vcjob("anywhere", 1, 1, queue_name="default"))
     assert phase(volcano, "anywhere") == "Running"
+
+
+RESTART_JOB = [{"event": "PodFailed", "action": "RestartJob"}]
+
+
+def test_max_retry_zero_is_defaulted_to_three_by_the_webhook(volcano):
+    create(volcano, vcjob("j", 1, 1, maxRetry=0))
+    assert volcano.get("batch.volcano.sh", "v1alpha1", "jobs", "j", NS)["spec"]["maxRetry"] == 3
+
+
+def test_without_a_policy_a_failed_pod_fails_the_job(volcano):
+    create(volcano, vcjob("j", 1, 8))
+    volcano.crash(NS, "j-worker-0")
+    assert phase(volcano, "j") == "Failed"
+    assert [p["status"]["phase"] for p in pods(volcano, NS, "j")] == ["Failed"]
+
+
+def test_restart_job_runs_the_job_again_until_max_retry(volcano):
+    create(volcano, vcjob("j", 2, 8, maxRetry=2, policies=RESTART_JOB))
+    first = {p["metadata"]["uid"] for p in pods(volcano, NS, "j")}
+    volcano.crash(NS, "j-worker-0")
+    # Every pod is killed (the running one terminates for its grace period) before the gang starts again.
+    assert phase(volcano, "j") == "Restarting"
+    volcano.advance(31)
+    job = volcano.get("batch.volcano.sh", "v1alpha1", "jobs", "j", NS)
+    # Every pod was created anew (a gang restarts whole); one retry counted.
+    assert job["status"]["retryCount"] == 1 and job["status"]["state"]["phase"] == "Running"
+    again = pods(volcano, NS, "j")
+    assert {p["status"]["phase"] for p in again} == {"Running"} and not first & {p["metadata"]["uid"] for p in again}
+    volcano.crash(NS, "j-worker-1")
+    job = volcano.get("batch.volcano.sh", "v1alpha1", "jobs", "j", NS)
+    assert job["status"]["retryCount"] == 2 and job["status"]["state"]["phase"] == "Failed"
+
+
+def test_a_pod_past_its_active_deadline_restarts_the_job_under_restart_job(volcano):
+    """The kubelet fails a pod past activeDeadlineSeconds (reason DeadlineExceeded); RestartJob then runs the job
+    again with new pods, whose deadlines count from their own start: the deadline alone does not end the Job."""
+    job = vcjob("j", 1, 8, maxRetry=3, policies=RESTART_JOB)
+    job["spec"]["tasks"][0]["template"] = pod_template(8, activeDeadlineSeconds=30)
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["command"] = ["sleep", "600"]
+    create(volcano, job)
+    volcano.advance(31)
+    status = volcano.get("batch.volcano.sh", "v1alpha1", "jobs", "j", NS)["status"]
+    assert status["retryCount"] == 1 and status["state"]["phase"] == "Running"
+    volcano.advance(31)
+    volcano.advance(31)
+    assert phase(volcano, "j") == "Failed"  # the third deadline reaches maxRetry
+
+
+def test_restart_pod_replaces_only_the_failed_pod(volcano):
+    create(volcano, vcjob("j", 2, 8, policies=[{"events": ["PodFailed"], "action": "RestartPod"}]))
+    (kept,) = [p["metadata"]["uid"] for p in pods(volcano, NS, "j") if p["metadata"]["name"] == "j-worker-1"]
+    volcano.crash(NS, "j-worker-0")
+    now = {p["metadata"]["name"]: p for p in pods(volcano, NS, "j")}
+    assert now["j-worker-1"]["metadata"]["uid"] == kept
+    assert now["j-worker-0"]["status"]["phase"] == "Running" and phase(volcano, "j") == "Running"
+
+
+def test_abort_job_ends_the_job_aborted(volcano):
+    create(volcano, vcjob("j", 2, 8, policies=[{"event": "*", "action": "AbortJob"}]))
+    volcano.crash(NS, "j-worker-0")
+    assert phase(volcano, "j") == "Aborted"

@@ -6,6 +6,8 @@ anyone for it: the limit ended the run, not the fault."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -15,8 +17,10 @@ from apps.fleet.models import Node
 from apps.health.models import Incident, LostRun
 from apps.health.services.runbook import node_action
 from apps.operations.runner import execute_operation
+from apps.workloads.services.outbox import drain_outbox
+from apps.workloads.services.reconcile import RUNTIME_GRACE
 from tests.backends.k8s_fake import FakeKubernetes
-from tests.backends.kubernetes.journey import seed_fleet, seed_hypernodes, start, training
+from tests.backends.kubernetes.journey import inference, seed_fleet, seed_hypernodes, start, training
 from tests.utils.personas import fresh
 
 
@@ -74,3 +78,52 @@ def test_a_fault_after_the_runtime_limit_requeues_nothing_and_credits_nobody(jou
     assert workload.state_reason.startswith("runtime limit reached")
     assert not LostRun.objects.exists()
     assert credit_lost_runs() == 0 and not Credit.objects.exists()
+
+
+@pytest.fixture
+def console_on_cluster_time(journey, monkeypatch):
+    """The console's clock is the modelled cluster's (real time plus what the test advanced), as in production
+    where both read the same wall clock."""
+    monkeypatch.setattr(timezone, "now", journey.fake.now)
+    return journey
+
+
+def test_a_run_the_backend_would_restart_past_its_limit_is_stopped_by_the_console(console_on_cluster_time):
+    """With retries, Volcano's RestartJob policy starts again a job whose pod its activeDeadlineSeconds failed (a
+    new pod, a new deadline); Kueue's Job fails at its job-wide deadline. Either way the run ends `failed` at its
+    limit: on Volcano the console stops it once the limit and RUNTIME_GRACE have passed, and deletes its Job."""
+    journey = console_on_cluster_time
+    workload = journey.submit(
+        "training", training("overrun", gpus_per_worker=8, command=["sleep", "7200"], max_runtime_s=600, retries=2)
+    )
+    workload = journey.wait(workload, {"running"})
+    started = workload.started_at
+    workload = journey.wait(workload, {"failed"}, seconds=1200, step=30)
+    assert workload.state_reason.startswith("runtime limit reached (max_runtime_s 600): "), workload.state_reason
+    assert workload.finished_at - started <= timedelta(seconds=600) + RUNTIME_GRACE + timedelta(seconds=30)
+    with journey.capture(execute=True):
+        drain_outbox()
+    journey.settle(60)  # the stopped Job's pods terminate for their grace period
+    assert journey.pods(workload) == [], [p["metadata"]["name"] for p in journey.pods(workload)]
+    if journey.cluster.connection["queueing"] == "volcano":
+        assert workload.state_reason.endswith("the console stopped it"), workload.state_reason
+        assert journey.fake.objects("batch.volcano.sh", "v1alpha1", "jobs") == []
+        assert journey.state(workload).state == "failed"  # stopping it changed nothing else
+    else:
+        assert "DeadlineExceeded" in workload.state_reason
+
+
+def test_a_service_with_a_runtime_limit_is_stopped_by_the_console(console_on_cluster_time):
+    """A Deployment has no deadline of its own: the console stops a service at its max_runtime_s (plus grace)."""
+    journey = console_on_cluster_time
+    workload = journey.submit("inference", inference("brief", max_runtime_s=300))
+    workload = journey.wait(workload, {"running"}, seconds=300, step=20)
+    workload = journey.wait(workload, {"failed"}, seconds=900, step=30)
+    assert workload.state_reason.startswith("runtime limit reached (max_runtime_s 300): still running "), (
+        workload.state_reason
+    )
+    with journey.capture(execute=True):
+        drain_outbox()
+    journey.settle(150)  # a serving pod's grace period is 120 s
+    assert journey.pods(workload) == []
+    assert journey.fake.objects("apps", "v1", "deployments") == []

@@ -105,6 +105,13 @@ def test_volcano_training_is_a_gang_job_in_its_queue():
     assert "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
 
 
+def test_volcano_training_without_retries_has_no_restart_policy():
+    """Volcano's webhook turns maxRetry 0 into 3: "no retries" is said by leaving out the restart policies (a
+    failed pod then fails the Job), and maxRetry with them."""
+    spec = render(train(retries=0), "volcano").objects[0]["spec"]
+    assert "policies" not in spec and "maxRetry" not in spec
+
+
 def test_gang_min_sets_volcano_min_available_and_is_a_caveat_on_kueue():
     spec = train(gang_min=3)
     assert render(spec, "volcano").objects[0]["spec"]["minAvailable"] == 3

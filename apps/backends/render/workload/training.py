@@ -198,7 +198,11 @@ def _kueue_job(spec: TrainingJobSpec, ctx: RenderContext, name: str) -> dict:
 
 
 def _volcano_job(spec: TrainingJobSpec, ctx: RenderContext, name: str) -> dict:
-    """A Volcano Job: gang of gang_min, the tier's priority, retries on eviction and failure."""
+    """A Volcano Job: gang of gang_min, the tier's priority, retries on eviction and failure.
+
+    Volcano's webhook turns `maxRetry: 0` into 3 (patchDefaultMaxRetry), so "no retries" is said by having no
+    restart policy: without one, a failed pod stays failed and the Job ends Failed.
+    """
     if spec.elastic:
         # torchrun re-rendezvous with the remaining workers; a replaced pod joins at the next round.
         policies = [{"event": "PodEvicted", "action": "RestartPod"}, {"event": "PodFailed", "action": "RestartPod"}]
@@ -209,9 +213,9 @@ def _volcano_job(spec: TrainingJobSpec, ctx: RenderContext, name: str) -> dict:
         "queue": volcano_queue(spec, ctx),
         "priorityClassName": ctx.priority_class,
         "minAvailable": spec.gang_min,
-        "maxRetry": spec.retries,
+        **({"maxRetry": spec.retries} if spec.retries else {}),
         "plugins": {"svc": []},
-        "policies": policies,
+        **({"policies": policies} if spec.retries else {}),
     }
     if spec.topology in (Topology.NVLINK, Topology.LEAF):
         body["networkTopology"] = {"mode": "hard", "highestTierAllowed": ctx.volcano_tiers[spec.topology]}
