@@ -185,7 +185,7 @@ class Admission(models.Model):
     apps/tenancy/reservations.py).
     """
 
-    name = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)  # what made the claim and for what: "workload:<tenant>/<name>"
     # admission_queue_use leads with the queue: a second index on it would only cost every INSERT.
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="admissions", db_index=False)
     gpu_model = models.ForeignKey("fleet.GpuModel", on_delete=models.PROTECT, related_name="+")
@@ -254,6 +254,13 @@ class Admission(models.Model):
     @property
     def gpus_text(self) -> str:
         return format_share(self.gpu_units, SHARE_UNITS)
+
+    @property
+    def label(self) -> str:
+        """The claim as people read it: "a/gang" (its name without the prefix that says what made it)."""
+        from apps.tenancy.reservations import claim_label
+
+        return claim_label(self.name)
 
 
 class QuotaRequestState(models.TextChoices):

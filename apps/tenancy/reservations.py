@@ -145,17 +145,22 @@ def take_spare(snapshot: Snapshot, request: Request, borrows: bool) -> None:
         held.spare_cluster -= request.gpus
 
 
+def claim_label(name: str) -> str:
+    """A claim's name as people read it: "a/gang" for "workload:a/gang" (the prefix says what made the claim)."""
+    return name.partition(":")[2] or name
+
+
 def held_reason(snapshot: Snapshot, reservation: Reservation, request: Request) -> str:
     if reservation.queue == request.queue:
         if reservation.start is None:
             from apps.tenancy.admission import BEHIND
 
             return BEHIND
-        return BEHIND_RESERVATION % {"name": reservation.name, "start": show_time(reservation.start)}
+        return BEHIND_RESERVATION % {"name": claim_label(reservation.name), "start": show_time(reservation.start)}
     return CLUSTER_RESERVED % {
         "cluster": snapshot.cluster_names.get(reservation.cluster, str(reservation.cluster)),
         "model": snapshot.model_names.get(request.model, request.model),
-        "name": reservation.name,
+        "name": claim_label(reservation.name),
         "start": show_time(reservation.start),
     }
 

@@ -63,10 +63,8 @@ def test_reason_categories():
     assert reason_category("needs 8 GPUs; 0 free within guarantee (16 of 16)") == "quota"
     assert reason_category("within guarantee; capacity: only 3 h100 free in the fleet") == "capacity"
     # Issue 19's reservations: behind its queue's head (quota), or held off a cluster's reserved GPUs (capacity).
-    assert reason_category("waiting behind workload:a/gang, which holds a reservation from 2026-12-01 11:00 UTC") == (
-        "quota"
-    )
-    held = "sim-a's H100 are reserved for workload:b/big from 2026-12-01 11:00 UTC; this would hold them longer"
+    assert reason_category("waiting behind a/gang, which holds a reservation from 2026-12-01 11:00 UTC") == ("quota")
+    held = "sim-a's H100 are reserved for b/big from 2026-12-01 11:00 UTC; this would hold them longer"
     assert reason_category(held) == "capacity"
     assert reason_category("needs 4 × 8 × H100 (same leaf switch); largest fit is 2") == "fragmentation"
     assert reason_category("backend unreachable (retry 2 in 4 s)") == "backend unavailable"
