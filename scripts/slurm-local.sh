@@ -244,6 +244,9 @@ start() {
   local node
   for node in "${NODES[@]}"; do running "slurmd-$node" || slurmd -N "$node"; done
   wait_for "the slurmd nodes" 60 nodes_ok
+  # Node states survive a restart (StateSaveLocation): a node an interrupted run left drained would still be. The
+  # tests start from nodes in service: resume any that is drained (Slurm refuses RESUME for the others).
+  for node in "${NODES[@]}"; do scontrol update NodeName="$node" State=RESUME >/dev/null 2>&1 || true; done
   if ! running slurmrestd; then
     # It refuses to run as root: -u drops to slurmrest after binding. It stays in the foreground.
     SLURM_JWT=daemon nohup slurmrestd -u slurmrest -s openapi/v0.0.38,openapi/dbv0.0.38 -a rest_auth/jwt \
