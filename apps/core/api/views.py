@@ -19,6 +19,8 @@ class ScopedViewSetMixin:
         qs = self.model.objects.for_user(self.request.user, "view")
         if self.select_related:
             qs = qs.select_related(*self.select_related)
+        if not qs.ordered:  # pages of an unordered list may repeat or skip rows
+            qs = qs.order_by("pk")
         return qs
 
 

@@ -33,7 +33,9 @@ class ClusterViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self):
-        return super().get_queryset().annotate(node_count=Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED)))
+        nodes = Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED))
+        # GROUP BY drops the model's default ordering: say it again, or pages could repeat or skip clusters.
+        return super().get_queryset().annotate(node_count=nodes).order_by("name")
 
     def perform_create(self, serializer):
         data = dict(serializer.validated_data)
