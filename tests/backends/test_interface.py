@@ -18,7 +18,10 @@ SHAPE = {"nodes": 2, "gpus_per_node": 8, "models": {"h100": 1.0}, "seed": 3}
 def test_a_misconfigured_slurm_cluster_still_answers_what_needs_no_connection(monkeypatch):
     monkeypatch.delenv("GPUC_SECRET_TEST_UNSET_JWT", raising=False)
     cluster = Cluster(
-        name="hpc", kind="slurm", connection={"mode": "rest", "restd_url": "http://x"}, secret_env="GPUC_SECRET_TEST_UNSET_JWT"
+        name="hpc",
+        kind="slurm",
+        connection={"mode": "rest", "restd_url": "http://x"},
+        secret_env="GPUC_SECRET_TEST_UNSET_JWT",
     )
     backend = get_backend(cluster)  # never fails: the settings are read on first use
     assert abs(backend.now() - timezone.now()) < timedelta(seconds=5)

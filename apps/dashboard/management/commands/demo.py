@@ -20,7 +20,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.dashboard.demo import seed_demo
 
-
 # The demo's simulator answers on the demo's own address (e.g. an exporter URL pattern pointing at
 # http://127.0.0.1:8000/simulator/...): the demo's processes may call loopback, unless the caller chose otherwise.
 DEMO_OUTBOUND_ALLOWED_NETWORKS = "127.0.0.0/8,::1/128"
