@@ -144,16 +144,11 @@ def test_secret_env_names_only_variables_under_the_prefix(personas, api, name, p
 
 
 def test_secret_env_never_names_a_setting_whatever_the_prefix(settings, personas, api):
-    settings.SECRET_ENV_PREFIX = "SECRET"
-    response = post_cluster(
-        api, personas, kind="kubernetes", connection={"api_url": "https://k8s.example.com:6443"}, secret_env="SECRET_KEY"
-    )
-    assert_refused(response, "secret_env", "SECRET_KEY is one of the console's own settings")
-    settings.SECRET_ENV_PREFIX = "DATABASE"
-    response = post_cluster(
-        api, personas, kind="kubernetes", connection={"api_url": "https://k8s.example.com:6443"}, secret_env="DATABASE_URL"
-    )
-    assert_refused(response, "secret_env", "DATABASE_URL is one of the console's own settings")
+    connection = {"api_url": "https://k8s.example.com:6443"}
+    for prefix, name in (("SECRET", "SECRET_KEY"), ("DATABASE", "DATABASE_URL"), ("CELERY", "CELERY_BROKER_URL")):
+        settings.SECRET_ENV_PREFIX = prefix
+        response = post_cluster(api, personas, kind="kubernetes", connection=connection, secret_env=name)
+        assert_refused(response, "secret_env", f"{name} is one of the console's own settings")
 
 
 def test_a_secret_under_the_prefix_is_accepted(personas, api):

@@ -81,7 +81,7 @@ def test_the_worker_refuses_a_webhook_saved_before_and_records_why(production):
         ("url_pattern", "http://localhost:9400/{node}", "loopback"),
     ],
 )
-def test_a_telemetry_source_inside_the_network_is_refused_when_saved(production, fleet, personas, api, field, value, why):
+def test_a_telemetry_source_inside_the_network_is_refused(production, fleet, personas, api, field, value, why):
     kind = "prometheus" if field == "prometheus_url" else "exporter"
     response = api(fresh(personas.platform_admin)).post(
         "/api/v1/telemetry-sources/", {"cluster": "hsim", "kind": kind, field: value}, format="json"
