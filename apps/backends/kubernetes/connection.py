@@ -80,7 +80,7 @@ def configuration(cluster) -> k8s.Configuration:
                 f"cluster {cluster.name}: set one of connection.in_cluster, connection.api_url (token in secret_env), "
                 "connection.kubeconfig, or put a kubeconfig in the variable secret_env names"
             )
-    except (ConfigException, OSError, KeyError, TypeError, ValueError) as exc:
+    except (ConfigException, OSError, KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
         raise PermanentBackendError(f"cluster {cluster.name}: cannot load its connection settings: {exc}") from exc
     # Connection errors are retried twice here (a restarting API server); reads and writes are not retried
     # blindly: the backend maps them to retryable errors and the console's backoff decides.
