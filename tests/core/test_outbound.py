@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import urllib3
 
 from apps.core import outbound
 from apps.core.outbound import OutboundRefused, address_error, url_error, urlopen
@@ -221,3 +222,68 @@ def test_a_host_with_placeholders_is_left_to_the_call(production):
     assert url_error("http://node.x.svc:9400/metrics", resolve_names=False) == ""
     assert "loopback" in url_error("http://localhost:9400/metrics", resolve_names=False)
     assert "private" in url_error("http://10.0.0.9:9400/metrics", resolve_names=False)
+
+
+def _certificate(tmp_path, name: str) -> tuple[str, str]:
+    import shutil
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    argv = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    argv += ["-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", f"/CN={name}"]
+    subprocess.run(
+        [*argv, "-addext", f"subjectAltName=DNS:{name}"],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+@contextmanager
+def tls_server(cert: str, key: str):
+    """An HTTPS server on loopback that records the SNI name each handshake sent."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    context.sni_callback = lambda sock, name, ctx: names.append(name)
+    with server() as httpd:
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+        httpd.sni = names
+        yield httpd
+
+
+def test_tls_checks_the_name_and_sends_it_while_connecting_to_the_checked_address(
+    production, resolver, tmp_path, monkeypatch
+):
+    """The connection goes to the pinned address, yet SNI and the certificate check use the URL's name, for
+    urllib (webhooks, telemetry, slurmrestd) and urllib3 (the Kubernetes client)."""
+    import ssl
+    import urllib.error
+
+    cert, key = _certificate(tmp_path, "api.example")
+    production.OUTBOUND_ALLOWED_NETWORKS = [ipaddress.ip_network("127.0.0.1/32")]
+    resolver.answers["api.example"] = ["127.0.0.1"]
+    resolver.answers["other.example"] = ["127.0.0.1"]
+    monkeypatch.setattr(ssl, "_create_default_https_context", lambda: ssl.create_default_context(cafile=cert))
+    with tls_server(cert, key) as httpd:
+        with urlopen(f"https://api.example:{httpd.port}/hook", timeout=5) as response:
+            assert response.status == 200
+        assert httpd.sni == ["api.example"] and httpd.seen[-1][2] == f"api.example:{httpd.port}"
+        with pytest.raises(urllib.error.URLError, match="certificate verify failed"):
+            urlopen(f"https://other.example:{httpd.port}/hook", timeout=5)  # the same address, another name
+        manager = outbound.pin_pool_manager(urllib3.PoolManager(ca_certs=cert))
+        assert manager.request("GET", f"https://api.example:{httpd.port}/apis", retries=False).status == 200
+        assert httpd.sni[-1] == "api.example" and httpd.seen[-1][2] == f"api.example:{httpd.port}"
+    assert resolver.lookups.count("api.example") == 2  # one lookup per connection, none by urllib or urllib3
+
+
+def test_urllib3_connections_are_checked(production):
+    manager = outbound.pin_pool_manager(urllib3.PoolManager())
+    with pytest.raises(OutboundRefused, match=r"169\.254\.169\.254 is a link-local"):
+        manager.request("GET", "http://169.254.169.254/latest/meta-data/", retries=False)
+    with pytest.raises(OutboundRefused, match="proxy"):
+        outbound.pin_pool_manager(urllib3.ProxyManager("http://proxy.example:3128"))
