@@ -70,17 +70,25 @@ def _kind(ip: IPAddress) -> str:
     return ""
 
 
-def address_error(ip: IPAddress | str) -> str:
-    """Why the policy refuses a connection to `ip` ('' when it allows it)."""
+_POLICY = "the outbound policy refuses it (only the deployment's OUTBOUND_ALLOWED_NETWORKS can allow it)"
+
+
+def _refusal(ip: IPAddress | str) -> tuple[str, str]:
+    """(the address as shown, why it is refused), or ("", "") when the policy allows it."""
     raw = ipaddress.ip_address(ip.split("%", 1)[0] if isinstance(ip, str) else ip)
     effective = _embedded_ipv4(raw)
     if any(effective in net for net in settings.OUTBOUND_ALLOWED_NETWORKS if net.version == effective.version):
-        return ""
+        return "", ""
     kind = _kind(effective)
     if not kind:
-        return ""
-    shown = str(raw) if raw == effective else f"{raw} (that is {effective})"
-    return f"{shown} is {kind}; the outbound policy refuses it (OUTBOUND_ALLOWED_NETWORKS allows networks)"
+        return "", ""
+    return (str(raw) if raw == effective else f"{raw} (that is {effective})"), kind
+
+
+def address_error(ip: IPAddress | str) -> str:
+    """Why the policy refuses a connection to `ip` ('' when it allows it)."""
+    shown, kind = _refusal(ip)
+    return f"{shown} is {kind}; {_POLICY}" if kind else ""
 
 
 def resolve(host: str, port: int) -> list[tuple]:
@@ -92,10 +100,11 @@ def resolve(host: str, port: int) -> list[tuple]:
     except UnicodeError as exc:
         raise OutboundRefused(f"{host!r} is not a valid host name") from exc
     for *_, sockaddr in found:
-        problem = address_error(sockaddr[0])
-        if problem:
-            named = "" if _literal(host) else f"{host} resolves to "
-            raise OutboundRefused(named + problem)
+        shown, kind = _refusal(sockaddr[0])
+        if kind:
+            if _literal(host):
+                raise OutboundRefused(f"{shown} is {kind}; {_POLICY}")
+            raise OutboundRefused(f"{host} resolves to {shown}, {kind}; {_POLICY}")
     return found
 
 

@@ -151,12 +151,12 @@ def test_urlopen_refuses_before_connecting(production, monkeypatch, url, named):
 
 def test_a_name_resolving_to_a_private_address_is_refused(production, resolver):
     resolver.answers["hooks.internal.example"] = ["10.1.2.3"]
-    with pytest.raises(OutboundRefused, match=r"hooks\.internal\.example resolves to 10\.1\.2\.3 is a private"):
+    with pytest.raises(OutboundRefused, match=r"hooks\.internal\.example resolves to 10\.1\.2\.3, a private"):
         urlopen("https://hooks.internal.example/x", timeout=2)
     assert "10.1.2.3" in url_error("https://hooks.internal.example/x")
     # One private address among public ones is enough to refuse.
     resolver.answers["mixed.example"] = [["8.8.8.8", "192.168.0.7"]]
-    assert "mixed.example resolves to 192.168.0.7 is a private" in url_error("http://mixed.example/")
+    assert "mixed.example resolves to 192.168.0.7, a private" in url_error("http://mixed.example/")
     resolver.answers["public.example"] = [["8.8.8.8", "2606:4700:4700::1111"]]
     assert url_error("http://public.example/") == ""
 

@@ -186,7 +186,7 @@ def test_a_saved_cluster_never_sends_a_setting_as_its_token(monkeypatch, name):
     ("kind", "connection", "problem"),
     [
         ("kubernetes", {"api_url": "https://169.254.169.254:6443"}, "api_url: 169.254.169.254 is a link-local"),
-        ("kubernetes", {"api_url": "https://localhost:6443"}, "api_url: localhost resolves to 127.0.0.1 is a loopback"),
+        ("kubernetes", {"api_url": "https://localhost:6443"}, "api_url: localhost resolves to 127.0.0.1, a loopback"),
         ("kubernetes", {"api_url": "https://[fd00:ec2::254]/"}, "api_url: fd00:ec2::254 is a cloud metadata"),
         ("kubernetes", {"api_url": "file:///etc/passwd"}, "api_url: must be an http:// or https:// URL"),
         ("slurm", {"restd_url": "http://10.0.0.1:6820"}, "restd_url: 10.0.0.1 is a private"),

@@ -99,7 +99,7 @@ def test_a_node_name_in_the_host_is_checked_when_scraped(production, fleet, pers
     )
     assert response.status_code == 201
     outcomes = scrape_exporters("http://{node}:9400/metrics", "hsim", ["localhost"], None, 2)
-    assert "refused: localhost resolves to 127.0.0.1 is a loopback address" in outcomes["localhost"].message
+    assert "refused: localhost resolves to 127.0.0.1, a loopback address" in outcomes["localhost"].message
 
 
 def test_scrapes_are_refused_when_called(production):
