@@ -6,17 +6,22 @@ deployment shows up at start-up instead of as odd behaviour later.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+# Every variable the settings read (with its `_FILE` form): a cluster's `secret_env` may never name one.
+READ: set[str] = set()
 
 
 def env_str(name: str, default: str | None = None) -> str:
     """Return a string variable; a `<NAME>_FILE` variable (Docker/Kubernetes secrets) wins over `<NAME>`."""
+    READ.update((name, f"{name}_FILE"))
     file_path = os.environ.get(f"{name}_FILE")
     if file_path:
         try:
@@ -34,6 +39,7 @@ def env_str(name: str, default: str | None = None) -> str:
 
 def env_bool(name: str, default: bool = False) -> bool:
     """Return a boolean variable; anything but a clear yes/no is an error."""
+    READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -47,6 +53,7 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 def env_int(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return an integer variable within optional bounds."""
+    READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -63,10 +70,30 @@ def env_int(name: str, default: int, minimum: int | None = None, maximum: int | 
 
 def env_list(name: str, default: list[str]) -> list[str]:
     """Return a comma-separated list variable, whitespace trimmed, empty items dropped."""
+    READ.add(name)
     raw = os.environ.get(name)
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str, default: list[str]) -> list:
+    """Return a comma-separated list of CIDR networks (host bits allowed: 10.1.2.3/8 is 10.0.0.0/8)."""
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a network such as 10.0.0.0/8 or fd00::/8") from exc
+    return networks
+
+
+def env_name_prefix(name: str, default: str) -> str:
+    """Return the start of environment variable names: upper-case letters, digits and _, at least 4 long."""
+    value = env_str(name, default)
+    if not re.fullmatch(r"[A-Z][A-Z0-9_]{3,63}", value):
+        raise ImproperlyConfigured(f"{name}={value!r} must be 4 to 64 of A-Z, 0-9 and _, starting with a letter")
+    return value
 
 
 def parse_database_url(url: str) -> dict:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_bool, env_int, env_list, env_str, parse_database_url
+from console.env import READ as ENV_READ
+from console.env import env_bool, env_int, env_list, env_name_prefix, env_networks, env_str, parse_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("CONSOLE_VAR_DIR", str(BASE_DIR / "var")))
@@ -260,6 +261,16 @@ METRICS_ALLOWED_NETWORKS = [
     for net in env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
     if net.strip()
 ]
+# Outbound requests to URLs from the console's configuration (webhooks, cluster API servers, slurmrestd,
+# telemetry, inference metrics; apps/core/outbound.py) reach public addresses only, and these networks besides
+# (loopback, private, link-local). The deployment's choice: nothing in the console widens it. `manage.py demo`
+# allows loopback; the tests allow it in tests/conftest.py.
+OUTBOUND_ALLOWED_NETWORKS = env_networks("OUTBOUND_ALLOWED_NETWORKS", [])
+# A cluster's `secret_env` must name a variable starting with this, so no setting of the console (SECRET_KEY,
+# DATABASE_URL, ...) can be sent to a cluster as its token.
+SECRET_ENV_PREFIX = env_name_prefix("SECRET_ENV_PREFIX", "GPUC_SECRET_")
+# Every variable this file reads (the set fills as it runs): never a cluster's secret, whatever the prefix.
+SETTINGS_ENV_NAMES = ENV_READ
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
@@ -23,6 +25,10 @@ def pytest_configure(config):
     settings.ADMISSION_CAPACITY_CACHE_S = 0
     settings.REFERENCE_CACHE_S = 0
     settings.OVERVIEW_CACHE_S = 0
+    # The outbound policy (apps/core/outbound.py) refuses loopback; the suite's fake servers (the Kubernetes
+    # fake, slurmrestd, webhook receivers, exporters) listen on 127.0.0.1, so the suite allows loopback here, in
+    # this one place. tests/core/test_outbound.py puts the production default (nothing) back to prove refusals.
+    settings.OUTBOUND_ALLOWED_NETWORKS = [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
 
 
 def set_celery_eager(value: bool) -> None:

@@ -26,6 +26,9 @@ class ClusterForm(forms.Form):
         label=_("Secret env"),
         required=False,
         max_length=128,
-        help_text=_("Name of the environment variable that holds the token or kubeconfig"),
+        help_text=_(
+            "Name of the environment variable that holds the token or kubeconfig; it starts with the "
+            "deployment's SECRET_ENV_PREFIX (GPUC_SECRET_ by default)"
+        ),
     )
     reason = forms.CharField(label=_("Reason"), required=False, max_length=2000)

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import string
+from urllib.parse import urlsplit
+
+from apps.core.outbound import url_error
 
 # Placeholders a `logs_url` template may use; the workloads app fills them in, URL-quoted.
 LOGS_URL_PLACEHOLDERS = ("name", "namespace", "workload_id", "tenant", "queue", "cluster")
@@ -23,3 +26,11 @@ def url_template_error(template, placeholders: tuple[str, ...] = LOGS_URL_PLACEH
     if unknown:
         return f"Unknown placeholders {unknown}; available: {', '.join(placeholders)}."
     return ""
+
+
+def template_outbound_error(template: str) -> str:
+    """Why the outbound policy refuses the URL a valid template fills in ('' if it does not, or cannot tell yet:
+    a host with placeholders is checked on every call)."""
+    names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    url = template.format(**dict.fromkeys(names, "x"))
+    return url_error(url, resolve_names="{" not in urlsplit(template).netloc)

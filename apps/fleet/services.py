@@ -19,8 +19,9 @@ from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
 from apps.backends.types import ConnectionReport
 from apps.core.errors import Conflict, InvalidInput
+from apps.core.secrets import secret_env_error
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields, pool_taints
-from apps.fleet.links import METRICS_URL_PLACEHOLDERS, url_template_error
+from apps.fleet.links import METRICS_URL_PLACEHOLDERS, template_outbound_error, url_template_error
 from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
 
 logger = logging.getLogger(__name__)
@@ -77,9 +78,13 @@ def _validated(cluster: Cluster) -> None:
             {"connection": _("logs_url: %(problem)s") % {"problem": problem}},
         )
     metrics_url = (cluster.connection or {}).get("inference_metrics_url")
-    if metrics_url is not None and (problem := url_template_error(metrics_url, METRICS_URL_PLACEHOLDERS)):
+    if metrics_url is not None and (
+        problem := url_template_error(metrics_url, METRICS_URL_PLACEHOLDERS) or template_outbound_error(metrics_url)
+    ):
         message = f"inference_metrics_url: {problem}"
         raise InvalidInput(_("connection.%(message)s") % {"message": message}, {"connection": message})
+    if cluster.secret_env and (problem := secret_env_error(cluster.secret_env)):
+        raise InvalidInput(_("secret_env: %(problem)s") % {"problem": problem}, {"secret_env": problem})
     try:
         kind = backend_class(cluster.kind)
     except BackendError as exc:

@@ -15,6 +15,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from apps.core.outbound import OutboundRefused, urlopen
 from apps.health.parsing import ParsedScrape, parse_exporter, parse_prometheus
 
 MAX_BODY = 64 * 1024 * 1024  # one node's exporter text is ~55 kB; a Prometheus answer for a big fleet is larger
@@ -31,7 +32,7 @@ Outcome = ParsedScrape | ScrapeError
 
 def _get(url: str, timeout: float) -> bytes:
     request = urllib.request.Request(url, headers={"Accept": "text/plain, application/json"})  # noqa: S310
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) checked on save
+    with urlopen(request, timeout=timeout) as response:
         body = response.read(MAX_BODY + 1)
     if len(body) > MAX_BODY:
         raise ValueError(f"answer larger than {MAX_BODY} bytes")
@@ -39,6 +40,8 @@ def _get(url: str, timeout: float) -> bytes:
 
 
 def _describe(exc: Exception) -> str:
+    if isinstance(exc, OutboundRefused):
+        return f"refused: {exc}"
     if isinstance(exc, urllib.error.HTTPError):
         return f"HTTP {exc.code} {exc.reason}"
     if isinstance(exc, urllib.error.URLError):

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from apps.core.outbound import OutboundRefused, urlopen
+
 MAX_BODY = 8 * 1024 * 1024  # a federation of a big service's pods; one engine answers ~50 kB
 HTTP_THREADS = 16
 HTTP, IN_PROCESS, NONE = "http", "in-process", "none"
@@ -72,8 +74,10 @@ def source_for(workload, namespace: str) -> Source:
 def _get(url: str, timeout: float) -> str:
     request = urllib.request.Request(url, headers={"Accept": "text/plain"})  # noqa: S310 - http(s) from admin config
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        with urlopen(request, timeout=timeout) as response:
             body = response.read(MAX_BODY + 1)
+    except OutboundRefused as exc:
+        raise FetchError(f"refused: {exc}") from exc
     except urllib.error.HTTPError as exc:
         raise FetchError(f"HTTP {exc.code} {exc.reason}") from exc
     except urllib.error.URLError as exc:

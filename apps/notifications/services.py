@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.core.outbound import OutboundRefused, urlopen
 from apps.notifications.models import ChannelKind, Notification, NotificationChannel, NotificationStatus
 
 logger = logging.getLogger(__name__)
@@ -84,10 +85,10 @@ def slack_payload(notification: Notification) -> dict:
 
 
 def _post(url: str, payload: dict) -> None:
-    request = urllib.request.Request(  # noqa: S310 - http(s) checked when the channel is saved
+    request = urllib.request.Request(  # noqa: S310 - outbound.urlopen checks the URL and the address
         url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
-    with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_S) as response:  # noqa: S310
+    with urlopen(request, timeout=WEBHOOK_TIMEOUT_S) as response:
         if response.status >= 300:
             raise OSError(f"HTTP {response.status}")
 
@@ -108,7 +109,8 @@ def send_notification(notification_id: int) -> str:
         else:
             send_mail(notification.subject, notification.text, None, [notification.target])
     except Exception as exc:  # any transport failure is retried, then reported on the row
-        failed = notification.attempts + 1 >= Notification.MAX_ATTEMPTS
+        # The outbound policy's refusal is final: a retry would be refused alike.
+        failed = isinstance(exc, OutboundRefused) or notification.attempts + 1 >= Notification.MAX_ATTEMPTS
         Notification.objects.filter(pk=notification.pk).update(
             status=NotificationStatus.FAILED if failed else NotificationStatus.PENDING, last_error=str(exc)[:500]
         )

@@ -16,9 +16,12 @@ SHAPE = {"nodes": 2, "gpus_per_node": 8, "models": {"h100": 1.0}, "seed": 3}
 
 
 def test_a_misconfigured_slurm_cluster_still_answers_what_needs_no_connection(monkeypatch):
-    monkeypatch.delenv("GPUC_TEST_UNSET_JWT", raising=False)
+    monkeypatch.delenv("GPUC_SECRET_TEST_UNSET_JWT", raising=False)
     cluster = Cluster(
-        name="hpc", kind="slurm", connection={"mode": "rest", "restd_url": "http://x"}, secret_env="GPUC_TEST_UNSET_JWT"
+        name="hpc",
+        kind="slurm",
+        connection={"mode": "rest", "restd_url": "http://x"},
+        secret_env="GPUC_SECRET_TEST_UNSET_JWT",
     )
     backend = get_backend(cluster)  # never fails: the settings are read on first use
     assert abs(backend.now() - timezone.now()) < timedelta(seconds=5)
@@ -26,8 +29,8 @@ def test_a_misconfigured_slurm_cluster_still_answers_what_needs_no_connection(mo
     assert not backend.namespaced and not backend.telemetry_in_process and backend.simulation() is None
     assert backend.service_metrics_url("train-1", {"name": "train-1"}) == ""
     report = backend.test_connection()  # what fleet's test_connection service answered when creating it failed
-    assert not report.ok and "GPUC_TEST_UNSET_JWT" in report.message
-    with pytest.raises(PermanentBackendError, match="GPUC_TEST_UNSET_JWT"):
+    assert not report.ok and "GPUC_SECRET_TEST_UNSET_JWT" in report.message
+    with pytest.raises(PermanentBackendError, match="GPUC_SECRET_TEST_UNSET_JWT"):
         backend.inventory()
 
 

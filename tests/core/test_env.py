@@ -89,3 +89,59 @@ def test_settings_refuse_missing_secret_key_without_debug():
     )
     assert result.returncode != 0
     assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_env_networks(monkeypatch):
+    import ipaddress
+
+    from console.env import env_networks
+
+    monkeypatch.setenv("X_NETS", "10.1.2.3/8, fd00::/8,,127.0.0.1")
+    assert env_networks("X_NETS", []) == [
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_network("fd00::/8"),
+        ipaddress.ip_network("127.0.0.1/32"),
+    ]
+    monkeypatch.setenv("X_NETS", "10.0.0.0/8,intranet")
+    with pytest.raises(ImproperlyConfigured, match="X_NETS: 'intranet' is not a network"):
+        env_networks("X_NETS", [])
+    monkeypatch.delenv("X_NETS")
+    assert env_networks("X_NETS", []) == []
+
+
+def test_env_name_prefix(monkeypatch):
+    from console.env import env_name_prefix
+
+    assert env_name_prefix("X_PREFIX", "GPUC_SECRET_") == "GPUC_SECRET_"
+    for bad in ("", "gpuc_", "ABC", "A-B_C", "1ABC"):
+        monkeypatch.setenv("X_PREFIX", bad)
+        with pytest.raises(ImproperlyConfigured, match="X_PREFIX="):
+            env_name_prefix("X_PREFIX", "GPUC_SECRET_")
+
+
+def test_the_settings_know_every_variable_they_read():
+    """A cluster's secret_env may never name one of these (apps/core/secrets.py)."""
+    from django.conf import settings
+
+    assert {"SECRET_KEY", "SECRET_KEY_FILE", "DATABASE_URL", "DEBUG", "CELERY_BROKER_URL", "METRICS_TOKEN"} <= set(
+        settings.SETTINGS_ENV_NAMES
+    )
+    assert settings.OUTBOUND_ALLOWED_NETWORKS is not None and settings.SECRET_ENV_PREFIX == "GPUC_SECRET_"
+
+
+def test_the_production_default_allows_no_network():
+    """Unset, OUTBOUND_ALLOWED_NETWORKS allows nothing beyond public addresses (the suite widens it in conftest)."""
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "console.settings", "SECRET_KEY": "x" * 50}
+    code = "import django; django.setup(); from django.conf import settings; print(settings.OUTBOUND_ALLOWED_NETWORKS)"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

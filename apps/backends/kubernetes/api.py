@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from apps.backends.base import BackendError, NotFoundError, PermanentBackendError, RetryableBackendError
+from apps.core.outbound import OutboundRefused
 
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
@@ -38,6 +39,8 @@ def translate(exc: Exception, what: str, cluster: str) -> BackendError:
     API errors also carry `code`, `reason` (the Status reason) and `causes`, for callers that branch on them.
     """
     where = f"cluster {cluster}: {what}"
+    if isinstance(exc, OutboundRefused):
+        return PermanentBackendError(f"{where}: {exc}")
     if isinstance(exc, ApiException):
         status = _status_of(exc)
         code = exc.status or 0
@@ -128,7 +131,7 @@ class KubeApi:
                 _request_timeout=self._timeout(timeout),
             )
             data = response.data
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        except (ApiException, urllib3.exceptions.HTTPError, OSError, OutboundRefused) as exc:
             raise translate(exc, what, self.cluster_name) from exc
         try:
             return json.loads(data) if data else {}
@@ -177,6 +180,6 @@ class KubeApi:
         """The server's gitVersion through the client's VersionApi."""
         try:
             info = k8s.VersionApi(self.client).get_code(_request_timeout=self._timeout(None))
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        except (ApiException, urllib3.exceptions.HTTPError, OSError, OutboundRefused) as exc:
             raise translate(exc, "read the server version", self.cluster_name) from exc
         return info.git_version

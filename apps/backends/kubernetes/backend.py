@@ -19,7 +19,7 @@ from apps.backends.base import Backend, NotFoundError, PermanentBackendError
 from apps.backends.kubernetes import pods as podinfo
 from apps.backends.kubernetes import quota as quota_push
 from apps.backends.kubernetes.api import KubeApi
-from apps.backends.kubernetes.connection import api_client, timeout_of
+from apps.backends.kubernetes.connection import api_client, connection_errors, timeout_of
 from apps.backends.kubernetes.inventory import InventorySettings, group_pods, node_info
 from apps.backends.kubernetes.nodes import DrainSettings, NodeOps, Progress
 from apps.backends.kubernetes.resources import (
@@ -101,7 +101,7 @@ class KubernetesBackend(Backend):
 
     @classmethod
     def connection_errors(cls, connection: dict) -> list[str]:
-        return topology_label_errors(connection.get("topology_labels"))
+        return topology_label_errors(connection.get("topology_labels")) + connection_errors(connection)
 
     @cached_property
     def settings(self) -> dict:

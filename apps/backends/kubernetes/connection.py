@@ -13,8 +13,6 @@ Other settings: `request_timeout_s` (default 30), `page_size` (default 500).
 
 from __future__ import annotations
 
-import os
-
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -22,6 +20,8 @@ from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
 from apps.backends.base import PermanentBackendError
+from apps.core.outbound import OutboundRefused, pin_pool_manager, url_error
+from apps.core.secrets import SecretEnvRefused, read_secret_env
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -30,7 +30,10 @@ def secret_of(cluster) -> str:
     """The cluster's secret from the console's environment; '' when it names none."""
     if not cluster.secret_env:
         return ""
-    value = os.environ.get(cluster.secret_env, "")
+    try:
+        value = read_secret_env(cluster.secret_env)
+    except SecretEnvRefused as exc:
+        raise PermanentBackendError(f"cluster {cluster.name}: {exc}") from exc
     if not value:
         raise PermanentBackendError(
             f"cluster {cluster.name}: the environment variable {cluster.secret_env} (its secret_env) is not set "
@@ -77,7 +80,7 @@ def configuration(cluster) -> k8s.Configuration:
                 f"cluster {cluster.name}: set one of connection.in_cluster, connection.api_url (token in secret_env), "
                 "connection.kubeconfig, or put a kubeconfig in the variable secret_env names"
             )
-    except (ConfigException, OSError, KeyError, TypeError, ValueError) as exc:
+    except (ConfigException, OSError, KeyError, TypeError, ValueError, yaml.YAMLError) as exc:
         raise PermanentBackendError(f"cluster {cluster.name}: cannot load its connection settings: {exc}") from exc
     # Connection errors are retried twice here (a restarting API server); reads and writes are not retried
     # blindly: the backend maps them to retryable errors and the console's backoff decides.
@@ -85,8 +88,26 @@ def configuration(cluster) -> k8s.Configuration:
     return config
 
 
+def connection_errors(connection: dict) -> list[str]:
+    """`api_url` must be a URL the outbound policy lets the console call (checked again on every connection)."""
+    api_url = connection.get("api_url")
+    if api_url and (problem := url_error(str(api_url))):
+        return [f"api_url: {problem}"]
+    return []
+
+
 def api_client(cluster) -> k8s.ApiClient:
-    return k8s.ApiClient(configuration(cluster))
+    """The client for `cluster`. With `api_url` (an address from the console's database) every connection is
+    made under the outbound policy (apps/core/outbound.py); the in-cluster service and kubeconfigs are the
+    deployment's own files and environment, trusted as the deployment is."""
+    client = k8s.ApiClient(configuration(cluster))
+    settings = cluster.connection or {}
+    if settings.get("api_url") and not settings.get("in_cluster"):
+        try:
+            pin_pool_manager(client.rest_client.pool_manager)
+        except OutboundRefused as exc:
+            raise PermanentBackendError(f"cluster {cluster.name}: {exc}") from exc
+    return client
 
 
 def timeout_of(cluster) -> float:

@@ -31,6 +31,7 @@ from apps.backends.slurm.accounts import QuotaPusher
 from apps.backends.slurm.cli import Cli
 from apps.backends.slurm.script import render_script, sbatch_script
 from apps.backends.slurm.settings import CONSOLE_PREFIX, DEFAULT_OUTPUT_DIR, SlurmSettings
+from apps.backends.slurm.ssh import ssh_host_error, ssh_options_errors
 from apps.backends.types import (
     BackendState,
     ConnectionReport,
@@ -44,6 +45,7 @@ from apps.backends.types import (
     WorkloadSpec,
     WorkloadStatus,
 )
+from apps.core.outbound import url_error
 
 CANCEL_VERIFY_S = 10.0  # how long cancel waits for Slurm to show the job cancelled
 ACCOUNTING_LOOKBACK_DAYS = 30
@@ -59,6 +61,17 @@ class SlurmBackend(Backend):
 
     # The connection settings are read on first use, so creating the backend never fails: the console asks it
     # questions that need no connection (its clock, where logs are) even when its settings are wrong.
+
+    @classmethod
+    def connection_errors(cls, connection: dict) -> list[str]:
+        """ssh_host and ssh_options from the allow-list (slurm/ssh.py), restd_url under the outbound policy."""
+        problems = []
+        if connection.get("ssh_host") and (problem := ssh_host_error(connection["ssh_host"])):
+            problems.append(f"ssh_host: {problem}")
+        problems += [f"ssh_options: {problem}" for problem in ssh_options_errors(connection.get("ssh_options") or [])]
+        if connection.get("restd_url") and (problem := url_error(str(connection["restd_url"]))):
+            problems.append(f"restd_url: {problem}")
+        return problems
 
     @cached_property
     def settings(self) -> SlurmSettings:

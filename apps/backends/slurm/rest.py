@@ -18,6 +18,7 @@ import urllib.request
 from apps.backends.base import PermanentBackendError, RetryableBackendError
 from apps.backends.slurm.cli import UNREACHABLE
 from apps.backends.slurm.settings import SlurmSettings
+from apps.core.outbound import OutboundRefused, urlopen
 
 API = "slurm/v0.0.38"
 DB_API = "slurmdb/v0.0.38"
@@ -30,7 +31,7 @@ class Rest:
         self.settings = settings
 
     def _request(self, method: str, path: str, body: dict | None = None) -> dict:
-        request = urllib.request.Request(  # noqa: S310  (the URL is the admin's restd_url, http(s) only)
+        request = urllib.request.Request(  # noqa: S310  (the admin's restd_url; outbound.urlopen checks it)
             f"{self.settings.restd_url}/{path if path.startswith(DB_API) else f'{API}/{path}'}",
             method=method,
             data=json.dumps(body).encode() if body is not None else None,
@@ -42,8 +43,10 @@ class Rest:
             },
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.settings.timeout_s) as response:  # noqa: S310
+            with urlopen(request, timeout=self.settings.timeout_s) as response:
                 return json.loads(response.read() or b"{}")
+        except OutboundRefused as exc:
+            raise PermanentBackendError(f"slurmrestd {method} {path}: {exc}") from exc
         except urllib.error.HTTPError as exc:
             raise self._error(method, path, exc.code, exc.read()) from exc
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:

@@ -9,7 +9,8 @@ Keys (all optional; docs/configuration.md lists them with examples):
 * restd_user    the user the JWT belongs to (X-SLURM-USER-NAME), default "root"; the JWT itself is the value
                 of the environment variable `Cluster.secret_env` names (never stored in the database)
 * ssh_host      run the CLI on this login node over SSH (e.g. "console@login01"); empty: run it locally
-* ssh_options   extra ssh arguments, e.g. ["-i", "/etc/gpu-console/id_ed25519", "-p", "2222"]
+* ssh_options   extra ssh arguments, e.g. ["-i", "/etc/gpu-console/id_ed25519", "-p", "2222"], from an
+                allow-list (slurm/ssh.py: never an option that runs a command on the console's host)
 * slurm_conf    SLURM_CONF for the local CLI (empty: Slurm's default /etc/slurm/slurm.conf)
 * partition     partition of the jobs the console submits, default "gpu" (their account and QOS are the queue's
                 and the tier's, from the render context)
@@ -33,12 +34,13 @@ Keys (all optional; docs/configuration.md lists them with examples):
 from __future__ import annotations
 
 import getpass
-import os
 import re
 from dataclasses import dataclass, field
 
 from apps.backends.base import PermanentBackendError
 from apps.backends.render.workload.containers import CONTAINERS
+from apps.backends.slurm.ssh import ssh_host_error, ssh_options_errors
+from apps.core.secrets import SecretEnvRefused, read_secret_env
 
 MODES = ("cli", "rest")
 CONSOLE_PREFIX = "console: "  # the console's node reasons start with this; it resumes only those nodes
@@ -78,15 +80,20 @@ class SlurmSettings:
                 raise PermanentBackendError("connection.restd_url is required with mode 'rest'")
             if not cluster.secret_env:
                 raise PermanentBackendError("mode 'rest' needs secret_env: the environment variable holding the JWT")
-            token = os.environ.get(cluster.secret_env, "")
+            try:
+                token = read_secret_env(cluster.secret_env)
+            except SecretEnvRefused as exc:
+                raise PermanentBackendError(str(exc)) from exc
             if not token:
                 raise PermanentBackendError(f"the environment variable {cluster.secret_env} (the JWT) is not set")
-        ssh_host = str(conn.get("ssh_host", ""))
+        ssh_host = conn.get("ssh_host") or ""
+        if ssh_host and (problem := ssh_host_error(ssh_host)):
+            raise PermanentBackendError(f"connection.ssh_host: {problem}")
         restd_user = str(conn.get("restd_user") or "root")
         default_user = restd_user if mode == "rest" else ssh_host.rpartition("@")[0] or getpass.getuser()
         options = conn.get("ssh_options") or []
-        if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
-            raise PermanentBackendError("connection.ssh_options must be a list of strings")
+        if problems := ssh_options_errors(options):
+            raise PermanentBackendError(f"connection.ssh_options: {'; '.join(problems)}")
         containers = conn.get("containers") or ""
         if containers and containers not in CONTAINERS:
             raise PermanentBackendError(f"connection.containers {containers!r} is not one of {', '.join(CONTAINERS)}")

@@ -12,16 +12,23 @@ from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.backends.registry import get_backend
 from apps.core.errors import InvalidInput
+from apps.core.outbound import url_error
 from apps.health.models import IsolationPolicy, Severity, SourceKind, TelemetrySource
 from apps.notifications.models import ChannelKind, NotificationChannel
 
 
 def _http_url(value: str, field: str) -> None:
-    parts = urlsplit(value.replace("{node}", "node").replace("{cluster}", "cluster"))
+    """An http(s) URL the outbound policy lets the console call; a host with placeholders ({node}) is checked on
+    every call instead (apps/core/outbound.py)."""
+    url = value.replace("{node}", "node").replace("{cluster}", "cluster")
+    parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.netloc:
         raise InvalidInput(
             _("%(field)s must be an http(s) URL.") % {"field": field}, {field: _("An http:// or https:// URL.")}
         )
+    problem = url_error(url, resolve_names="{" not in urlsplit(value).netloc)
+    if problem:
+        raise InvalidInput(_("%(field)s: %(problem)s") % {"field": field, "problem": problem}, {field: problem})
 
 
 def configure_source(

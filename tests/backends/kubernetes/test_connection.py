@@ -80,9 +80,9 @@ def test_kubeconfig_in_the_secret_variable_with_a_context(db, monkeypatch):
     fake = FakeKubernetes(token="t0k3n").start()
     try:
         seed_nodes(fake, count=1)
-        monkeypatch.setenv("K8S_LAB_KUBECONFIG", yaml.safe_dump(kubeconfig(fake.url, "t0k3n")))
+        monkeypatch.setenv("GPUC_SECRET_K8S_LAB_KUBECONFIG", yaml.safe_dump(kubeconfig(fake.url, "t0k3n")))
         cluster = Cluster.objects.create(
-            name="lab", kind="kubernetes", connection={"context": "lab"}, secret_env="K8S_LAB_KUBECONFIG"
+            name="lab", kind="kubernetes", connection={"context": "lab"}, secret_env="GPUC_SECRET_K8S_LAB_KUBECONFIG"
         )
         assert KubernetesBackend(cluster).test_connection().ok
         assert fake.requests[-1].headers["authorization"] == "Bearer t0k3n"

@@ -22,13 +22,13 @@ def test_401_is_permanent_and_points_at_the_secret(db, monkeypatch):
     try:
         seed_nodes(fake, count=1)
         cluster = make_cluster(fake)
-        cluster.secret_env = "K8S_TEST_TOKEN"
-        monkeypatch.setenv("K8S_TEST_TOKEN", "wrong-token")
+        cluster.secret_env = "GPUC_SECRET_K8S_TEST_TOKEN"
+        monkeypatch.setenv("GPUC_SECRET_K8S_TEST_TOKEN", "wrong-token")
         with pytest.raises(PermanentBackendError) as caught:
             KubernetesBackend(cluster).inventory()
         assert "401 Unauthorized" in str(caught.value) and "secret_env" in str(caught.value)
         assert not caught.value.retryable
-        monkeypatch.setenv("K8S_TEST_TOKEN", "right-token")
+        monkeypatch.setenv("GPUC_SECRET_K8S_TEST_TOKEN", "right-token")
         assert len(KubernetesBackend(cluster).inventory().nodes) == 1
         assert fake.requests[-1].headers["authorization"] == "Bearer right-token"
     finally:
@@ -209,7 +209,7 @@ def test_connection_refused_is_retryable(db, fake, nodes):
 
 def test_a_missing_secret_variable_is_permanent(db, fake, monkeypatch):
     cluster = make_cluster(fake)
-    cluster.secret_env = "K8S_NOT_SET"
-    monkeypatch.delenv("K8S_NOT_SET", raising=False)
-    with pytest.raises(PermanentBackendError, match="K8S_NOT_SET"):
+    cluster.secret_env = "GPUC_SECRET_K8S_NOT_SET"
+    monkeypatch.delenv("GPUC_SECRET_K8S_NOT_SET", raising=False)
+    with pytest.raises(PermanentBackendError, match="GPUC_SECRET_K8S_NOT_SET"):
         KubernetesBackend(cluster).inventory()

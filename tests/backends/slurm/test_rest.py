@@ -15,7 +15,7 @@ from apps.fleet.models import Cluster
 from tests.backends.slurm import test_contract  # the module, so pytest does not collect its class here again
 from tests.backends.slurm.conftest import connection, sleep_spec, unique, wait_for
 
-TOKEN_ENV = "GPUC_TEST_SLURM_JWT"
+TOKEN_ENV = "GPUC_SECRET_TEST_SLURM_JWT"
 
 
 def rest_backend(local_slurm, monkeypatch, token=None, **extra) -> SlurmBackend:

@@ -20,6 +20,19 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.dashboard.demo import seed_demo
 
+# The demo's simulator answers on the demo's own address (e.g. an exporter URL pattern pointing at
+# http://127.0.0.1:8000/simulator/...): the demo's processes may call loopback, unless the caller chose otherwise.
+DEMO_OUTBOUND_ALLOWED_NETWORKS = "127.0.0.0/8,::1/128"
+
+
+def demo_environment(metrics_dir) -> dict[str, str]:
+    """The environment of the demo's web, worker and beat processes."""
+    return {
+        "OUTBOUND_ALLOWED_NETWORKS": DEMO_OUTBOUND_ALLOWED_NETWORKS,
+        **os.environ,
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+    }
+
 
 class Command(BaseCommand):
     help = "Run the demo console: web, Celery worker and beat on an embedded broker and an SQLite file."
@@ -68,7 +81,7 @@ class Command(BaseCommand):
         metrics_dir = settings.VAR_DIR / "prometheus"
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+        env = demo_environment(metrics_dir)
         children: dict[str, subprocess.Popen] = {}
         stopping = False
 
