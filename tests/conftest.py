@@ -23,6 +23,9 @@ def pytest_configure(config):
     settings.ADMISSION_CAPACITY_CACHE_S = 0
     settings.REFERENCE_CACHE_S = 0
     settings.OVERVIEW_CACHE_S = 0
+    # The suite makes thousands of API calls in seconds: no API rate limits, except where a test sets them
+    # (tests/api/test_throttling.py). The log-in lockout keeps its production settings.
+    settings.API_THROTTLE_RATES = dict.fromkeys(settings.API_THROTTLE_RATES)
 
 
 def set_celery_eager(value: bool) -> None:
