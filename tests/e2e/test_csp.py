@@ -42,7 +42,8 @@ def visit(page: Page, problems: PageProblems, path: str) -> None:
     problems.reset()
     response = page.goto(path)
     assert response is not None and response.status == 200, path
-    (scripts,) = [d for d in response.headers["content-security-policy"].split(";") if d.strip().startswith("script-src")]
+    policy = response.headers["content-security-policy"].split(";")
+    (scripts,) = [directive for directive in policy if directive.strip().startswith("script-src")]
     assert "'self'" in scripts and "unsafe" not in scripts
     page.wait_for_load_state("networkidle")
     assert violations(page) == [], f"CSP violations on {path}"
@@ -72,8 +73,8 @@ def test_no_page_violates_the_content_security_policy(page: Page, problems: Page
     page.goto(f"/health/nodes/{node.pk}/")
     expect(page.locator(".spark").first).to_be_attached()
     # Its inline script ran: every sparkline cell holds a chart or the "no data" dash it writes.
-    drawn = "[...document.querySelectorAll('.spark')].every(el => el.querySelector('.main-svg') || el.textContent === '—')"
-    assert page.evaluate(drawn)
+    cells = "[...document.querySelectorAll('.spark')]"
+    assert page.evaluate(f"{cells}.every(el => el.querySelector('.main-svg') || el.textContent === '—')")
     page.goto("/chargeback/")
     expect(page.locator("#chart-tenant .main-svg").first).to_be_visible()
     # Swagger UI started from its script file (the split view), not an inline script.
@@ -84,7 +85,9 @@ def test_no_page_violates_the_content_security_policy(page: Page, problems: Page
     page.goto("/api/v1/redoc/")
     expect(page.locator(".api-content").first).to_be_visible()
     page.wait_for_load_state("networkidle")
-    assert {v.split(" at ")[0] for v in violations(page)} <= {"img-src blocked https://cdn.redoc.ly/redoc/logo-mini.svg"}
+    assert {v.split(" at ")[0] for v in violations(page)} <= {
+        "img-src blocked https://cdn.redoc.ly/redoc/logo-mini.svg"
+    }
 
 
 def test_handlers_moved_out_of_the_markup_still_work(page: Page, problems: PageProblems, fleet):
