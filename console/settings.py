@@ -274,7 +274,7 @@ SPECTACULAR_SETTINGS = {
 
 #
 # Cache: API rate-limit counters. Every web process must share it in a deployment (redis://HOST:6379/1);
-# the default keeps them per process, which is right for the demo's single web process only.
+# the default keeps them per process (the demo's gunicorn workers each count their own: looser limits, no service).
 #
 
 CACHE_URL = env_str("CACHE_URL", "locmem://")
