@@ -152,6 +152,8 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "apps.core.client_ip.client_ip"
 AXES_VERBOSE = False
+# Axes' own admin would let lock records be edited unaudited: unlock with `manage.py axes_reset_username`.
+AXES_ENABLE_ADMIN = False
 AXES_DISABLE_ACCESS_LOG = True  # successful log-ins are in the audit trail already ("user.login")
 
 #
