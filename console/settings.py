@@ -8,8 +8,11 @@ zero-set-up demo: an SQLite file and an embedded (filesystem) Celery broker.
 from __future__ import annotations
 
 import ipaddress
+import re
+from datetime import timedelta
 from pathlib import Path
 
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from console.env import READ as ENV_READ
@@ -42,6 +45,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "axes",
+    "csp",
     "apps.core",
     "apps.accounts",
     "apps.tenancy",
@@ -70,6 +75,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last: it turns a locked-out log-in attempt into the login page saying so (apps.accounts.lockout).
+    "axes.middleware.AxesMiddleware",
     "apps.accounts.middleware.CurrentTenantMiddleware",
 ]
 
@@ -89,6 +97,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "apps.accounts.context_processors.tenant_context",
+                "csp.context_processors.nonce",
             ],
         },
     },
@@ -120,6 +129,56 @@ if env_bool("SECURE_PROXY_SSL", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+# HSTS whenever the cookies are HTTPS-only: a site that needs TLS for its session says so to browsers.
+# 0 turns the header off; SecurityMiddleware sends it on HTTPS responses only.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000, minimum=0) if SESSION_COOKIE_SECURE else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = False
+# Addresses: behind this many reverse proxies, the client is the N-th address from the right of
+# X-Forwarded-For (0: REMOTE_ADDR). Used by the log-in lockout and the API rate limits.
+NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
+
+# Log-in lockout (django-axes): failures are counted per user name and client address; after
+# LOGIN_FAILURE_LIMIT of them that pair is refused, right password included, for LOGIN_COOLOFF_MINUTES.
+AUTHENTICATION_BACKENDS = [
+    "apps.accounts.lockout.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# The cool-off runs from the lock, not from the attacker's latest try.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "apps.core.client_ip.client_ip"
+AXES_VERBOSE = False
+# Axes' own admin would let lock records be edited unaudited: unlock with `manage.py axes_reset_username`.
+AXES_ENABLE_ADMIN = False
+AXES_DISABLE_ACCESS_LOG = True  # successful log-ins are in the audit trail already ("user.login")
+
+#
+# Headers
+#
+
+# Content-Security-Policy (django-csp): scripts only from this origin or inline with the response's
+# nonce (`<script nonce="{{ CSP_NONCE }}">`); no inline event handlers, no eval. Styles allow inline
+# because templates and Plotly set style attributes; Bootstrap's select arrows are data: images.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "worker-src": [SELF, "blob:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 #
 # Internationalization
@@ -170,6 +229,12 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "apps.core.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "apps.core.api.throttling.TokenRateThrottle",
+        "apps.core.api.throttling.UserRateThrottle",
+        "apps.core.api.throttling.AnonRateThrottle",
+    ],
+    "NUM_PROXIES": NUM_PROXIES or None,
 }
 if DEBUG:
     REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"].append("rest_framework.renderers.BrowsableAPIRenderer")
@@ -211,6 +276,40 @@ SPECTACULAR_SETTINGS = {
 }
 
 #
+# Cache: API rate-limit counters. Every web process must share it in a deployment (redis://HOST:6379/1);
+# the default keeps them per process (the demo's gunicorn workers each count their own: looser limits, no service).
+#
+
+CACHE_URL = env_str("CACHE_URL", "locmem://")
+if CACHE_URL.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+elif CACHE_URL == "locmem://":
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    raise ImproperlyConfigured(f"CACHE_URL={CACHE_URL!r} is not supported; use redis://HOST:6379/DB or locmem://")
+
+
+def _throttle_rate(name: str, default: str) -> str | None:
+    """`<count>/<second|minute|hour|day>`, or `off` for no limit."""
+    raw = env_str(name, default).strip().lower()
+    if raw in {"off", "none", ""}:
+        return None
+    if not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", raw):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a rate; use e.g. 600/minute, 20/second or off")
+    return raw
+
+
+# API rate limits (apps.core.api.throttling). A request is counted against its token, its user and,
+# unauthenticated, its address; any limit reached answers 429 with Retry-After.
+API_THROTTLE_RATES = {
+    "token": _throttle_rate("API_THROTTLE_TOKEN", "600/minute"),
+    "user": _throttle_rate("API_THROTTLE_USER", "1200/minute"),
+    "anon": _throttle_rate("API_THROTTLE_ANON", "60/minute"),
+    # Wrong, revoked or expired bearer tokens per client address (token guessing).
+    "bad_token": _throttle_rate("API_THROTTLE_BAD_TOKEN", "30/minute"),
+}
+
+#
 # Celery
 #
 
@@ -238,6 +337,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # API tokens look like `gpuc_<random>`; the prefix makes leaked tokens easy to find with secret scanners.
 API_TOKEN_PREFIX = "gpuc_"
 API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 60, minimum=0)
+# Every token expires: at most this many days after it is created (also the expiry when none is asked for).
+API_TOKEN_MAX_LIFETIME_DAYS = env_int("API_TOKEN_MAX_LIFETIME_DAYS", 365, minimum=1, maximum=3650)
 # Seconds a process reuses the fleet's free-GPU count per model when deciding admissions (0: always re-read).
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
 # GPU models and priority tiers are re-read at most this often per process (0: on every use).
@@ -295,5 +396,5 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

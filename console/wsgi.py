@@ -8,6 +8,10 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 application = get_wsgi_application()
 
+from apps.core.checks import refuse_weak_secret_key  # noqa: E402  (after Django is set up)
+
+refuse_weak_secret_key()
+
 
 def _settle() -> None:
     """Import every view now and take what is loaded out of the cyclic garbage collector's sight.

@@ -30,6 +30,10 @@ def pytest_configure(config):
     # this one place. tests/core/test_outbound.py puts the production default (nothing) back to prove refusals.
     settings.OUTBOUND_ALLOWED_NETWORKS = [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
 
+    # The suite makes thousands of API calls in seconds: no API rate limits, except where a test sets them
+    # (tests/api/test_throttling.py). The log-in lockout keeps its production settings.
+    settings.API_THROTTLE_RATES = dict.fromkeys(settings.API_THROTTLE_RATES)
+
 
 def set_celery_eager(value: bool) -> None:
     """Switch eager mode. The app reads Django settings with the CELERY_ namespace, so keys carry it too."""

@@ -11,6 +11,7 @@ class AccountsConfig(AppConfig):
     def ready(self) -> None:
         from django.utils.translation import pgettext_lazy
 
+        from apps.accounts import lockout  # noqa: F401  (connects the lockout audit to Axes' signal)
         from apps.accounts.filtersets import visible_tenants
         from apps.accounts.permissions import allowed_tenant_ids
         from apps.accounts.roles import Action, Role

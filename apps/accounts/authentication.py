@@ -14,6 +14,7 @@ from rest_framework import authentication, exceptions
 
 from apps.accounts.models import ApiToken, token_digest
 from apps.accounts.permissions import GRANTS_ATTR
+from apps.core.api.throttling import count_bad_token
 from apps.core.joined import fetch_joined
 
 
@@ -54,6 +55,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         parts = header.split()
         if parts[0].lower() != self.keyword.lower():
             return None
+        try:
+            return self._authenticate(parts)
+        except exceptions.AuthenticationFailed:
+            count_bad_token(request)  # a 429 instead once this address has failed too often
+            raise
+
+    def _authenticate(self, parts: list[str]):
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header; use 'Bearer <token>'.")
         raw = parts[1]

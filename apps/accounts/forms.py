@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.models import Tenant, User
@@ -32,14 +33,16 @@ class TokenForm(forms.Form):
     expires_in_days = forms.IntegerField(
         label=_("Expires in days"),
         min_value=1,
-        max_value=3650,
         required=False,
         initial=90,
-        help_text=_("Empty: never expires."),
     )
 
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
+        max_days = settings.API_TOKEN_MAX_LIFETIME_DAYS
+        self.fields["expires_in_days"].widget.attrs["max"] = max_days
+        limit = {"days": max_days}
+        self.fields["expires_in_days"].help_text = _("At most %(days)s days; empty: %(days)s days.") % limit
         self.fields["tenant"].queryset = Tenant.objects.for_user(user, "view")
         # Most tokens are for one team: preselect the user's first tenant rather than "Console-wide".
         first = user.memberships.filter(tenant__isnull=False).order_by("tenant__path").values_list("tenant", flat=True)

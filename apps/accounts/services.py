@@ -17,9 +17,6 @@ from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, TENANT_ROLES, Action
 from apps.audit.services import record_event, snapshot
 from apps.core.errors import Conflict, Forbidden, InvalidInput
 
-MAX_TOKEN_DAYS = 3650
-
-
 #
 # Memberships
 #
@@ -166,10 +163,16 @@ def issue_token(
     if not name or len(name) > 100:
         raise InvalidInput(_("Give the token a name of 1 to 100 characters."), {"name": _("1 to 100 characters.")})
     _check_role_for_tenant(role, tenant)
-    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
+    # Every token expires: by default after the longest lifetime allowed; a longer one is refused, not capped,
+    # so a pipeline never holds a token that dies sooner than it asked for without being told.
+    max_days = settings.API_TOKEN_MAX_LIFETIME_DAYS
+    if expires_in_days is None:
+        expires_in_days = max_days
+    if not 1 <= expires_in_days <= max_days:
         raise InvalidInput(
-            _("Expiry must be 1 to %(max_token_days)s days.") % {"max_token_days": MAX_TOKEN_DAYS},
-            {"expires_in_days": _("1 to %(max_token_days)s.") % {"max_token_days": MAX_TOKEN_DAYS}},
+            _("Expiry must be 1 to %(max_token_days)s days (the console's longest token lifetime).")
+            % {"max_token_days": max_days},
+            {"expires_in_days": _("1 to %(max_token_days)s.") % {"max_token_days": max_days}},
         )
     if user.pk != actor.pk:
         if not user.is_service_account:
@@ -190,7 +193,7 @@ def issue_token(
             % {"username": user.username, "role": role, "where": where}
         )
     raw = settings.API_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    expires_at = timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
+    expires_at = timezone.now() + timedelta(days=expires_in_days)
     with transaction.atomic():
         token = ApiToken.objects.create(
             name=name,
@@ -282,6 +285,25 @@ def record_login(user: User) -> None:
     """Browser log-ins are security events too."""
     with transaction.atomic():
         record_event(user, "user.login", user)
+
+
+def record_lockout(username: str, ip_address: str, *, failures: int) -> None:
+    """A user name locked out of logging in from one address after too many failures (apps.accounts.lockout)."""
+    user = User.objects.filter(username=username).first()
+    with transaction.atomic():
+        record_event(
+            None,
+            "user.lockout",
+            user,
+            target_type="accounts.user",
+            target_label=username[:300],
+            after={
+                "username": username,
+                "ip_address": ip_address,
+                "failures": failures,
+                "cooloff_minutes": int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
+            },
+        )
 
 
 def record_logout(user: User) -> None:

@@ -6,6 +6,16 @@
     var field = event.target.querySelector("[data-confirm-focus]");
     if (field) { field.focus(); }
   });
+  // No inline event handlers (the Content-Security-Policy forbids them): a select marked data-autosubmit submits its
+  // form when changed (tenant and language switchers), a button marked data-print prints the page.
+  document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("select[data-autosubmit]") && event.target.form) {
+      event.target.form.submit();
+    }
+  });
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("[data-print]")) { window.print(); }
+  });
   // Polled regions (hx-trigger="every Ns") skip a beat rather than pull the page from under the user: while the tab
   // is hidden, while a dialog is open, and while the keyboard focus is inside the region (a swap would drop it).
   document.addEventListener("htmx:beforeRequest", function (event) {

@@ -215,3 +215,56 @@ def test_a_platform_admin_revokes_anyones_token_audited(personas, api, client):
     desktop.refresh_from_db()
     assert desktop.revoked_at is not None
     assert AuditEvent.objects.filter(action="token.revoke", target_id=str(desktop.pk), reason="rotated by ops").exists()
+
+
+def test_every_token_expires_by_default_after_the_maximum_lifetime(personas, api, settings):
+    assert settings.API_TOKEN_MAX_LIFETIME_DAYS == 365
+    admin = fresh(personas.tenant_admin_a)
+    before = timezone.now()
+    body = {"name": "no expiry asked", "tenant": "a", "role": "member"}
+    response = api(admin).post("/api/v1/tokens/", body, format="json")
+    assert response.status_code == 201, response.json()
+    expires_at = ApiToken.objects.get(pk=response.json()["id"]).expires_at
+    assert before + timedelta(days=365) <= expires_at <= timezone.now() + timedelta(days=365)
+    explicit_null = {"name": "null", "tenant": "a", "role": "member", "expires_in_days": None}
+    assert api(admin).post("/api/v1/tokens/", explicit_null, format="json").json()["expires_at"] is not None
+
+
+@pytest.mark.parametrize("days", [366, 3650, 100_000])
+def test_a_longer_lifetime_than_the_maximum_is_a_clear_400(personas, api, days):
+    admin = fresh(personas.tenant_admin_a)
+    body = {"name": "forever", "tenant": "a", "role": "member", "expires_in_days": days}
+    response = api(admin).post("/api/v1/tokens/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["message"] == "Expiry must be 1 to 365 days (the console's longest token lifetime)."
+    assert response.json()["fields"] == {"expires_in_days": ["1 to 365."]}
+    assert not ApiToken.objects.filter(name="forever").exists()
+
+
+def test_the_maximum_lifetime_is_a_setting(personas, settings):
+    settings.API_TOKEN_MAX_LIFETIME_DAYS = 30
+    admin = fresh(personas.tenant_admin_a)
+    token, _ = issue_token(admin, user=admin, name="default", tenant=personas.a, role="member")
+    assert timedelta(days=29) < token.expires_at - timezone.now() <= timedelta(days=30)
+    with pytest.raises(InvalidInput, match="1 to 30 days"):
+        issue_token(admin, user=admin, name="n", tenant=personas.a, role="member", expires_in_days=31)
+    call_command("issue_token", "--user", "ci-a", "--tenant", "a")
+    assert ApiToken.objects.filter(expires_at__isnull=True).count() == 0
+
+
+def test_tokens_issued_before_the_maximum_get_it_from_the_upgrade(personas):
+    """Migration accounts.0003: a never-expiring token gets the full maximum lifetime counted from the upgrade."""
+    from importlib import import_module
+
+    from django.apps import apps
+    from django.db import connection
+
+    ApiToken.objects.filter(pk=personas.token_a.pk).update(expires_at=None)
+    already = timezone.now() + timedelta(days=3)
+    ApiToken.objects.exclude(pk=personas.token_a.pk).update(expires_at=already)
+    migration = import_module("apps.accounts.migrations.0003_tokens_expire")
+    with connection.schema_editor() as editor:
+        migration.give_every_token_an_expiry(apps, editor)
+    personas.token_a.refresh_from_db()
+    assert timedelta(days=364) < personas.token_a.expires_at - timezone.now() <= timedelta(days=365)
+    assert set(ApiToken.objects.exclude(pk=personas.token_a.pk).values_list("expires_at", flat=True)) <= {already}

@@ -100,9 +100,8 @@ class ApiTokenSerializer(StrictModelSerializer):
     user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all(), required=False)
     tenant = serializers.SlugRelatedField(allow_null=True, required=False, **_TENANT)
     role = serializers.ChoiceField(choices=Role.choices)
-    expires_in_days = serializers.IntegerField(
-        write_only=True, required=False, allow_null=True, min_value=1, max_value=3650
-    )
+    # At most API_TOKEN_MAX_LIFETIME_DAYS (the service refuses more with a 400); empty or null: that maximum.
+    expires_in_days = serializers.IntegerField(write_only=True, required=False, allow_null=True, min_value=1)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
     status = serializers.CharField(read_only=True)
 

@@ -18,7 +18,12 @@ class Command(BaseCommand):
         parser.add_argument("--user", required=True, help="username the token acts as")
         parser.add_argument("--tenant", help="tenant slug the token is limited to (omit for console-wide)")
         parser.add_argument("--role", choices=Role.values, help="role of the token (default: the user's role there)")
-        parser.add_argument("--expires", type=int, metavar="DAYS", help="days until it expires (default: never)")
+        parser.add_argument(
+            "--expires",
+            type=int,
+            metavar="DAYS",
+            help="days until it expires (default, and most: API_TOKEN_MAX_LIFETIME_DAYS)",
+        )
         parser.add_argument("--name", default="issued by manage.py issue_token")
 
     def handle(self, *args, **opts):
