@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import Case, IntegerField, Value, When
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
@@ -11,7 +12,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
-from apps.core.errors import ServiceError
+from apps.core.errors import Forbidden, ServiceError
 from apps.core.tables import Column
 from apps.core.value_labels import value_label
 from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
@@ -129,7 +130,9 @@ def node_health(request, pk: int):
     preview, preview_error = None, ""
     if preview_action:
         try:
-            preview = runbook.impact(node, preview_action)
+            preview = runbook.impact(request.user, node, preview_action)
+        except Forbidden as exc:  # the preview names every tenant's work on the node: operators only
+            raise PermissionDenied(exc.message) from exc
         except ServiceError as exc:
             preview_error = exc.message
     return render(

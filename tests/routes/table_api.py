@@ -27,7 +27,6 @@ from tests.routes.policy import (
     Rule,
     across,
     console,
-    may,
     one_tenant_personas,
     view_and,
 )
@@ -35,16 +34,10 @@ from tests.routes.world import training_spec
 
 ADMINISTER, MANAGE, OPERATE, SUBMIT = Action.ADMINISTER, Action.MANAGE, Action.OPERATE, Action.SUBMIT
 
-ISSUE_20_PREVIEW = "issue 20: runbook impact previews have no permission check (they need operate)"
 ISSUE_20_GPUS = "issue 20: /api/v1/gpus/ shows other tenants' workload names (allocated_to)"
 ISSUE_20_DELETE_CLUSTER = "issue 20: DELETE /api/v1/clusters/<c>/ is a 500 (ProtectedError), not a 204 or a 409"
 
 RUNBOOK = ("cordon", "uncordon", "drain", "resume", "request-reset", "mark-rma")
-
-
-def _without(action: str, reason: str, target: str = "shared") -> dict:
-    """The pairs of every persona with a role but without `action` console-wide: for a known missing check."""
-    return {(p, target): reason for p in API_PERSONAS if p != "anonymous" and not may(p, action, None)}
 
 
 def _write(rule: Rule, method: str = "POST", ok: tuple[int, ...] = (201,), **kwargs) -> Spec:
@@ -170,7 +163,6 @@ TABLE: dict[str, Spec] = {
         console(OPERATE),
         obj=_node,
         query="action=drain",
-        known={**_without(OPERATE, ISSUE_20_PREVIEW, "own"), **_without(OPERATE, ISSUE_20_PREVIEW, "foreign")},
     ),
     "GET /api/v1/gpus/": Spec(LOGGED_IN, known=one_tenant_personas(ISSUE_20_GPUS, API_PERSONAS)),
     "GET /api/v1/gpus/#node": Spec(  # the node's GPUs, as the node page asks for them
@@ -444,5 +436,4 @@ for _action in RUNBOOK:
         obj=_node,
         body=lambda w, s: {"reason": "route matrix", "dry_run": True},
         changes=False,
-        known={**_without(OPERATE, ISSUE_20_PREVIEW, "own"), **_without(OPERATE, ISSUE_20_PREVIEW, "foreign")},
     )

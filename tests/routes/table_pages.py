@@ -258,11 +258,11 @@ TABLE: dict[str, Spec] = {
     "health:node_health": Spec(
         LOGGED_IN, obj=lambda w, s: {"pk": s.busy_node.pk}, known=across(ISSUE_20_NODE_HEALTH, PAGE_PERSONAS)
     ),
-    "health:node_health#preview": Spec(  # the drain preview on the page: which workloads it would evict
-        LOGGED_IN,
+    # The drain preview on the page names every tenant's work it would evict: on-call and platform admins only.
+    "health:node_health#preview": Spec(
+        console(OPERATE),
         obj=lambda w, s: {"pk": s.busy_node.pk},
         query="preview=drain",
-        known=across(ISSUE_20_NODE_HEALTH, PAGE_PERSONAS),
     ),
     "health:node_action#post": post(
         console(OPERATE),

@@ -71,7 +71,7 @@ def _node_action(name: str):
         body.is_valid(raise_exception=True)
         node = self.get_object()
         if body.validated_data["dry_run"]:
-            return Response(runbook.impact(node, name).as_dict())
+            return Response(runbook.impact(request.user, node, name).as_dict())
         incident = None
         if body.validated_data.get("incident"):
             incident = Incident.objects.filter(node=node, pk=body.validated_data["incident"]).first()
@@ -103,7 +103,8 @@ class NodeViewSet(FleetNodeViewSet):
     )
     @action(detail=True, methods=["get"])
     def impact(self, request, pk=None):
-        return Response(runbook.impact(self.get_object(), request.query_params.get("action", "")).as_dict())
+        node = self.get_object()
+        return Response(runbook.impact(request.user, node, request.query_params.get("action", "")).as_dict())
 
 
 class RuleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
