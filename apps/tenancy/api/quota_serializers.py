@@ -1,14 +1,13 @@
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from apps.accounts.models import Tenant
+from apps.accounts.api.fields import TenantField
 from apps.backends.shares import gpus_number
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.models import Admission, GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota, QuotaRequest
 
 _MODEL = {"slug_field": "code", "queryset": GpuModel.objects.all()}
-_TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}
 
 
 class TierSerializer(StrictModelSerializer):
@@ -27,7 +26,7 @@ class BindingSerializer(serializers.ModelSerializer):
 
 
 class QueueSerializer(StrictModelSerializer):
-    tenant = serializers.SlugRelatedField(**_TENANT)
+    tenant = TenantField()
     bindings = BindingSerializer(many=True, read_only=True)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
@@ -92,7 +91,7 @@ class QuotaSetSerializer(StrictSerializer):
 # The API calls a guarantee cap the tenant's budget (/api/v1/budgets/); the schema keeps that component name.
 @extend_schema_serializer(component_name="Budget")
 class GuaranteeCapSerializer(StrictModelSerializer):
-    tenant = serializers.SlugRelatedField(**_TENANT)
+    tenant = TenantField()
     gpu_model = serializers.SlugRelatedField(**_MODEL)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
