@@ -16,20 +16,17 @@ from tests.routes.policy import (
     BUDGET,
     ISSUE_VIEWER_TOKEN,
     LOGGED_IN,
-    PAGE_PERSONAS,
     PUBLIC,
     TOKENS,
     VIEW,
     Rule,
     console,
-    one_tenant_personas,
     view_and,
 )
 from tests.routes.world import training_spec
 
 ADMINISTER, MANAGE, OPERATE, SUBMIT = Action.ADMINISTER, Action.MANAGE, Action.OPERATE, Action.SUBMIT
 
-ISSUE_20_DESIRED_STATE = "issue 20: /fleet/clusters/<c>/desired-state/ shows every tenant's queues and quotas"
 NEW_USER_PICKER = (
     "new (not in issue 20): the Memberships page's grant form lists every user of the console, other tenants' "
     "people and service accounts included, to anyone who manages a tenant"
@@ -154,7 +151,6 @@ TABLE: dict[str, Spec] = {
     "fleet/clusters/<str:name>/desired-state/": Spec(
         LOGGED_IN,
         shared=lambda w: {"name": w.cluster.name},
-        known=one_tenant_personas(ISSUE_20_DESIRED_STATE, PAGE_PERSONAS),
     ),
     "fleet:cluster_sync#post": post(console(OPERATE), shared=lambda w: {"name": w.cluster.name}),
     "fleet:cluster_test_connection#post": post(

@@ -107,3 +107,11 @@ def test_mig_instances_are_masked_too(world, db):
     assert body["mig_instances"] == [{"profile": "1g.10gb", "id": 0, "allocated_to": MASK}]
     body = api_client(world, "member_b").get(f"/api/v1/gpus/{gpu.pk}/").json()
     assert body["mig_instances"][0]["allocated_to"] == world.foreign.training.backend_name
+
+
+def test_the_desired_state_shows_a_tenant_its_own_queues(world, db):
+    path = f"/fleet/clusters/{world.cluster.name}/desired-state/"
+    mine = api_client(world, "member_a").get(path).content.decode()
+    assert "alpha-q" in mine and "bravo-q" not in mine and 'data-testid="partial"' in mine
+    every = api_client(world, "oncall").get(path).content.decode()
+    assert "alpha-q" in every and "bravo-q" in every and 'data-testid="partial"' not in every
