@@ -78,3 +78,58 @@ def test_every_create_naming_a_tenant_is_listed():
         if {"tenant", "parent"} & set(properties) or spec:
             naming.add(f"POST {path}")
     assert naming <= set(BODIES), f"add these creates to BODIES: {sorted(naming - set(BODIES))}"
+
+
+# The same for the other rows a body names by id or name: a queue (by id), a user (a token's owner).
+QUEUE_BODIES = {
+    "POST /api/v1/quotas/": lambda queue: {"queue": queue, "gpu_model": "h100", "guaranteed": 13},
+    "POST /api/v1/quotas/preview/": lambda queue: {"queue": queue, "gpu_model": "h100", "guaranteed": 2},
+    "POST /api/v1/quota-requests/": lambda queue: {
+        "queue": queue,
+        "gpu_model": "h100",
+        "guaranteed": 20,
+        "justification": "x",
+    },
+    "POST /api/v1/admission/preview/": lambda queue: {
+        "queue": queue,
+        "gpu_model": "h100",
+        "gpus": 8,
+        "tier": "training",
+    },
+}
+
+
+@pytest.mark.parametrize("operation", list(QUEUE_BODIES))
+def test_a_queue_out_of_view_answers_like_an_unknown_one(world, db, operation):
+    assert operation in schema_operations(), f"{operation} is gone from the schema: update QUEUE_BODIES"
+    body, path = QUEUE_BODIES[operation], operation.split(" ")[1]
+    client = api_client(world, "member_b")
+    hidden = client.post(path, body(world.own.queue.pk), format="json")
+    unknown = client.post(path, body(999_999), format="json")
+    assert hidden.status_code == 404, hidden.content
+    assert _shape(hidden, str(world.own.queue.pk)) == _shape(unknown, "999999"), (hidden.content, unknown.content)
+
+
+def test_every_create_naming_a_queue_is_listed():
+    schema = openapi_schema()
+    components = schema["components"]["schemas"]
+    naming = set()
+    for path, operations in schema["paths"].items():
+        post = operations.get("post")
+        if not post or "{" in path:
+            continue
+        ref = post.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+        if "queue" in components.get(ref.get("$ref", "").rsplit("/", 1)[-1], {}).get("properties", {}):
+            naming.add(f"POST {path}")
+    assert naming == set(QUEUE_BODIES), f"update QUEUE_BODIES: {sorted(naming ^ set(QUEUE_BODIES))}"
+
+
+def test_a_service_account_out_of_view_answers_like_an_unknown_user(world, db):
+    """Issuing a token for A's service account, as B's member: as for a username nobody has (not 'You may not
+    manage tenant a', which named the account's tenant)."""
+    client = api_client(world, "member_b")
+    body = {"name": "rt-token", "role": "viewer"}
+    hidden = client.post("/api/v1/tokens/", {**body, "user": world.own.service_account.username}, format="json")
+    unknown = client.post("/api/v1/tokens/", {**body, "user": "nobody-here"}, format="json")
+    assert hidden.status_code == 404, hidden.content
+    assert _shape(hidden, world.own.service_account.username) == _shape(unknown, "nobody-here")

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from apps.accounts.api.fields import TenantField
+from apps.accounts.api.fields import TenantField, VisibleUserField
 from apps.accounts.models import ApiToken, Membership, Tenant, User
 from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
@@ -96,7 +96,7 @@ class ServiceAccountSerializer(StrictModelSerializer):
 
 
 class ApiTokenSerializer(StrictModelSerializer):
-    user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all(), required=False)
+    user = VisibleUserField(required=False)
     tenant = TenantField(allow_null=True, required=False)
     role = serializers.ChoiceField(choices=Role.choices)
     expires_in_days = serializers.IntegerField(
