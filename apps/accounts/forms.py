@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.models import Tenant, User
 from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
+
+MAX_SUGGESTIONS = 500  # usernames offered on the grant form; any other is typed in full
 
 
 class TenantChoiceField(forms.ModelChoiceField):
@@ -52,9 +55,27 @@ class TokenForm(forms.Form):
         )
 
 
+class UsernameInput(forms.TextInput):
+    """A username typed in, with `suggestions` offered as the browser's autocomplete (a datalist)."""
+
+    suggestions: list[str] = []
+
+    def render(self, name, value, attrs=None, renderer=None):
+        list_id = f"{(attrs or {}).get('id') or name}_suggestions"
+        field = super().render(name, value, {**(attrs or {}), "list": list_id, "autocomplete": "off"}, renderer)
+        options = format_html_join("", '<option value="{}">', ((username,) for username in self.suggestions))
+        return field + format_html('<datalist id="{}">{}</datalist>', list_id, options)
+
+
 class MembershipForm(forms.Form):
-    user = forms.ModelChoiceField(
-        label=_("User"), queryset=User.objects.filter(is_active=True).order_by("username"), to_field_name="username"
+    # Typed, not picked from every account of the console: the suggestions are the people the granter may already
+    # see (docs/permissions.md, "users"), so another tenant's people and service accounts are never listed. Anyone
+    # else (a new colleague with no role yet) is granted by exact username, as over the API.
+    user = forms.CharField(
+        label=_("User"),
+        max_length=150,
+        widget=UsernameInput,
+        help_text=_("Their username; the people of your tenants are suggested."),
     )
     tenant = TenantChoiceField(
         label=_("Tenant"), queryset=Tenant.objects.none(), required=False, empty_label=_("Console-wide")
@@ -65,6 +86,19 @@ class MembershipForm(forms.Form):
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage")
+        self.fields["user"].widget.suggestions = list(
+            User.objects.for_user(user, "view")
+            .filter(is_active=True)
+            .order_by("username")
+            .values_list("username", flat=True)[:MAX_SUGGESTIONS]
+        )
+
+    def clean_user(self) -> User:
+        username = self.cleaned_data["user"].strip()
+        found = User.objects.filter(is_active=True, username=username).first()
+        if found is None:
+            raise forms.ValidationError(_("No active user %(username)s.") % {"username": username})
+        return found
 
 
 class ServiceAccountForm(forms.Form):

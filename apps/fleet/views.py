@@ -25,6 +25,7 @@ from apps.fleet.exporter_text import per_gpu
 from apps.fleet.filtersets import NodeFilterSet
 from apps.fleet.forms import ClusterForm
 from apps.fleet.models import Cluster, Gpu, GpuModel, Node, NodeState
+from apps.fleet.owners import WorkloadNames
 from apps.operations.models import Operation
 from apps.operations.services import start_operation
 
@@ -199,7 +200,12 @@ def node_detail(request, cluster: str, name: str):
         cluster__name=cluster,
         name=name,
     )
-    gpus = Gpu.objects.filter(node=node).select_related("model").order_by("index")
+    gpus = list(Gpu.objects.filter(node=node).select_related("model").order_by("index"))
+    for gpu in gpus:
+        gpu.node = node
+    names = WorkloadNames.of_gpus(request.user, gpus)
+    for gpu in gpus:  # what runs on each, named only where the user may view its tenant
+        gpu.shown_allocated_to = names.allocated_to(gpu)
     simulation = get_backend(node.cluster).simulation()
     return render(
         request,

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db.models import Case, IntegerField, Value, When
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from apps.accounts.permissions import has_perm
-from apps.core.errors import ServiceError
+from apps.accounts.permissions import allowed_tenant_ids, has_perm
+from apps.core.errors import Forbidden, ServiceError
 from apps.core.tables import Column
 from apps.core.value_labels import value_label
 from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
 from apps.fleet.models import Node
+from apps.fleet.owners import WorkloadNames
 from apps.health.filtersets import IncidentFilterSet
 from apps.health.forms import NodeActionForm, RuleTuneForm, TransitionForm
 from apps.health.models import SEVERITY_RANK, Incident, NodeHealth, RuleAction, RuleSet, Severity
@@ -78,14 +80,22 @@ class IncidentListView(ScopedListView):
 def incident_detail(request, pk: int):
     incident = get_object_or_404(Incident.objects.for_user(request.user, "view").select_related("node__cluster"), pk=pk)
     template = "health/_incident_live.html" if is_htmx(request) else "health/incident_detail.html"
+    # An incident touches every tenant whose work was on the node: name only those the user may view.
+    ids = allowed_tenant_ids(request.user, "view")
+    every_workload = list(incident.workloads.select_related("tenant"))
+    every_tenant = list(incident.tenants.all())
+    workloads = [w for w in every_workload if ids is None or w.tenant_id in ids]
+    tenants = [t for t in every_tenant if ids is None or t.pk in ids]
     response = render(
         request,
         template,
         {
             "incident": incident,
             "events": incident.events.all(),
-            "workloads": incident.workloads.select_related("tenant"),
-            "tenants": incident.tenants.all(),
+            "workloads": workloads,
+            "other_workloads": range(len(every_workload) - len(workloads)),
+            "tenants": tenants,
+            "other_tenants": len(every_tenant) > len(tenants),
             "can_operate": has_perm(request.user, "operate"),
             "form": TransitionForm(),
         },
@@ -125,11 +135,18 @@ def node_health(request, pk: int):
         }
         return vary_on_htmx(render(request, "health/_node_live.html", context))
     health, gpus = node_gpus(node)
+    names = WorkloadNames(request.user, [(node.cluster_id, g["pod"]) for g in gpus])
+    for g in gpus:  # the pod on each GPU, named only where the user may view its tenant
+        shown = names.shown(node.cluster_id, g["pod"])
+        if shown != g["pod"]:
+            g["pod"], g["namespace"] = shown, ""
     preview_action = request.GET.get("preview", "")
     preview, preview_error = None, ""
     if preview_action:
         try:
-            preview = runbook.impact(node, preview_action)
+            preview = runbook.impact(request.user, node, preview_action)
+        except Forbidden as exc:  # the preview names every tenant's work on the node: operators only
+            raise PermissionDenied(exc.message) from exc
         except ServiceError as exc:
             preview_error = exc.message
     return render(

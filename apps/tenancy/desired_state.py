@@ -38,10 +38,16 @@ def model_ref(model) -> GpuModelRef:
     return GpuModelRef(model.code, model.name, (model.product_labels or [model.name])[0], model.code, model.memory_mib)
 
 
-def build_desired_state(cluster) -> DesiredState:
+def build_desired_state(cluster, tenant_ids: set[int] | None = None) -> DesiredState:
     """Queues bound to `cluster` with their quotas, the tenant tree above them, every tier, and the inventory's
-    GPU nodes (their labels place them in pools, their size gives cpu and memory per GPU). Six queries."""
-    bindings = list(QueueBinding.objects.filter(cluster=cluster).select_related("queue__tenant"))
+    GPU nodes (their labels place them in pools, their size gives cpu and memory per GPU). Six queries.
+
+    `tenant_ids`: only the queues of these tenants (a user's view; None: every queue, as pushed), so the totals
+    of the tenants above them count those queues only."""
+    bindings = QueueBinding.objects.filter(cluster=cluster).select_related("queue__tenant")
+    if tenant_ids is not None:
+        bindings = bindings.filter(queue__tenant_id__in=tenant_ids)
+    bindings = list(bindings)
     queue_ids = [b.queue_id for b in bindings]
     quotas: dict[int, list[QuotaLine]] = defaultdict(list)
     models: dict[str, GpuModelRef] = {}

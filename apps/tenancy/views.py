@@ -288,7 +288,9 @@ def cluster_desired_state(request, name: str):
     (its renderer's: Slurm's sacctmgr commands, or Kubernetes objects; a simulated cluster shows Kubernetes')."""
     cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
     kind = backend_class(cluster.kind).renderer
-    state = build_desired_state(cluster)
+    # Every tenant's queues and quotas are the cluster's; a user who may not view them all sees their tenants' part.
+    tenant_ids = allowed_tenant_ids(request.user, "view")
+    state = build_desired_state(cluster, tenant_ids)
     text, error = "", ""
     try:
         text = render_state(state, kind).text
@@ -304,5 +306,6 @@ def cluster_desired_state(request, name: str):
             "error": error,
             "caveats": caveats_for(kind, state.queueing),
             "queues": len(state.queues),
+            "partial": tenant_ids is not None,
         },
     )

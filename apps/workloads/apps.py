@@ -10,9 +10,12 @@ class WorkloadsConfig(AppConfig):
 
     def ready(self) -> None:
         from apps.core import stored_text, value_labels
+        from apps.fleet.owners import register_owner_resolver
         from apps.workloads import reasons
         from apps.workloads.models import WorkloadKind, WorkloadState
+        from apps.workloads.owners import owners
 
         stored_text.register(reasons)  # workload reasons and events
         value_labels.register_choices("workload state", WorkloadState)
         value_labels.register_choices("workload kind", WorkloadKind)
+        register_owner_resolver(owners)  # the fleet's views name only the work a user may see

@@ -99,7 +99,8 @@ def test_tenant_create_rules(personas, api):
     assert api(fresh(personas.tenant_admin_a)).post("/api/v1/tenants/", org, format="json").status_code == 403
     assert api(fresh(personas.platform_admin)).post("/api/v1/tenants/", org, format="json").status_code == 201
     team_b = {"name": "x", "slug": "x", "parent": "b"}
-    assert api(fresh(personas.tenant_admin_a)).post("/api/v1/tenants/", team_b, format="json").status_code == 403
+    # B is out of A's view: naming it answers as naming no tenant at all (tests/routes/test_tenant_existence.py)
+    assert api(fresh(personas.tenant_admin_a)).post("/api/v1/tenants/", team_b, format="json").status_code == 404
     assert (
         api(fresh(personas.member_a)).post("/api/v1/tenants/", {**team_b, "parent": "a"}, format="json").status_code
         == 403
@@ -137,9 +138,9 @@ def test_tenant_move_rules(personas, api):
     # Moving re-roots the subtree: a-team (and deep below it) now live under b.
     assert admin.patch("/api/v1/tenants/a-team/", {"parent": "b"}, format="json").status_code == 200
     assert Tenant.objects.get(slug="deep").is_descendant_of(Tenant.objects.get(slug="b"))
-    # A tenant admin of A may not move their team out to B (they do not manage B).
+    # A tenant admin of A may not move their team out to B (they do not see B: as if it did not exist).
     response = api(fresh(personas.tenant_admin_a)).patch("/api/v1/tenants/a/", {"parent": "b"}, format="json")
-    assert response.status_code == 403
+    assert response.status_code == 404
 
 
 def test_tenant_delete_rules(personas, api):
@@ -157,7 +158,7 @@ def test_membership_grant_rules(personas, api):
         ta.post(
             "/api/v1/memberships/", {"user": "member-b", "tenant": "b", "role": "tenant-admin"}, format="json"
         ).status_code
-        == 403
+        == 404  # B is out of the tenant admin's view
     )
     assert (
         ta.post("/api/v1/memberships/", {"user": "member-a", "role": "platform-admin"}, format="json").status_code
@@ -170,7 +171,7 @@ def test_membership_grant_rules(personas, api):
         member.post(
             "/api/v1/memberships/", {"user": "member-b", "tenant": "a-team", "role": "member"}, format="json"
         ).status_code
-        == 403
+        == 404  # a member of A does not see A's teams
     )
     wrong_scope = api(fresh(personas.platform_admin)).post(
         "/api/v1/memberships/", {"user": "member-a", "tenant": "a", "role": "on-call"}, format="json"
@@ -224,7 +225,7 @@ def test_service_account_rules(personas, api):
         api(fresh(personas.tenant_admin_a))
         .post("/api/v1/service-accounts/", {"username": "y", "tenant": "b"}, format="json")
         .status_code
-        == 403
+        == 404  # B is out of the tenant admin's view
     )
     taken = api(fresh(personas.tenant_admin_a)).post(
         "/api/v1/service-accounts/", {"username": "member-a", "tenant": "a"}, format="json"
@@ -238,7 +239,7 @@ def test_service_account_cannot_log_in_with_password(personas, client):
 
 def test_token_scoped_to_a_cannot_write_to_b(personas, api):
     client = api(token=personas.token_a_raw)
-    assert client.post("/api/v1/tenants/", {"name": "x", "slug": "x", "parent": "b"}, format="json").status_code == 403
+    assert client.post("/api/v1/tenants/", {"name": "x", "slug": "x", "parent": "b"}, format="json").status_code == 404
     assert client.patch("/api/v1/tenants/b/", {"name": "x"}, format="json").status_code == 404
 
 

@@ -236,7 +236,7 @@ def test_the_inference_floor_counts_a_replica_that_spans_nodes(fleet, personas, 
     )
     assert len({p["node"] for p in service.placements}) == 2
     node = Node.objects.get(name=service.placements[0]["node"])
-    assert impact(node, "cordon").warnings == [
+    assert impact(None, node, "cordon").warnings == [
         f"isolating {node.name} would leave online-inference service a/wide with 0 of its minimum 1 replicas; "
         "a human approves by cordoning it"
     ]
@@ -265,5 +265,5 @@ def test_the_inference_floor_names_every_service_it_would_break(fleet, personas,
     second = _running(personas, django_capture_on_commit_callbacks, kind="inference", name="embed", **spec)
     node = Node.objects.get(name=first.placements[0]["node"])
     assert second.placements[0]["node"] == node.name  # the simulator packs both on one node
-    (warning,) = impact(node, "drain").warnings
+    (warning,) = impact(None, node, "drain").warnings
     assert "a/chat with 0 of its minimum 1 replicas" in warning and "a/embed with 0 of its minimum 1" in warning

@@ -241,53 +241,54 @@ def _walk(patterns, prefix: str = "", namespace: str | None = None):
 
 
 @cache
-def _schema_generator():
+def _schema_generator(urlconf: str | None = None):
     from drf_spectacular.generators import SchemaGenerator
 
-    generator = SchemaGenerator()
+    generator = SchemaGenerator(urlconf=urlconf)
     generator._initialise_endpoints()
     return generator
 
 
 @cache
-def openapi_schema() -> dict:
-    """The OpenAPI schema drf-spectacular generates, as the API serves it at /api/v1/schema/."""
+def openapi_schema(urlconf: str | None = None) -> dict:
+    """The OpenAPI schema drf-spectacular generates, as the API serves it at /api/v1/schema/ (of `urlconf`: the
+    project's by default)."""
     from drf_spectacular.drainage import GENERATOR_STATS
 
     # Generated at collection, where the database is out of reach: a view that reads it to type a path
     # argument only warns. Keep those warnings out of the run (and out of `spectacular --fail-on-warn`).
     with GENERATOR_STATS.silence():
-        schema = _schema_generator().get_schema(request=None, public=True)
+        schema = _schema_generator(urlconf).get_schema(request=None, public=True)
     GENERATOR_STATS.reset()
     return schema
 
 
 @cache
-def schema_operations() -> dict[str, tuple[str, str]]:
+def schema_operations(urlconf: str | None = None) -> dict[str, tuple[str, str]]:
     """'METHOD /path/{arg}/' -> (method, path) for every operation of the generated OpenAPI schema."""
     return {
         f"{method.upper()} {path}": (method.upper(), path)
-        for path, operations in openapi_schema()["paths"].items()
+        for path, operations in openapi_schema(urlconf)["paths"].items()
         for method in operations
         if method in {"get", "post", "put", "patch", "delete"}
     }
 
 
 @cache
-def page_routes() -> dict[str, str]:
+def page_routes(urlconf: str | None = None) -> dict[str, str]:
     """Every resolver route that is not an operation of the schema: key (URL name, or the pattern for an
     unnamed one) -> route pattern. Format-suffix twins of API routes share their view and are left out."""
     from django.urls import get_resolver
 
-    operations = schema_operations()
+    operations = schema_operations(urlconf)
     api_views = {
         callback
-        for path, _regex, method, callback in _schema_generator().endpoints
+        for path, _regex, method, callback in _schema_generator(urlconf).endpoints
         # The schema names a primary key `{id}` where the route says `{pk}` (SCHEMA_COERCE_PATH_PK).
         if f"{method.upper()} {path.replace('{pk}', '{id}')}" in operations
     }
     routes = {}
-    for namespace, name, route, callback in _walk(get_resolver().url_patterns):
+    for namespace, name, route, callback in _walk(get_resolver(urlconf).url_patterns):
         if callback in api_views:
             continue
         key = f"{namespace}:{name}" if namespace and name else name or route

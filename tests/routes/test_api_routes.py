@@ -40,6 +40,13 @@ def test_operation(world, db, operation, entry, persona, target):
     spec = TABLE[entry]
     method, route = schema_operations()[operation]
     assert method == spec.method, f"{entry} is declared for {spec.method}"
+    check_operation(world, spec, route, persona, target)
+
+
+def check_operation(world, spec, route: str, persona: str, target: str) -> None:
+    """Call `route` as `spec` says, as `persona`, on `target`'s object; fail unless it answers as the permission
+    model says, shows nothing of the other tenant's, and (refused) changed nothing."""
+    method = spec.method
     side = world.side(target) if target in (OWN, FOREIGN) else None
     path = fill(route, spec.path_args(world, side)) + spec.query_string(world, side)
     body = spec.body(world, side) if spec.body else None

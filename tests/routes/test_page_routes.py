@@ -85,13 +85,19 @@ def test_page(world, db, route, entry, persona, target):
     if entry is None:
         missing(route, "tests/routes/table_pages.py")
     spec = TABLE.get(entry) or PREFIXES[entry]
-    side = world.side(target) if target in (OWN, FOREIGN) else None
     pattern = page_routes()[route]
-    ok = spec.ok
+    ok, args = spec.ok, None
     if entry in PREFIXES:
         args, has_row = _admin_args(world, pattern)
         ok = admin_ok(pattern, has_row)
-    else:
+    check_page(world, spec, route, pattern, persona, target, ok=ok, args=args, admin=entry in PREFIXES)
+
+
+def check_page(world, spec, route: str, pattern: str, persona: str, target: str, *, ok, args=None, admin=False):
+    """Ask for page `route` (`pattern`) as `spec` says, as `persona`, on `target`'s object; fail unless it answers as
+    the permission model says, shows nothing of the other tenant's, and (refused) changed nothing."""
+    side = world.side(target) if target in (OWN, FOREIGN) else None
+    if args is None:
         args = spec.path_args(world, side)
     path = fill(pattern, args) + spec.query_string(world, side)
     as_whom = "anonymous" if persona == "token_a" and not route.startswith("api:") else persona
@@ -115,7 +121,7 @@ def test_page(world, db, route, entry, persona, target):
             assert _to_login(response, route), where
     elif expected == HIDDEN:
         assert response.status_code == 404, where
-    elif entry in PREFIXES:  # the admin sends everyone else to its own login page
+    elif admin:  # the admin sends everyone else to its own login page
         assert _to_login(response, route), where
     elif spec.method == "GET":
         assert response.status_code == 403, where

@@ -1,10 +1,9 @@
 from rest_framework import serializers
 
+from apps.accounts.api.fields import TenantField, VisibleUserField
 from apps.accounts.models import ApiToken, Membership, Tenant, User
 from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
-
-_TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}
 
 
 class MembershipBriefSerializer(serializers.ModelSerializer):
@@ -67,7 +66,7 @@ class MeSerializer(UserSerializer):
 
 class MembershipSerializer(StrictModelSerializer):
     user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all())
-    tenant = serializers.SlugRelatedField(allow_null=True, required=False, **_TENANT)
+    tenant = TenantField(allow_null=True, required=False)
     role = serializers.ChoiceField(choices=Role.choices)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
@@ -84,7 +83,7 @@ class MembershipUpdateSerializer(StrictSerializer):
 
 
 class ServiceAccountSerializer(StrictModelSerializer):
-    tenant = serializers.SlugRelatedField(source="owner_tenant", **_TENANT)
+    tenant = TenantField(source="owner_tenant")
     role = serializers.ChoiceField(choices=SERVICE_ACCOUNT_ROLE_CHOICES, default=Role.MEMBER, write_only=True)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
     memberships = MembershipBriefSerializer(many=True, read_only=True)
@@ -97,8 +96,8 @@ class ServiceAccountSerializer(StrictModelSerializer):
 
 
 class ApiTokenSerializer(StrictModelSerializer):
-    user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all(), required=False)
-    tenant = serializers.SlugRelatedField(allow_null=True, required=False, **_TENANT)
+    user = VisibleUserField(required=False)
+    tenant = TenantField(allow_null=True, required=False)
     role = serializers.ChoiceField(choices=Role.choices)
     # At most API_TOKEN_MAX_LIFETIME_DAYS (the service refuses more with a 400); empty or null: that maximum.
     expires_in_days = serializers.IntegerField(write_only=True, required=False, allow_null=True, min_value=1)

@@ -2,14 +2,13 @@
 
 from rest_framework import serializers
 
-from apps.accounts.models import Tenant
+from apps.accounts.api.fields import TenantField
 from apps.chargeback.models import Credit, Period, RateCard, SpendBudget, Statement
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.models import PriorityTier
 
 _MODEL = {"slug_field": "code", "queryset": GpuModel.objects.all()}
-_TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}
 _TIER = {"slug_field": "name", "queryset": PriorityTier.objects.all()}
 
 
@@ -64,7 +63,7 @@ class RateCardSerializer(StrictModelSerializer):
 
 
 class SpendBudgetSerializer(StrictModelSerializer):
-    tenant = serializers.SlugRelatedField(**_TENANT)
+    tenant = TenantField()
     monthly_amount = serializers.DecimalField(max_digits=16, decimal_places=2, coerce_to_string=True)
     thresholds = serializers.ListField(child=serializers.IntegerField(), required=False)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)

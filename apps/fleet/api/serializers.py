@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, ClusterKind, Gpu, GpuModel, Node
+from apps.fleet.owners import WorkloadNames
 
 
 class GpuModelSerializer(serializers.ModelSerializer):
@@ -109,7 +110,18 @@ class NodeSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class GpuListSerializer(serializers.ListSerializer):
+    def to_representation(self, data):
+        gpus = list(data.all() if hasattr(data, "all") else data)
+        request = self.context.get("request")
+        # Whose work is on the page's GPUs: one lookup for the whole page.
+        self.context["workload_names"] = WorkloadNames.of_gpus(getattr(request, "user", None), gpus)
+        return super().to_representation(gpus)
+
+
 class GpuSerializer(serializers.ModelSerializer):
+    """A GPU; what runs on it is named only where the user may view the work's tenant (apps/fleet/owners.py)."""
+
     node = serializers.SlugRelatedField(slug_field="name", read_only=True)
     cluster = serializers.CharField(source="node.cluster.name", read_only=True)
     model = serializers.SlugRelatedField(slug_field="code", read_only=True)
@@ -132,6 +144,17 @@ class GpuSerializer(serializers.ModelSerializer):
             "allocated_fraction",
         ]
         read_only_fields = fields
+        list_serializer_class = GpuListSerializer
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        names = self.context.get("workload_names")
+        if names is None:
+            request = self.context.get("request")
+            names = WorkloadNames.of_gpus(getattr(request, "user", None), [instance])
+        data["allocated_to"] = names.allocated_to(instance)
+        data["mig_instances"] = names.mig_instances(instance)
+        return data
 
 
 class CapacitySerializer(serializers.Serializer):

@@ -109,6 +109,8 @@ class GpuViewSet(ScopedReadOnlyViewSet):
     serializer_class = GpuSerializer
     filterset_class = GpuFilterSet
     select_related = ("node__cluster", "model")
+    # Not `allocated_to`: sorting by the names that are masked would tell them (apps/fleet/owners.py).
+    ordering_fields = ["node__name", "index", "health", "allocated_fraction", "memory_mib"]
 
 
 class GpuModelViewSet(ScopedReadOnlyViewSet):

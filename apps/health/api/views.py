@@ -1,3 +1,4 @@
+from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -31,6 +32,7 @@ from apps.health.services.incidents import transition_incident
 from apps.health.services.rulesets import active_ruleset, tune_rule
 from apps.notifications.models import NotificationChannel
 from apps.operations.api.serializers import OperationSerializer
+from apps.workloads.models import Workload
 
 
 class IncidentViewSet(ScopedReadOnlyViewSet):
@@ -43,7 +45,16 @@ class IncidentViewSet(ScopedReadOnlyViewSet):
 
     def get_queryset(self):
         qs = super().get_queryset()
-        return qs.prefetch_related("events", "workloads", "tenants") if self.action == "retrieve" else qs
+        if self.action != "retrieve":
+            return qs
+        # An incident touches every tenant whose work was on the node: list only the workloads and tenants the
+        # user may view (console-wide viewers: all of them).
+        user = self.request.user
+        return qs.prefetch_related(
+            "events",
+            Prefetch("workloads", queryset=Workload.objects.for_user(user, "view").only("pk")),
+            Prefetch("tenants", queryset=Tenant.objects.for_user(user, "view").only("pk", "slug")),
+        )
 
     def get_serializer_class(self):
         return IncidentDetailSerializer if self.action == "retrieve" else IncidentSerializer
@@ -71,7 +82,7 @@ def _node_action(name: str):
         body.is_valid(raise_exception=True)
         node = self.get_object()
         if body.validated_data["dry_run"]:
-            return Response(runbook.impact(node, name).as_dict())
+            return Response(runbook.impact(request.user, node, name).as_dict())
         incident = None
         if body.validated_data.get("incident"):
             incident = Incident.objects.filter(node=node, pk=body.validated_data["incident"]).first()
@@ -103,7 +114,8 @@ class NodeViewSet(FleetNodeViewSet):
     )
     @action(detail=True, methods=["get"])
     def impact(self, request, pk=None):
-        return Response(runbook.impact(self.get_object(), request.query_params.get("action", "")).as_dict())
+        node = self.get_object()
+        return Response(runbook.impact(request.user, node, request.query_params.get("action", "")).as_dict())
 
 
 class RuleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

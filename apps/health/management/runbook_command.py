@@ -69,7 +69,7 @@ class RunbookCommand(BaseCommand):
             if actor is None:
                 raise CommandError(f"No user {opts['user']!r}.")
         try:
-            preview = impact(node, self.action)
+            preview = impact(actor, node, self.action)
             self.stdout.write("\n".join(describe(preview)))
             if opts["dry_run"]:
                 self.stdout.write("dry run: nothing changed")

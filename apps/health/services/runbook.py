@@ -52,13 +52,16 @@ class Impact:
         return asdict(self)
 
 
-def impact(node: Node, action: str) -> Impact:
-    """The preview for `action` on `node` (reads only)."""
+def impact(actor, node: Node, action: str) -> Impact:
+    """The preview for `action` on `node` (reads only). It names every tenant's workloads and guarantees on the
+    node, so it needs what the action needs: `operate` (actor None: the command line, as the system)."""
     from apps.health.services.isolation import inference_guard
     from apps.tenancy.models import Quota
     from apps.workloads.models import Workload, WorkloadState
     from apps.workloads.placements import placed_on_node
 
+    if actor is not None:
+        require(actor, Action.OPERATE, None, _("Runbook previews need the on-call or platform-admin role."))
     _kind, removes, evicts = _action(action)
     result = Impact(action=action, node=node.name, cluster=node.cluster.name)
     evicted = placed_on_node(node.cluster_id, node.name) if evicts else []

@@ -1,14 +1,14 @@
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from apps.accounts.models import Tenant
+from apps.accounts.api.fields import TenantField
 from apps.backends.shares import gpus_number
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
+from apps.core.errors import NotFound
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.models import Admission, GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota, QuotaRequest
 
 _MODEL = {"slug_field": "code", "queryset": GpuModel.objects.all()}
-_TENANT = {"slug_field": "slug", "queryset": Tenant.objects.all()}
 
 
 class TierSerializer(StrictModelSerializer):
@@ -27,7 +27,7 @@ class BindingSerializer(serializers.ModelSerializer):
 
 
 class QueueSerializer(StrictModelSerializer):
-    tenant = serializers.SlugRelatedField(**_TENANT)
+    tenant = TenantField()
     bindings = BindingSerializer(many=True, read_only=True)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
@@ -77,8 +77,21 @@ class QuotaSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class QueueField(serializers.PrimaryKeyRelatedField):
+    """A queue by id. One that does not exist answers exactly as one outside the caller's view (the views'
+    `_visible`): 404 naming the field, so a body cannot probe which queue ids are taken."""
+
+    def to_internal_value(self, data):
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if exc.get_codes() == ["does_not_exist"]:
+                raise NotFound(f"No queue {data}.", {self.field_name: "Not found."}) from exc
+            raise
+
+
 class QuotaSetSerializer(StrictSerializer):
-    queue = serializers.PrimaryKeyRelatedField(queryset=Queue.objects.all())
+    queue = QueueField(queryset=Queue.objects.all())
     gpu_model = serializers.SlugRelatedField(**_MODEL)
     guaranteed = serializers.IntegerField(min_value=0)
     borrow_limit = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
@@ -92,7 +105,7 @@ class QuotaSetSerializer(StrictSerializer):
 # The API calls a guarantee cap the tenant's budget (/api/v1/budgets/); the schema keeps that component name.
 @extend_schema_serializer(component_name="Budget")
 class GuaranteeCapSerializer(StrictModelSerializer):
-    tenant = serializers.SlugRelatedField(**_TENANT)
+    tenant = TenantField()
     gpu_model = serializers.SlugRelatedField(**_MODEL)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
@@ -103,7 +116,7 @@ class GuaranteeCapSerializer(StrictModelSerializer):
 
 
 class QuotaRequestSerializer(StrictModelSerializer):
-    queue = serializers.PrimaryKeyRelatedField(queryset=Queue.objects.all())
+    queue = QueueField(queryset=Queue.objects.all())
     queue_name = serializers.CharField(source="queue.__str__", read_only=True)
     gpu_model = serializers.SlugRelatedField(**_MODEL)
     requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
@@ -147,7 +160,7 @@ class QuotaDecisionSerializer(StrictSerializer):
 
 
 class AdmissionPreviewSerializer(StrictSerializer):
-    queue = serializers.PrimaryKeyRelatedField(queryset=Queue.objects.all())
+    queue = QueueField(queryset=Queue.objects.all())
     gpu_model = serializers.SlugRelatedField(**_MODEL)
     gpus = serializers.IntegerField(min_value=1, max_value=100000)
     gang = serializers.IntegerField(min_value=1, required=False, default=1)

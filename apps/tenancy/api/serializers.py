@@ -1,13 +1,12 @@
 from rest_framework import serializers
 
+from apps.accounts.api.fields import TenantField
 from apps.accounts.models import Tenant
 from apps.core.api.serializers import StrictModelSerializer
 
 
 class TenantSerializer(StrictModelSerializer):
-    parent = serializers.SlugRelatedField(
-        slug_field="slug", queryset=Tenant.objects.all(), allow_null=True, required=False
-    )
+    parent = TenantField(allow_null=True, required=False)
     depth = serializers.IntegerField(read_only=True)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
