@@ -18,7 +18,7 @@ from apps.audit.services import record_event, snapshot
 from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
 from apps.backends.types import ConnectionReport
-from apps.core.errors import Conflict, InvalidInput
+from apps.core.errors import Conflict, InvalidInput, refuse_if_referenced
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields, pool_taints
 from apps.fleet.links import METRICS_URL_PLACEHOLDERS, url_template_error
 from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
@@ -183,7 +183,8 @@ def delete_cluster(actor, cluster: Cluster, *, reason: str = "") -> None:
     require(actor, Action.ADMINISTER, None, _("Only platform admins delete clusters."))
     with transaction.atomic():
         record_event(actor, "cluster.delete", cluster, reason=reason, before=snapshot(cluster))
-        cluster.delete()
+        with refuse_if_referenced(cluster):
+            cluster.delete()
 
 
 def check_connection(actor, cluster: Cluster) -> ConnectionReport:

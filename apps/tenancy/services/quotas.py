@@ -17,7 +17,7 @@ from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.backends.shares import SHARE_UNITS, format_share, gpus_number
 from apps.core import refcache
-from apps.core.errors import Conflict, Forbidden, InvalidInput
+from apps.core.errors import Conflict, Forbidden, InvalidInput, refuse_if_referenced
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.admission import UNLIMITED, Impact, preview_quota_change
 from apps.tenancy.models import GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota
@@ -82,8 +82,9 @@ def delete_queue(actor, queue: Queue, *, reason: str = "") -> None:
         raise Conflict(_("The queue still has pending or running work."), {"queue": _("Not empty.")})
     with transaction.atomic():
         record_event(actor, "queue.delete", queue, tenant=queue.tenant, reason=reason, before=snapshot(queue))
-        queue.quotas.all().delete()
-        queue.delete()
+        with refuse_if_referenced(queue):
+            queue.quotas.all().delete()
+            queue.delete()
 
 
 def bind_queue(

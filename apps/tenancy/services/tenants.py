@@ -10,7 +10,7 @@ from apps.accounts.models import Tenant
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
-from apps.core.errors import Conflict, InvalidInput
+from apps.core.errors import Conflict, InvalidInput, refuse_if_referenced
 
 _EDITABLE = ("name", "slug", "parent", "description")
 
@@ -96,4 +96,5 @@ def delete_tenant(actor, tenant: Tenant, *, reason: str = "") -> None:
     with transaction.atomic():
         before = snapshot(tenant)
         record_event(actor, "tenant.delete", tenant, tenant=tenant, reason=reason, before=before)
-        tenant.delete()
+        with refuse_if_referenced(tenant):
+            tenant.delete()
