@@ -98,13 +98,21 @@ def create_cluster(
     connection: dict | None = None,
     secret_env: str = "",
     description: str = "",
+    sync_enabled: bool = True,
     reason: str = "",
 ) -> Cluster:
     """Register a cluster. For a simulated one, `connection` is the fleet shape and its simulation is set up."""
     require(actor, Action.ADMINISTER, None, _("Only platform admins add clusters."))
     if _simulation_of(kind) is not None:
-        return _create_simulated(actor, name, kind, connection or {}, description)
-    cluster = Cluster(name=name, kind=kind, connection=connection or {}, secret_env=secret_env, description=description)
+        return _create_simulated(actor, name, kind, connection or {}, description, sync_enabled=sync_enabled)
+    cluster = Cluster(
+        name=name,
+        kind=kind,
+        connection=connection or {},
+        secret_env=secret_env,
+        description=description,
+        sync_enabled=sync_enabled,
+    )
     _validated(cluster)
     with transaction.atomic():
         try:
@@ -132,12 +140,14 @@ def create_simulated_cluster(actor, name: str, shape: dict, description: str = "
     return _create_simulated(actor, name, ClusterKind.SIMULATED, shape, description)
 
 
-def _create_simulated(actor, name: str, kind: str, shape: dict, description: str) -> Cluster:
+def _create_simulated(
+    actor, name: str, kind: str, shape: dict, description: str, *, sync_enabled: bool = True
+) -> Cluster:
     if actor is not None:
         require(actor, Action.ADMINISTER, None, "Only platform admins create clusters.")
     simulation = _simulation_of(kind)
     shape = simulation.clean_shape(shape)
-    cluster = Cluster(name=name, kind=kind, description=description, connection=shape)
+    cluster = Cluster(name=name, kind=kind, description=description, connection=shape, sync_enabled=sync_enabled)
     try:
         cluster.full_clean(validate_unique=False, validate_constraints=False)
     except ValidationError as exc:

@@ -183,3 +183,35 @@ def test_failing_cluster_shows_its_error_and_keeps_inventory(sim, personas, clie
     page = client.get(reverse("fleet:cluster_detail", args=["sim"])).content.decode()
     assert "Last sync failed" in page and "connect timeout after 10 s" in page
     assert client.get(reverse("fleet:node_list") + "?cluster=sim").context["paginator"].count == 4
+
+
+@pytest.mark.parametrize("kind", ["kubernetes", "simulated"])
+@pytest.mark.parametrize("sync_enabled", [False, True])
+def test_cluster_create_takes_sync_enabled(personas, api, kind, sync_enabled):
+    """`sync_enabled` is in the create schema; it was a 500 (`create_cluster() got an unexpected keyword`)."""
+    connection = {"nodes": 1, "models": {"h100": 1.0}} if kind == "simulated" else {"api_url": "https://k8s.example"}
+    body = {"name": "new", "kind": kind, "connection": connection, "sync_enabled": sync_enabled}
+    response = api(fresh(personas.platform_admin)).post("/api/v1/clusters/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["sync_enabled"] is sync_enabled
+    assert Cluster.objects.get(name="new").sync_enabled is sync_enabled
+
+
+@pytest.mark.parametrize(
+    "version_body",
+    [{"unexpected": True}, [], "null", "<html>not Kubernetes</html>", {"gitVersion": None}],
+    ids=["other-object", "array", "null", "html", "no-version"],
+)
+def test_test_connection_to_a_server_that_is_not_kubernetes_says_so(personas, api, version_body):
+    """An api_url whose /version answers something else: a clear report, not a ValueError (a 500)."""
+    from tests.health.http_helpers import serve
+
+    with serve({"/version": (200, version_body), "/version/": (200, version_body)}) as server:
+        cluster = Cluster.objects.create(
+            name="odd", kind="kubernetes", connection={"api_url": server.url, "request_timeout_s": 5}
+        )
+        response = api(fresh(personas.platform_admin)).post(f"/api/v1/clusters/{cluster.name}/test-connection/")
+    assert response.status_code == 200, response.content
+    report = response.json()
+    assert report["ok"] is False
+    assert "odd" in report["message"] and "version" in report["message"], report

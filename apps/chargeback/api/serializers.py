@@ -66,7 +66,7 @@ class RateCardSerializer(StrictModelSerializer):
 class SpendBudgetSerializer(StrictModelSerializer):
     tenant = serializers.SlugRelatedField(**_TENANT)
     monthly_amount = serializers.DecimalField(max_digits=16, decimal_places=2, coerce_to_string=True)
-    thresholds = serializers.ListField(child=serializers.IntegerField(), required=False)
+    thresholds = serializers.ListField(child=serializers.IntegerField(), required=False, max_length=10)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
     class Meta:

@@ -87,6 +87,9 @@ def delete_queue(actor, queue: Queue, *, reason: str = "") -> None:
             queue.delete()
 
 
+MAX_NAMESPACES = 100  # a queue's namespaces on one cluster; each is a Kueue LocalQueue or a Volcano binding
+
+
 def bind_queue(
     actor,
     queue: Queue,
@@ -99,6 +102,11 @@ def bind_queue(
     """Bind a queue on one cluster to Kubernetes namespaces and/or a Slurm account (platform admins)."""
     require(actor, Action.ADMINISTER, None, _("Only platform admins bind queues to clusters."))
     namespaces = list(namespaces or [])
+    if len(namespaces) > MAX_NAMESPACES:
+        raise InvalidInput(
+            _("Bind at most %(max)s namespaces on one cluster.") % {"max": MAX_NAMESPACES},
+            {"namespaces": _("At most %(max)s.") % {"max": MAX_NAMESPACES}},
+        )
     bad = [ns for ns in namespaces if not isinstance(ns, str) or not _DNS_LABEL.match(ns)]
     if bad:
         raise InvalidInput(
