@@ -17,23 +17,43 @@ from django.utils.translation import gettext as _
 
 def json_depth(value: Any) -> int:
     """How deeply objects and arrays nest in `value` (a scalar: 0), without recursing."""
-    deepest, stack = 0, [(value, 1)]
+    return _walk(value)[0]
+
+
+def _walk(value: Any) -> tuple[int, bool]:
+    """(depth, whether any key or string holds a NUL character), in one pass without recursion."""
+    deepest, nul, stack = 0, "\x00" in value if isinstance(value, str) else False, [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is None:
+        if isinstance(node, dict):
+            nul = nul or any("\x00" in key for key in node)
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
             continue
         deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return deepest
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif isinstance(child, str) and "\x00" in child:
+                nul = True
+    return deepest, nul
 
 
 def too_deep_message() -> str:
     return _("nested deeper than %(max)s levels") % {"max": settings.API_MAX_JSON_DEPTH}
 
 
-def is_too_deep(value: Any) -> bool:
-    return json_depth(value) > settings.API_MAX_JSON_DEPTH
+def json_problem(value: Any) -> str | None:
+    """Why parsed JSON from outside is refused, or None: nested too deep, or a NUL character in a string (which
+    PostgreSQL cannot store in text or jsonb, so that it would fail on save)."""
+    depth, nul = _walk(value)
+    if depth > settings.API_MAX_JSON_DEPTH:
+        return too_deep_message()
+    if nul:
+        return _("a string holds a NUL character (\\u0000)")
+    return None
 
 
 class BoundedJSONDecoder(json.JSONDecoder):
@@ -44,6 +64,6 @@ class BoundedJSONDecoder(json.JSONDecoder):
             value = super().decode(s, *args, **kwargs)
         except RecursionError:
             raise json.JSONDecodeError(too_deep_message(), s, 0) from None
-        if is_too_deep(value):
-            raise json.JSONDecodeError(too_deep_message(), s, 0)
+        if problem := json_problem(value):
+            raise json.JSONDecodeError(problem, s, 0)
         return value

@@ -66,6 +66,8 @@ _GPU_UPDATE_FIELDS = [
 
 
 def _validated(cluster: Cluster) -> None:
+    if not isinstance(cluster.connection or {}, dict):
+        raise InvalidInput(_("Invalid cluster."), {"connection": _("A JSON object of settings.")})
     try:
         cluster.full_clean(exclude=["status"])
     except ValidationError as exc:

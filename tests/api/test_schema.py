@@ -82,3 +82,58 @@ def test_binding_ten_thousand_namespaces_is_a_400(personas, api):
     assert not QueueBinding.objects.filter(queue=queue).exists() and AuditEvent.objects.count() == events
     with pytest.raises(InvalidInput, match="at most 100"):
         tenancy.bind_queue(fresh(personas.platform_admin), queue, cluster=cluster, namespaces=body["namespaces"])
+
+
+def test_page_size_must_be_a_whole_number_from_one(personas, api):
+    client = api(fresh(personas.platform_admin))
+    for bad in ("0", "-5", "ten", ""):
+        response = client.get(f"/api/v1/tenants/?page_size={bad}")
+        assert response.status_code == 400 and "page_size" in response.json()["fields"], (bad, response.content)
+    assert client.get("/api/v1/tenants/?page_size=1").json()["results"][0]["slug"] == "a"
+    assert len(client.get("/api/v1/tenants/?page_size=99999").json()["results"]) == 3  # capped, not refused
+    page_size = next(
+        p for p in openapi_schema()["paths"]["/api/v1/tenants/"]["get"]["parameters"] if p["name"] == "page_size"
+    )
+    assert page_size["schema"]["minimum"] == 1
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/clusters/a%00b/", "/api/v1/capacity/?cluster=a%00b", "/api/v1/tenants/?q=%00", "/api/v1/tenants/?%00=1"],
+)
+def test_a_nul_character_in_the_path_or_query_is_a_400(personas, api, path):
+    response = api(fresh(personas.platform_admin)).get(path)
+    assert response.status_code == 400 and response.json()["code"] == "bad_request", response.content
+
+
+def test_a_nul_character_in_a_json_string_is_a_400(personas, api):
+    body = '{"name": "x", "kind": "kubernetes", "connection": {"api_url": "https://a\\u0000b"}}'
+    response = api(fresh(personas.platform_admin)).generic("POST", "/api/v1/clusters/", body, "application/json")
+    assert response.status_code == 400 and response.json()["code"] == "parse_error", response.content
+
+
+@pytest.mark.parametrize("connection", [[1, 2], True, "text", 3])
+def test_a_cluster_connection_is_an_object(personas, api, connection):
+    body = {"name": "odd", "kind": "kubernetes", "connection": connection}
+    response = api(fresh(personas.platform_admin)).post("/api/v1/clusters/", body, format="json")
+    assert response.status_code == 400 and "connection" in response.json()["fields"], response.content
+
+
+def test_nullable_answers_are_marked_and_blank_ones_carry_no_format():
+    schemas = openapi_schema()["components"]["schemas"]
+    for component, field in [
+        ("MembershipBrief", "tenant"),
+        ("User", "owner_tenant"),
+        ("Me", "owner_tenant"),
+        ("Channel", "tenant"),
+        ("Operation", "tenant"),
+        ("Operation", "actor"),
+        ("Period", "closed_by"),
+        ("QuotaRequest", "decided_by"),
+        ("RateCard", "created_by"),
+        ("Workload", "created_by"),
+    ]:
+        assert schemas[component]["properties"][field].get("nullable") is True, (component, field)
+    assert "format" not in schemas["User"]["properties"]["email"]
+    assert "pattern" not in schemas["Cluster"]["properties"]["secret_env"]
+    assert "pattern" in schemas["ClusterRequest"]["properties"]["secret_env"]  # what you send is still checked

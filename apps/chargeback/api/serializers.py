@@ -1,8 +1,10 @@
 """Serializers for the chargeback API. Money and GPU-hours are decimal strings, never floats."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.accounts.models import Tenant
+from apps.chargeback.exports import to_json
 from apps.chargeback.models import Credit, Period, RateCard, SpendBudget, Statement
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, GpuModel
@@ -48,6 +50,35 @@ class StatementSerializer(serializers.ModelSerializer):
             "total",
             "computed_at",
         ]
+
+
+class StatementDetailSerializer(StatementSerializer):
+    """A statement row as the list has it, plus its period's bounds, `totals` and `lines` (apps/chargeback/exports.py:
+    every amount and GPU-hour figure a decimal string, "" where a line has none)."""
+
+    period_start = serializers.DateTimeField(source="period.start", read_only=True)
+    period_end = serializers.DateTimeField(source="period.end", read_only=True)
+    totals = serializers.SerializerMethodField()
+    lines = serializers.SerializerMethodField()
+
+    class Meta(StatementSerializer.Meta):
+        fields = [*StatementSerializer.Meta.fields, "period_start", "period_end", "totals", "lines"]
+
+    @extend_schema_field(serializers.DictField(child=serializers.CharField(allow_blank=True)))
+    def get_totals(self, statement: Statement) -> dict:
+        return self._exported(statement)["totals"]
+
+    @extend_schema_field(
+        serializers.ListField(child=serializers.DictField(child=serializers.CharField(allow_blank=True)))
+    )
+    def get_lines(self, statement: Statement) -> list:
+        return self._exported(statement)["lines"]
+
+    def _exported(self, statement: Statement) -> dict:
+        cache = self.__dict__.setdefault("_exports", {})
+        if statement.pk not in cache:
+            cache[statement.pk] = to_json(statement)
+        return cache[statement.pk]
 
 
 class RateCardSerializer(StrictModelSerializer):

@@ -8,11 +8,11 @@ from django.utils.translation import gettext as _
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from apps.core.jsondepth import is_too_deep, too_deep_message
+from apps.core.jsondepth import json_problem, too_deep_message
 
 
-def _too_deep() -> ParseError:
-    return ParseError(_("JSON parse error - %(problem)s.") % {"problem": too_deep_message()})
+def _refused(problem: str) -> ParseError:
+    return ParseError(_("JSON parse error - %(problem)s.") % {"problem": problem})
 
 
 class BoundedJSONParser(JSONParser):
@@ -20,7 +20,7 @@ class BoundedJSONParser(JSONParser):
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
-            raise _too_deep() from None
-        if is_too_deep(data):
-            raise _too_deep()
+            raise _refused(too_deep_message()) from None
+        if problem := json_problem(data):
+            raise _refused(problem)
         return data

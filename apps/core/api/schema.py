@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import FieldDoesNotExist
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
@@ -41,8 +42,48 @@ class ErrorSerializer(serializers.Serializer):
         ref_name = "Error"
 
 
+def _model_field(field: serializers.Field) -> tuple[Any, bool]:
+    """The model field a serializer field reads (through `source`, across foreign keys), and whether any step
+    of the way may be null. (None, False) when it reads no model field."""
+    model = getattr(getattr(field.parent, "Meta", None), "model", None)
+    found, nullable = None, False
+    for attr in getattr(field, "source_attrs", None) or ():
+        if model is None:
+            return None, False
+        try:
+            found = model._meta.get_field(attr)
+        except FieldDoesNotExist:
+            return None, False
+        if not found.concrete:  # a reverse relation: a list, never null
+            return None, False
+        nullable = nullable or found.null
+        model = found.related_model if found.is_relation else None
+    return found, nullable
+
+
 class ConsoleAutoSchema(AutoSchema):
-    """drf-spectacular's AutoSchema, plus the error responses every operation can give."""
+    """drf-spectacular's AutoSchema, plus what the answers really hold: the error responses every operation can
+    give; a read field is `nullable` where its model field (or a foreign key on the way to it) may be null; and a
+    model field that may be blank has no `format` or `pattern` in answers (an empty e-mail is not an e-mail)."""
+
+    def _get_serializer_field_meta(self, field, direction):
+        meta = super()._get_serializer_field_meta(field, direction)
+        if direction == "response" and isinstance(field, serializers.Field) and _model_field(field)[1]:
+            meta["nullable"] = True
+        return meta
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        self._direction = direction  # for _insert_field_validators, which is called right after with no direction
+        return super()._map_serializer_field(field, direction, bypass_extensions)
+
+    def _insert_field_validators(self, field, schema):
+        super()._insert_field_validators(field, schema)
+        if getattr(self, "_direction", None) == "response" and isinstance(schema, dict):
+            model_field = _model_field(field)[0]
+            if model_field is not None and getattr(model_field, "blank", False):
+                schema.pop("pattern", None)
+                if schema.get("format") == "email":
+                    schema.pop("format")
 
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)

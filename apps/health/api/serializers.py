@@ -110,6 +110,7 @@ class TelemetrySourceSerializer(serializers.ModelSerializer):
     class Meta:
         model = TelemetrySource
         fields = [
+            "id",  # what /telemetry-sources/{id}/ takes
             "cluster",
             "kind",
             "url_pattern",
