@@ -45,7 +45,7 @@ class TokenForm(forms.Form):
         first = user.memberships.filter(tenant__isnull=False).order_by("tenant__path").values_list("tenant", flat=True)
         self.fields["tenant"].initial = first.first()
         self.fields["user"].queryset = User.objects.filter(
-            is_service_account=True, owner_tenant__in=Tenant.objects.for_user(user, "manage")
+            is_service_account=True, owner_tenant__in=Tenant.objects.for_user(user, "manage").live()
         )
 
 
@@ -61,7 +61,7 @@ class MembershipForm(forms.Form):
 
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage")
+        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage").live()
 
 
 class ServiceAccountForm(forms.Form):
@@ -72,7 +72,7 @@ class ServiceAccountForm(forms.Form):
 
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage")
+        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage").live()
 
 
 class ReasonForm(forms.Form):

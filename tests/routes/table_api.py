@@ -81,6 +81,20 @@ TABLE: dict[str, Spec] = {
         obj=lambda w, s: {"slug": s.empty_team.slug},
         tenant=lambda s: s.empty_team.slug,
     ),
+    "POST /api/v1/tenants/{slug}/archive/": _write(
+        view_and(ADMINISTER, "console"),
+        ok=(200,),
+        obj=lambda w, s: {"slug": s.empty_team.slug},
+        body=lambda w, s: {"reason": "no longer used"},
+        tenant=lambda s: s.empty_team.slug,
+    ),
+    "POST /api/v1/tenants/{slug}/unarchive/": _write(
+        view_and(ADMINISTER, "console"),
+        ok=(409,),  # the world's tenants are live: "not archived", nothing changed (the refusal still is the role's)
+        obj=lambda w, s: {"slug": s.empty_team.slug},
+        tenant=lambda s: s.empty_team.slug,
+        changes=False,
+    ),
     "GET /api/v1/users/": Spec(LOGGED_IN),
     "GET /api/v1/users/{username}/": Spec(VIEW, obj=lambda w, s: {"username": s.user.username}),
     "GET /api/v1/memberships/": Spec(LOGGED_IN),

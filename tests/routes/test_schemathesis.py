@@ -96,7 +96,9 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @schema.parametrize()
-@settings(deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+@settings(
+    deadline=None, suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate], database=None
+)
 def test_the_api_does_what_its_schema_says(case, api_schema):
     with transaction.atomic():
         case.call_and_validate(headers={"Authorization": f"Bearer {api_schema.raw_token}"})
