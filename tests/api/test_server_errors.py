@@ -105,3 +105,18 @@ def test_pages_json_fields_refuse_deep_json_too(personas):
     response = client.post("/workloads/new/", {"kind": "training", "spec": _nested(5000)})
     assert response.status_code == 200  # the form again, with the error
     assert "nested deeper than 32 levels" in response.content.decode()
+
+
+def test_a_protected_error_no_service_caught_is_a_409_naming_the_rows(personas, api, monkeypatch):
+    """The exception handler's fallback: any delete Django refuses for referencing rows is a 409, never a 500."""
+    from django.db.models import ProtectedError
+
+    from apps.accounts.models import Membership
+    from apps.tenancy.api.views import TenantViewSet
+
+    def refuse(self, request, *args, **kwargs):
+        raise ProtectedError("protected", set(Membership.objects.filter(tenant=personas.a)))
+
+    monkeypatch.setattr(TenantViewSet, "destroy", refuse)
+    body = _json_error(api(fresh(personas.platform_admin)).delete("/api/v1/tenants/a/"), 409, "protected")
+    assert "memberships still refer to it" in body["message"], body

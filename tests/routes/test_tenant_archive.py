@@ -18,6 +18,9 @@ def _slugs(client, query: str = "") -> set[str]:
 def test_an_archived_tenant_is_hidden_read_only_and_can_come_back(world, db):
     admin, manager = api_client(world, "platform_admin"), api_client(world, "tenant_admin_a")
     team = world.own.empty_team  # a team of A: A's tenant admin manages it
+    page = Client()
+    page.force_login(world.personas.tenant_admin_a)
+    assert f'value="{team.slug}"' in page.get("/").content.decode()  # in the tenant switcher while live
     events = AuditEvent.objects.count()
 
     response = admin.post(f"/api/v1/tenants/{team.slug}/archive/", {"reason": "team disbanded"}, format="json")
@@ -51,10 +54,9 @@ def test_an_archived_tenant_is_hidden_read_only_and_can_come_back(world, db):
     assert patched.status_code == 409
     assert AuditEvent.objects.count() == events
 
-    # Pickers: the page forms offer only live tenants.
-    page = Client()
-    page.force_login(world.personas.tenant_admin_a)
+    # Pickers: the page forms and the tenant switcher offer only live tenants.
     assert f'value="{team.pk}"' not in page.get("/tenants/new/").content.decode()
+    assert f'value="{team.slug}"' not in page.get("/").content.decode()
 
     # Archiving twice is a conflict; unarchiving brings it back, writable again.
     assert admin.post(f"/api/v1/tenants/{team.slug}/archive/", {}, format="json").status_code == 409
