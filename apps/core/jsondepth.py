@@ -1,4 +1,5 @@
-"""JSON from outside, bounded in depth: nested deeper than API_MAX_JSON_DEPTH is refused, never a RecursionError.
+"""JSON from outside, bounded: nested deeper than API_MAX_JSON_DEPTH, or a string with a NUL character, is refused
+(never a RecursionError, never a database error on save).
 
 Python's json module recurses once per level, so 1,000 nested arrays raise RecursionError (a 500) before any
 validation sees them, and a body just under that would make every recursive walk after it (validation, deep
