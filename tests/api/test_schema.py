@@ -137,3 +137,14 @@ def test_nullable_answers_are_marked_and_blank_ones_carry_no_format():
     assert "format" not in schemas["User"]["properties"]["email"]
     assert "pattern" not in schemas["Cluster"]["properties"]["secret_env"]
     assert "pattern" in schemas["ClusterRequest"]["properties"]["secret_env"]  # what you send is still checked
+
+
+@pytest.mark.parametrize("name", ["cordon", "uncordon", "drain", "resume", "request-reset", "mark-rma"])
+def test_runbook_actions_declare_their_body_and_both_answers(name):
+    """They had no request body in the schema and only a 200, though they take {reason, dry_run, incident} and
+    answer 202 with the operation (200 is the dry run's impact)."""
+    operation = openapi_schema()["paths"][f"/api/v1/nodes/{{id}}/{name}/"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert set(_resolve(openapi_schema(), body)["properties"]) == {"reason", "dry_run", "incident"}
+    assert {"200", "202"} <= set(operation["responses"])
+    assert operation["responses"]["202"]["content"]["application/json"]["schema"]["$ref"].endswith("/Operation")

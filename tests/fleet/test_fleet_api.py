@@ -215,3 +215,15 @@ def test_test_connection_to_a_server_that_is_not_kubernetes_says_so(personas, ap
     report = response.json()
     assert report["ok"] is False
     assert "odd" in report["message"] and "version" in report["message"], report
+
+
+@pytest.mark.parametrize("body", [[1], "text", {"reason": ["a"]}, {"colour": "red"}])
+def test_sync_refuses_a_body_that_is_not_its_own(sim, personas, api, body):
+    """`{reason?}` only: a list body was a 500 (`'list' object has no attribute 'get'`)."""
+    response = api(fresh(personas.oncall)).post(f"/api/v1/clusters/{sim.name}/sync/", body, format="json")
+    assert response.status_code == 400, response.content
+
+
+def test_sync_takes_a_reason(sim, personas, api):
+    response = api(fresh(personas.oncall)).post(f"/api/v1/clusters/{sim.name}/sync/", {"reason": "now"}, format="json")
+    assert response.status_code == 202 and response.json()["kind"] == "fleet.sync"

@@ -74,6 +74,10 @@ class ClusterUpdateSerializer(StrictSerializer):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
+class ClusterSyncSerializer(StrictSerializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
 class NodeSerializer(serializers.ModelSerializer):
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     pool = serializers.SlugRelatedField(slug_field="name", read_only=True)
