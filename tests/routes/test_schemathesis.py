@@ -35,6 +35,10 @@ CONFIG = {
     "phases": {"stateful": {"enabled": False}},
     "generation": {"max-examples": MAX_EXAMPLES},
 }
+# Operations that answered 2xx at least once, and how many requests went out: a run where every answer was
+# a declared 401 or 404 would pass every check and prove nothing (the last test here says so).
+ANSWERED: set[str] = set()
+SENT: list[int] = [0]
 LOOKUP = re.compile(r"^(/api/v1/(?:[\w-]+/)+?)\{(\w+)\}/")
 
 
@@ -101,5 +105,16 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 )
 def test_the_api_does_what_its_schema_says(case, api_schema):
     with transaction.atomic():
-        case.call_and_validate(headers={"Authorization": f"Bearer {api_schema.raw_token}"})
+        response = case.call_and_validate(headers={"Authorization": f"Bearer {api_schema.raw_token}"})
         transaction.set_rollback(True)
+    SENT[0] += 1
+    if 200 <= response.status_code < 300 and case.method.lower() == case.operation.method.lower():
+        ANSWERED.add(f"{case.method} {case.operation.path}")  # the operation's own method, not a probe
+
+
+def test_the_run_reached_real_rows():
+    """Most operations answered 2xx at least once (92 of 125 at the fixed seed): the requests were
+    authenticated and reached the world's rows, so the checks above had answers worth checking."""
+    if not SENT[0]:
+        pytest.skip("runs after test_the_api_does_what_its_schema_says, in the same session")
+    assert len(ANSWERED) >= 70, f"only {len(ANSWERED)} operations answered 2xx: {sorted(ANSWERED)}"
