@@ -120,3 +120,16 @@ def test_a_protected_error_no_service_caught_is_a_409_naming_the_rows(personas, 
     monkeypatch.setattr(TenantViewSet, "destroy", refuse)
     body = _json_error(api(fresh(personas.platform_admin)).delete("/api/v1/tenants/a/"), 409, "protected")
     assert "memberships still refer to it" in body["message"], body
+
+
+def test_a_body_over_the_upload_limit_is_a_400(personas, api, settings):
+    """DRF reads the stream itself: DATA_UPLOAD_MAX_MEMORY_SIZE did not bound API bodies until the parser did."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 200
+    client = api(fresh(personas.platform_admin))
+    body = _json_error(
+        client.post("/api/v1/tenants/", {"name": "x", "slug": "big", "description": "d" * 300}, format="json"),
+        400,
+        "parse_error",
+    )
+    assert "larger than 200 bytes" in body["message"]
+    assert client.post("/api/v1/tenants/", {"name": "x", "slug": "small"}, format="json").status_code == 201
