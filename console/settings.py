@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.core.middleware.RequestIdMiddleware",
+    "apps.core.middleware.RefuseNulMiddleware",
     "apps.core.metrics.RequestMetricsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -225,9 +226,9 @@ REST_FRAMEWORK = {
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["apps.core.api.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "apps.core.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "apps.core.api.schema.ConsoleAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": [
         "apps.core.api.throttling.TokenRateThrottle",
@@ -374,6 +375,7 @@ SECRET_ENV_PREFIX = env_name_prefix("SECRET_ENV_PREFIX", "GPUC_SECRET_")
 SETTINGS_ENV_NAMES = ENV_READ
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
+API_MAX_JSON_DEPTH = env_int("API_MAX_JSON_DEPTH", 32, minimum=2, maximum=200)
 
 # GPU health (apps/health).
 HEALTH_SCRAPE_INTERVAL_S = env_int("HEALTH_SCRAPE_INTERVAL_S", 15, minimum=1)

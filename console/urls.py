@@ -30,3 +30,9 @@ urlpatterns = [
     path("readyz", probes.readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
 ]
+
+# Django's own errors (no view matched, an exception escaped): JSON on /api/ paths, HTML pages elsewhere.
+handler400 = "apps.core.api.handlers.bad_request"
+handler403 = "apps.core.api.handlers.permission_denied"
+handler404 = "apps.core.api.handlers.page_not_found"
+handler500 = "apps.core.api.handlers.server_error"

@@ -24,7 +24,7 @@ def tenant_context(request: HttpRequest) -> dict:
             if Action.VIEW in scope.global_actions
             else Tenant.objects.filter(id__in=scope.tenant_actions)
         )
-        return list(qs.only("id", "name", "slug", "path")[:SWITCHER_LIMIT])
+        return list(qs.live().only("id", "name", "slug", "path")[:SWITCHER_LIMIT])  # archived: not offered
 
     current = getattr(request, "current_tenant", None)
     return {

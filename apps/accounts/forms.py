@@ -51,7 +51,7 @@ class TokenForm(forms.Form):
         first = user.memberships.filter(tenant__isnull=False).order_by("tenant__path").values_list("tenant", flat=True)
         self.fields["tenant"].initial = first.first()
         self.fields["user"].queryset = User.objects.filter(
-            is_service_account=True, owner_tenant__in=Tenant.objects.for_user(user, "manage")
+            is_service_account=True, owner_tenant__in=Tenant.objects.for_user(user, "manage").live()
         )
 
 
@@ -85,7 +85,7 @@ class MembershipForm(forms.Form):
 
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage")
+        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage").live()
         self.fields["user"].widget.suggestions = list(
             User.objects.for_user(user, "view")
             .filter(is_active=True)
@@ -109,7 +109,7 @@ class ServiceAccountForm(forms.Form):
 
     def __init__(self, *args, user: User, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage")
+        self.fields["tenant"].queryset = Tenant.objects.for_user(user, "manage").live()
 
 
 class ReasonForm(forms.Form):

@@ -33,6 +33,10 @@ class TenantQuerySet(models.QuerySet):
         """The tenant and all of its descendants, by materialized path."""
         return self.filter(path__startswith=tenant.path)
 
+    def live(self) -> TenantQuerySet:
+        """Tenants not archived: what lists and pickers offer."""
+        return self.filter(archived_at__isnull=True)
+
 
 class Tenant(models.Model):
     """An organization or a team. Teams nest under organizations to any depth via `parent`.
@@ -47,6 +51,9 @@ class Tenant(models.Model):
     path = models.CharField(max_length=1000, editable=False, db_index=True, default="")
     description = models.TextField(blank=True, max_length=2000)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Archived: hidden from lists and pickers, read-only, kept for its statements and audit trail (a tenant with
+    # history cannot be deleted). Set and cleared by apps.tenancy.services.tenants (archive / unarchive).
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     objects = TenantQuerySet.as_manager()
 

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils.translation import gettext as _
 
 from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, SUBTREE_ROLES, Action, Role
-from apps.core.errors import Forbidden
+from apps.core.errors import Conflict, Forbidden
 
 _CACHE_ATTR = "_console_scope"
 
@@ -130,10 +130,24 @@ def has_perm(user, action: str, tenant=None) -> bool:
 
 
 def require(user, action: str, tenant=None, message: str | None = None) -> None:
-    """Raise Forbidden unless `has_perm`; the message says which action on which tenant was missing."""
+    """Raise Forbidden unless `has_perm`; the message says which action on which tenant was missing. An archived
+    tenant is read-only: any action but viewing it is a Conflict saying so, whoever asks."""
     if not has_perm(user, action, tenant):
         where = _("tenant %(slug)s") % {"slug": tenant} if tenant is not None else _("the console")
         raise Forbidden(message or _("You may not %(action)s on %(where)s.") % {"action": action, "where": where})
+    if action != Action.VIEW:
+        require_live(tenant)
+
+
+def require_live(tenant) -> None:
+    """Raise Conflict (409 `archived`) if `tenant` (a Tenant or None) is archived."""
+    if getattr(tenant, "archived_at", None) is not None:
+        raise Conflict(
+            _("Tenant %(slug)s is archived: it is read-only until a platform admin unarchives it.")
+            % {"slug": tenant.slug},
+            {"tenant": _("Archived.")},
+            code="archived",
+        )
 
 
 def grantable_roles(user, tenant) -> list[str]:

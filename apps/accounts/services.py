@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.accounts.models import ApiToken, Membership, User, token_digest
-from apps.accounts.permissions import forget_scope, grantable_roles, has_perm, require, scope_for
+from apps.accounts.permissions import forget_scope, grantable_roles, has_perm, require, require_live, scope_for
 from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, TENANT_ROLES, Action, Role
 from apps.audit.services import record_event, snapshot
 from apps.core.errors import Conflict, Forbidden, InvalidInput
@@ -41,6 +41,7 @@ def _require_grantable(actor, role: str, tenant) -> None:
     if role not in grantable_roles(actor, tenant):
         where = _("tenant %(slug)s") % {"slug": tenant.slug} if tenant is not None else _("the whole console")
         raise Forbidden(_("You may not grant %(role)s on %(where)s.") % {"role": role, "where": where})
+    require_live(tenant)
 
 
 def grant_membership(actor, *, user: User, tenant, role: str, reason: str = "") -> Membership:

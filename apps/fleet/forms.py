@@ -1,6 +1,7 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from apps.core.jsondepth import BoundedJSONDecoder
 from apps.fleet.models import ClusterKind
 
 
@@ -13,6 +14,7 @@ class ClusterForm(forms.Form):
         label=_("Description"), required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2})
     )
     connection = forms.JSONField(
+        decoder=BoundedJSONDecoder,
         label=_("Connection"),
         required=False,
         initial=dict,

@@ -18,7 +18,7 @@ from apps.audit.services import record_event, snapshot
 from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
 from apps.backends.types import ConnectionReport
-from apps.core.errors import Conflict, InvalidInput
+from apps.core.errors import Conflict, InvalidInput, refuse_if_referenced
 from apps.core.secrets import secret_env_error
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields, pool_taints
 from apps.fleet.links import METRICS_URL_PLACEHOLDERS, template_outbound_error, url_template_error
@@ -67,6 +67,8 @@ _GPU_UPDATE_FIELDS = [
 
 
 def _validated(cluster: Cluster) -> None:
+    if not isinstance(cluster.connection or {}, dict):
+        raise InvalidInput(_("Invalid cluster."), {"connection": _("A JSON object of settings.")})
     try:
         cluster.full_clean(exclude=["status"])
     except ValidationError as exc:
@@ -103,13 +105,21 @@ def create_cluster(
     connection: dict | None = None,
     secret_env: str = "",
     description: str = "",
+    sync_enabled: bool = True,
     reason: str = "",
 ) -> Cluster:
     """Register a cluster. For a simulated one, `connection` is the fleet shape and its simulation is set up."""
     require(actor, Action.ADMINISTER, None, _("Only platform admins add clusters."))
     if _simulation_of(kind) is not None:
-        return _create_simulated(actor, name, kind, connection or {}, description)
-    cluster = Cluster(name=name, kind=kind, connection=connection or {}, secret_env=secret_env, description=description)
+        return _create_simulated(actor, name, kind, connection or {}, description, sync_enabled=sync_enabled)
+    cluster = Cluster(
+        name=name,
+        kind=kind,
+        connection=connection or {},
+        secret_env=secret_env,
+        description=description,
+        sync_enabled=sync_enabled,
+    )
     _validated(cluster)
     with transaction.atomic():
         try:
@@ -137,12 +147,14 @@ def create_simulated_cluster(actor, name: str, shape: dict, description: str = "
     return _create_simulated(actor, name, ClusterKind.SIMULATED, shape, description)
 
 
-def _create_simulated(actor, name: str, kind: str, shape: dict, description: str) -> Cluster:
+def _create_simulated(
+    actor, name: str, kind: str, shape: dict, description: str, *, sync_enabled: bool = True
+) -> Cluster:
     if actor is not None:
         require(actor, Action.ADMINISTER, None, "Only platform admins create clusters.")
     simulation = _simulation_of(kind)
     shape = simulation.clean_shape(shape)
-    cluster = Cluster(name=name, kind=kind, description=description, connection=shape)
+    cluster = Cluster(name=name, kind=kind, description=description, connection=shape, sync_enabled=sync_enabled)
     try:
         cluster.full_clean(validate_unique=False, validate_constraints=False)
     except ValidationError as exc:
@@ -188,7 +200,8 @@ def delete_cluster(actor, cluster: Cluster, *, reason: str = "") -> None:
     require(actor, Action.ADMINISTER, None, _("Only platform admins delete clusters."))
     with transaction.atomic():
         record_event(actor, "cluster.delete", cluster, reason=reason, before=snapshot(cluster))
-        cluster.delete()
+        with refuse_if_referenced(cluster):
+            cluster.delete()
 
 
 def check_connection(actor, cluster: Cluster) -> ConnectionReport:

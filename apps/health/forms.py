@@ -1,6 +1,7 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from apps.core.jsondepth import BoundedJSONDecoder
 from apps.health.models import IncidentState, RuleAction, Severity
 from apps.health.services.runbook import ACTIONS
 
@@ -21,5 +22,5 @@ class RuleTuneForm(forms.Form):
     severity = forms.ChoiceField(label=_("Severity"), choices=Severity.choices)
     action = forms.ChoiceField(label=_("Action"), choices=RuleAction.choices)
     enabled = forms.BooleanField(label=_("Enabled"), required=False)
-    params = forms.JSONField(label=_("Parameters"))
+    params = forms.JSONField(label=_("Parameters"), decoder=BoundedJSONDecoder)
     reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)

@@ -21,7 +21,7 @@ class TenantForm(forms.ModelForm):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["parent"].queryset = Tenant.objects.for_user(user, "manage")
+        self.fields["parent"].queryset = Tenant.objects.for_user(user, "manage").live()
 
     def validate_unique(self):
         # Uniqueness is checked by the service, which reports it as a field error.
@@ -42,7 +42,9 @@ class QuotaRequestForm(forms.Form):
         from apps.tenancy.models import Queue
 
         super().__init__(*args, **kwargs)
-        self.fields["queue"].queryset = Queue.objects.for_user(user, "manage").select_related("tenant")
+        self.fields["queue"].queryset = (
+            Queue.objects.for_user(user, "manage").filter(tenant__archived_at__isnull=True).select_related("tenant")
+        )
         self.fields["gpu_model"].queryset = GpuModel.objects.all()
 
 

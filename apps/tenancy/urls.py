@@ -10,4 +10,5 @@ urlpatterns = [
     path("quota-requests/", views.quota_requests, name="quota_requests"),
     path("tiers/", views.tiers, name="tiers"),
     path("<str:slug>/", views.tenant_detail, name="tenant_detail"),
+    path("<str:slug>/archive/", views.tenant_archive, name="tenant_archive"),
 ]

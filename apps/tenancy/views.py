@@ -90,13 +90,34 @@ def tenant_detail(request, slug: str):
         {
             "tenant": tenant,
             "form": form,
-            "can_manage": can_manage,
+            "can_manage": can_manage and tenant.archived_at is None,
+            "can_archive": has_perm(request.user, "administer"),
             "children": Tenant.objects.for_user(request.user, "view").filter(parent=tenant),
             "memberships": Membership.objects.filter(tenant=tenant).select_related("user")[:200],
             "ancestors": Tenant.objects.filter(id__in=tenant.ancestor_ids()[:-1]).order_by("path"),
             **_quota_context(tenant),
         },
     )
+
+
+@require_http_methods(["POST"])
+@login_required
+def tenant_archive(request, slug: str):
+    """Archive the tenant, or unarchive an archived one (platform admins; the detail page's button)."""
+    tenant = get_object_or_404(Tenant.objects.for_user(request.user, "view"), slug=slug)
+    change = services.unarchive_tenant if tenant.archived_at else services.archive_tenant
+    try:
+        tenant = change(request.user, tenant, reason=request.POST.get("reason", ""))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            _("Archived %(name)s.") % {"name": tenant.name}
+            if tenant.archived_at
+            else _("Unarchived %(name)s.") % {"name": tenant.name},
+        )
+    return redirect("tenancy:tenant_detail", slug=tenant.slug)
 
 
 def _quota_context(tenant: Tenant) -> dict:

@@ -3,6 +3,7 @@ import json
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from apps.core.jsondepth import BoundedJSONDecoder
 from apps.workloads.models import WorkloadKind, WorkloadTemplate
 
 
@@ -30,7 +31,7 @@ class SubmitForm(forms.Form):
     def clean_spec(self):
         raw = self.cleaned_data.get("spec") or "{}"
         try:
-            value = json.loads(raw)
+            value = json.loads(raw, cls=BoundedJSONDecoder)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 _("Not valid JSON: %(error)s at line %(line)s, column %(column)s.")

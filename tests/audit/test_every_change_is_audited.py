@@ -139,6 +139,22 @@ def _(personas, api, client):
     return _api(api, personas).delete("/api/v1/tenants/a-team/?reason=merged")
 
 
+@case("api:tenant-archive", "post")
+def _(personas, api, client):
+    return _api(api, personas).post("/api/v1/tenants/a-team/archive/", {"reason": "disbanded"}, format="json")
+
+
+def _archive_a_team(personas):
+    from apps.tenancy.services import archive_tenant
+
+    return archive_tenant(fresh(personas.platform_admin), personas.a_team)
+
+
+@case("api:tenant-unarchive", "post", setup=_archive_a_team)
+def _(personas, api, client, tenant):
+    return _api(api, personas).post("/api/v1/tenants/a-team/unarchive/", {}, format="json")
+
+
 @case("api:membership-list", "post")
 def _(personas, api, client):
     return _api(api, personas, "tenant_admin_a").post(
@@ -689,6 +705,13 @@ def _(personas, api, client):
     return _logged_in(client, personas, "tenant_admin_a").post(
         reverse("tenancy:tenant_detail", args=["a-team"]),
         {"name": "Team A1 renamed", "slug": "a-team", "parent": personas.a.pk, "description": "d"},
+    )
+
+
+@case("tenancy:tenant_archive", "post")
+def _(personas, api, client):
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("tenancy:tenant_archive", args=["a-team"]), {"reason": "disbanded"}
     )
 
 

@@ -113,3 +113,33 @@ def test_tenant_admin_creates_a_team_and_bad_slug_is_refused(page: Page, problem
     assert not Tenant.objects.filter(name="Bad").exists()
     assert AuditEvent.objects.count() == events_before
     problems.assert_clean("the refused form")
+
+
+def test_platform_admin_archives_a_team_and_brings_it_back(page: Page, problems: PageProblems, personas_live):
+    """The archive button on a tenant's page: a confirmation naming what happens, then the badge; the team is
+    gone from the list and the switcher; the same button unarchives it."""
+    log_in(page, "root")
+    page.goto("/tenants/a-team/")
+    page.get_by_test_id("archive-tenant-open").click()
+    dialog = page.get_by_test_id("archive-tenant")
+    expect(dialog.get_by_test_id("confirm-impact")).to_contain_text("Team A1 is hidden from lists and pickers")
+    dialog.get_by_role("textbox").fill("e2e: team disbanded")
+    dialog.get_by_test_id("archive-tenant-confirm").click()
+
+    expect(page).to_have_url(re.compile(r"/tenants/a-team/$"))
+    expect(page.get_by_role("alert").filter(has_text="Archived Team A1.")).to_be_visible()
+    expect(page.get_by_test_id("archived")).to_be_visible()
+    screenshot(page, "tenant-archived")
+    assert Tenant.objects.get(slug="a-team").archived_at is not None
+    assert AuditEvent.objects.get(action="tenant.archive").reason == "e2e: team disbanded"
+    expect(page.get_by_test_id("tenant-switcher").locator("option")).to_have_text(["All my tenants", "Org A", "Org B"])
+    page.goto("/tenants/")
+    expect(page.locator("main table tbody")).not_to_contain_text("Team A1")
+
+    page.goto("/tenants/a-team/")
+    page.get_by_test_id("unarchive-tenant-open").click()
+    page.get_by_test_id("unarchive-tenant-confirm").click()
+    expect(page.get_by_role("alert").filter(has_text="Unarchived Team A1.")).to_be_visible()
+    expect(page.get_by_test_id("archived")).to_have_count(0)
+    assert Tenant.objects.get(slug="a-team").archived_at is None
+    problems.assert_clean("archiving and unarchiving")

@@ -183,3 +183,47 @@ def test_failing_cluster_shows_its_error_and_keeps_inventory(sim, personas, clie
     page = client.get(reverse("fleet:cluster_detail", args=["sim"])).content.decode()
     assert "Last sync failed" in page and "connect timeout after 10 s" in page
     assert client.get(reverse("fleet:node_list") + "?cluster=sim").context["paginator"].count == 4
+
+
+@pytest.mark.parametrize("kind", ["kubernetes", "simulated"])
+@pytest.mark.parametrize("sync_enabled", [False, True])
+def test_cluster_create_takes_sync_enabled(personas, api, kind, sync_enabled):
+    """`sync_enabled` is in the create schema; it was a 500 (`create_cluster() got an unexpected keyword`)."""
+    connection = {"nodes": 1, "models": {"h100": 1.0}} if kind == "simulated" else {"api_url": "https://k8s.example"}
+    body = {"name": "new", "kind": kind, "connection": connection, "sync_enabled": sync_enabled}
+    response = api(fresh(personas.platform_admin)).post("/api/v1/clusters/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["sync_enabled"] is sync_enabled
+    assert Cluster.objects.get(name="new").sync_enabled is sync_enabled
+
+
+@pytest.mark.parametrize(
+    "version_body",
+    [{"unexpected": True}, [], "null", "<html>not Kubernetes</html>", {"gitVersion": None}],
+    ids=["other-object", "array", "null", "html", "no-version"],
+)
+def test_test_connection_to_a_server_that_is_not_kubernetes_says_so(personas, api, version_body):
+    """An api_url whose /version answers something else: a clear report, not a ValueError (a 500)."""
+    from tests.health.http_helpers import serve
+
+    with serve({"/version": (200, version_body), "/version/": (200, version_body)}) as server:
+        cluster = Cluster.objects.create(
+            name="odd", kind="kubernetes", connection={"api_url": server.url, "request_timeout_s": 5}
+        )
+        response = api(fresh(personas.platform_admin)).post(f"/api/v1/clusters/{cluster.name}/test-connection/")
+    assert response.status_code == 200, response.content
+    report = response.json()
+    assert report["ok"] is False
+    assert "odd" in report["message"] and "version" in report["message"], report
+
+
+@pytest.mark.parametrize("body", [[1], "text", {"reason": ["a"]}, {"colour": "red"}])
+def test_sync_refuses_a_body_that_is_not_its_own(sim, personas, api, body):
+    """`{reason?}` only: a list body was a 500 (`'list' object has no attribute 'get'`)."""
+    response = api(fresh(personas.oncall)).post(f"/api/v1/clusters/{sim.name}/sync/", body, format="json")
+    assert response.status_code == 400, response.content
+
+
+def test_sync_takes_a_reason(sim, personas, api):
+    response = api(fresh(personas.oncall)).post(f"/api/v1/clusters/{sim.name}/sync/", {"reason": "now"}, format="json")
+    assert response.status_code == 202 and response.json()["kind"] == "fleet.sync"

@@ -31,7 +31,6 @@ from tests.routes.world import training_spec
 
 ADMINISTER, MANAGE, OPERATE, SUBMIT = Action.ADMINISTER, Action.MANAGE, Action.OPERATE, Action.SUBMIT
 
-ISSUE_20_DELETE_CLUSTER = "issue 20: DELETE /api/v1/clusters/<c>/ is a 500 (ProtectedError), not a 204 or a 409"
 
 RUNBOOK = ("cordon", "uncordon", "drain", "resume", "request-reset", "mark-rma")
 
@@ -70,6 +69,20 @@ TABLE: dict[str, Spec] = {
         (204,),
         obj=lambda w, s: {"slug": s.empty_team.slug},
         tenant=lambda s: s.empty_team.slug,
+    ),
+    "POST /api/v1/tenants/{slug}/archive/": _write(
+        view_and(ADMINISTER, "console"),
+        ok=(200,),
+        obj=lambda w, s: {"slug": s.empty_team.slug},
+        body=lambda w, s: {"reason": "no longer used"},
+        tenant=lambda s: s.empty_team.slug,
+    ),
+    "POST /api/v1/tenants/{slug}/unarchive/": _write(
+        view_and(ADMINISTER, "console"),
+        ok=(409,),  # the world's tenants are live: "not archived", nothing changed (the refusal still is the role's)
+        obj=lambda w, s: {"slug": s.empty_team.slug},
+        tenant=lambda s: s.empty_team.slug,
+        changes=False,
     ),
     "GET /api/v1/users/": Spec(LOGGED_IN),
     "GET /api/v1/users/{username}/": Spec(VIEW, obj=lambda w, s: {"username": s.user.username}),
@@ -140,9 +153,9 @@ TABLE: dict[str, Spec] = {
     "DELETE /api/v1/clusters/{name}/": _write(
         console(ADMINISTER),
         "DELETE",
-        (204,),
+        (409,),  # the world's cluster has metered usage and statements: refused, naming them, nothing changed
         shared=lambda w: {"name": w.cluster.name},
-        known={("platform_admin", "shared"): ISSUE_20_DELETE_CLUSTER},
+        changes=False,
     ),
     "POST /api/v1/clusters/{name}/sync/": _write(
         console(OPERATE), ok=(202,), shared=lambda w: {"name": w.cluster.name}

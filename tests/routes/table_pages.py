@@ -90,6 +90,11 @@ TABLE: dict[str, Spec] = {
         obj=lambda w, s: {"slug": s.tenant.slug},
         body=lambda w, s: {"name": s.tenant.name, "slug": s.tenant.slug, "description": "changed by the matrix"},
     ),
+    "tenancy:tenant_archive#post": post(
+        view_and(ADMINISTER, "console"),
+        obj=lambda w, s: {"slug": s.empty_team.slug},
+        tenant=lambda s: s.empty_team.slug,
+    ),
     "tenancy:queue_detail": Spec(VIEW, obj=lambda w, s: {"pk": s.queue.pk}),
     "tenancy:queue_detail#post": post(
         view_and(MANAGE),

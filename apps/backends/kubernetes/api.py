@@ -33,6 +33,13 @@ def _status_of(exc: ApiException) -> dict:
     return body if isinstance(body, dict) else {}
 
 
+def _not_kubernetes(cluster: str, why: object) -> PermanentBackendError:
+    return PermanentBackendError(
+        f"cluster {cluster}: read the server version: the answer to /version is not a Kubernetes API server's "
+        f"({why}); check api_url"
+    )
+
+
 def translate(exc: Exception, what: str, cluster: str) -> BackendError:
     """The backend error for a failed call (`what`: e.g. "cordon node gpu-1").
 
@@ -182,4 +189,9 @@ class KubeApi:
             info = k8s.VersionApi(self.client).get_code(_request_timeout=self._timeout(None))
         except (ApiException, urllib3.exceptions.HTTPError, OSError, OutboundRefused) as exc:
             raise translate(exc, "read the server version", self.cluster_name) from exc
-        return info.git_version
+        except (ValueError, TypeError) as exc:  # the client's model refuses an answer without Kubernetes' fields
+            raise _not_kubernetes(self.cluster_name, exc) from exc
+        version = getattr(info, "git_version", None)
+        if not isinstance(version, str) or not version:
+            raise _not_kubernetes(self.cluster_name, "no gitVersion")
+        return version

@@ -85,7 +85,7 @@ class FaultViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.R
         )
         return Response(FaultSerializer(fault).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses=FaultSerializer)
+    @extend_schema(responses={200: FaultSerializer})
     def destroy(self, request, *args, **kwargs):
         fault = services.clear_fault(request.user, self.get_object(), request.query_params.get("reason", ""))
         return Response(FaultSerializer(fault).data)

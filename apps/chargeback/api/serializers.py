@@ -1,8 +1,10 @@
 """Serializers for the chargeback API. Money and GPU-hours are decimal strings, never floats."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.accounts.api.fields import TenantField
+from apps.chargeback.exports import to_json
 from apps.chargeback.models import Credit, Period, RateCard, SpendBudget, Statement
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.fleet.models import Cluster, GpuModel
@@ -49,6 +51,35 @@ class StatementSerializer(serializers.ModelSerializer):
         ]
 
 
+class StatementDetailSerializer(StatementSerializer):
+    """A statement row as the list has it, plus its period's bounds, `totals` and `lines` (apps/chargeback/exports.py:
+    every amount and GPU-hour figure a decimal string, "" where a line has none)."""
+
+    period_start = serializers.DateTimeField(source="period.start", read_only=True)
+    period_end = serializers.DateTimeField(source="period.end", read_only=True)
+    totals = serializers.SerializerMethodField()
+    lines = serializers.SerializerMethodField()
+
+    class Meta(StatementSerializer.Meta):
+        fields = [*StatementSerializer.Meta.fields, "period_start", "period_end", "totals", "lines"]
+
+    @extend_schema_field(serializers.DictField(child=serializers.CharField(allow_blank=True)))
+    def get_totals(self, statement: Statement) -> dict:
+        return self._exported(statement)["totals"]
+
+    @extend_schema_field(
+        serializers.ListField(child=serializers.DictField(child=serializers.CharField(allow_blank=True)))
+    )
+    def get_lines(self, statement: Statement) -> list:
+        return self._exported(statement)["lines"]
+
+    def _exported(self, statement: Statement) -> dict:
+        cache = self.__dict__.setdefault("_exports", {})
+        if statement.pk not in cache:
+            cache[statement.pk] = to_json(statement)
+        return cache[statement.pk]
+
+
 class RateCardSerializer(StrictModelSerializer):
     gpu_model = serializers.SlugRelatedField(**_MODEL)
     tier = serializers.SlugRelatedField(**_TIER, required=False, allow_null=True)
@@ -65,7 +96,7 @@ class RateCardSerializer(StrictModelSerializer):
 class SpendBudgetSerializer(StrictModelSerializer):
     tenant = TenantField()
     monthly_amount = serializers.DecimalField(max_digits=16, decimal_places=2, coerce_to_string=True)
-    thresholds = serializers.ListField(child=serializers.IntegerField(), required=False)
+    thresholds = serializers.ListField(child=serializers.IntegerField(), required=False, max_length=10)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
 
     class Meta:

@@ -16,9 +16,10 @@ from apps.chargeback.api.serializers import (
     PeriodSerializer,
     RateCardSerializer,
     SpendBudgetSerializer,
+    StatementDetailSerializer,
     StatementSerializer,
 )
-from apps.chargeback.exports import csv_response, to_json
+from apps.chargeback.exports import csv_response
 from apps.chargeback.models import Credit, Period, RateCard, SpendBudget, Statement
 from apps.core.api.views import ScopedViewSetMixin
 
@@ -44,9 +45,8 @@ class StatementViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
             qs = qs.filter(tenant__slug=tenant)
         return qs
 
-    def retrieve(self, request, *args, **kwargs):
-        statement = self.get_object()
-        return Response({"id": statement.pk, **to_json(statement)})
+    def get_serializer_class(self):
+        return StatementDetailSerializer if self.action == "retrieve" else StatementSerializer
 
     @extend_schema(responses={(200, "text/csv"): str})
     @action(detail=True, methods=["get"])

@@ -12,12 +12,13 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import ProtectedError, RestrictedError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from apps.core.errors import ServiceError
+from apps.core.errors import ServiceError, referenced_conflict
 from apps.core.request_context import get_request_id
 
 
@@ -43,6 +44,8 @@ def error_body(message: str, code: str, fields: dict[str, list[str]] | None = No
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, ProtectedError | RestrictedError):  # a delete no service turned into a Conflict itself
+        exc = referenced_conflict(None, exc)
     if isinstance(exc, ServiceError):
         body = error_body(exc.message, exc.code, exc.fields)
         if exc.data:

@@ -28,7 +28,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
 
 class ClusterSerializer(StrictModelSerializer):
     kind = serializers.ChoiceField(choices=ClusterKind.choices)
-    connection = serializers.JSONField(
+    connection = serializers.DictField(
         required=False,
         help_text='Non-secret settings. For kind "simulated", the fleet shape: '
         '{"nodes": 32, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.5}, "seed": 1}',
@@ -69,10 +69,14 @@ class ClusterSerializer(StrictModelSerializer):
 
 class ClusterUpdateSerializer(StrictSerializer):
     description = serializers.CharField(required=False, allow_blank=True, max_length=2000)
-    connection = serializers.JSONField(required=False)
+    connection = serializers.DictField(required=False)
     secret_env = serializers.CharField(required=False, allow_blank=True, max_length=128)
     sync_enabled = serializers.BooleanField(required=False)
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class ClusterSyncSerializer(StrictSerializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
 
 
 class NodeSerializer(serializers.ModelSerializer):

@@ -10,6 +10,7 @@ from apps.fleet import services
 from apps.fleet.api.serializers import (
     CapacitySerializer,
     ClusterSerializer,
+    ClusterSyncSerializer,
     ClusterUpdateSerializer,
     GpuModelSerializer,
     GpuSerializer,
@@ -80,16 +81,18 @@ class ClusterViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
             }
         )
 
-    @extend_schema(request=None, responses={202: OperationSerializer})
+    @extend_schema(request=ClusterSyncSerializer, responses={202: OperationSerializer})
     @action(detail=True, methods=["post"])
     def sync(self, request, name=None):
+        body = ClusterSyncSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
         cluster = self.get_object()
         operation = start_operation(
             request.user,
             "fleet.sync",
             target=cluster,
             params={"cluster_id": cluster.pk},
-            reason=str(request.data.get("reason", ""))[:2000] if request.data else "",
+            reason=body.validated_data["reason"],
         )
         return Response(OperationSerializer(operation).data, status=status.HTTP_202_ACCEPTED)
 

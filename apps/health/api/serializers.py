@@ -110,6 +110,7 @@ class TelemetrySourceSerializer(serializers.ModelSerializer):
     class Meta:
         model = TelemetrySource
         fields = [
+            "id",  # what /telemetry-sources/{id}/ takes
             "cluster",
             "kind",
             "url_pattern",
@@ -180,8 +181,12 @@ class IsolationPolicySetSerializer(StrictSerializer):
         required=False, allow_null=True, default=None, help_text="with `pool`; both empty: the default"
     )
     pool = serializers.CharField(required=False, allow_null=True, default=None)
-    cordon_severities = serializers.ListField(child=serializers.ChoiceField(choices=Severity.choices))
-    drain_severities = serializers.ListField(child=serializers.ChoiceField(choices=Severity.choices), default=list)
+    cordon_severities = serializers.ListField(
+        child=serializers.ChoiceField(choices=Severity.choices), max_length=len(Severity.choices)
+    )
+    drain_severities = serializers.ListField(
+        child=serializers.ChoiceField(choices=Severity.choices), default=list, max_length=len(Severity.choices)
+    )
     max_nodes_per_hour = serializers.IntegerField(min_value=0)
     max_percent_per_hour = serializers.FloatField(min_value=0, max_value=100)
     enabled = serializers.BooleanField(default=True)

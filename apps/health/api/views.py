@@ -71,12 +71,6 @@ class IncidentViewSet(ScopedReadOnlyViewSet):
 
 
 def _node_action(name: str):
-    @extend_schema(
-        request=NodeActionSerializer,
-        responses={202: OperationSerializer, 200: ImpactSerializer},
-        description=f"{name}: with `dry_run` the impact preview only; else a persisted operation (409 with the "
-        "running operation when one is already acting on the node).",
-    )
     def act(self, request, pk=None):
         body = NodeActionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -94,7 +88,14 @@ def _node_action(name: str):
         return Response(OperationSerializer(operation).data, status=status.HTTP_202_ACCEPTED)
 
     act.__name__ = name.replace("-", "_")
-    return action(detail=True, methods=["post"], url_path=name, url_name=name)(act)
+    # extend_schema goes on the action (outside it): applied to the bare function it was lost, and the schema
+    # had these actions without a request body and without their 202.
+    return extend_schema(
+        request=NodeActionSerializer,
+        responses={202: OperationSerializer, 200: ImpactSerializer},
+        description=f"{name}: with `dry_run` the impact preview only; else a persisted operation (409 with the "
+        "running operation when one is already acting on the node).",
+    )(action(detail=True, methods=["post"], url_path=name, url_name=name)(act))
 
 
 class NodeViewSet(FleetNodeViewSet):

@@ -48,7 +48,7 @@ class ServiceViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
         return Response(service_status(workload)["slo"])
 
     @extend_schema(responses=AlertSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def alerts(self, request, pk=None):
         """The service's burn-rate alerts, newest first (the last 100)."""
         workload = self.get_object()

@@ -7,6 +7,7 @@ from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 from apps.core.errors import NotFound
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.models import Admission, GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota, QuotaRequest
+from apps.tenancy.services.quotas import MAX_NAMESPACES
 
 _MODEL = {"slug_field": "code", "queryset": GpuModel.objects.all()}
 
@@ -40,7 +41,9 @@ class QueueSerializer(StrictModelSerializer):
 
 class BindSerializer(StrictSerializer):
     cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
-    namespaces = serializers.ListField(child=serializers.CharField(max_length=63), required=False, default=list)
+    namespaces = serializers.ListField(
+        child=serializers.CharField(max_length=63), required=False, default=list, max_length=MAX_NAMESPACES
+    )
     slurm_account = serializers.CharField(required=False, allow_blank=True, max_length=63, default="")
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 

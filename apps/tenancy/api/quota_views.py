@@ -101,17 +101,25 @@ class QuotaViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         return super().get_queryset().select_related("queue__tenant", "gpu_model")
 
-    def list(self, request, *args, **kwargs):
+    @staticmethod
+    def _with_usage(quotas) -> list:
+        """The quotas with their current `used`, `borrowed`, `lent` (the list and the detail say the same)."""
         from apps.tenancy.snapshot import build_snapshot
 
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         snapshot, _ = build_snapshot(with_capacity=False)
-        for quota in page:
+        for quota in quotas:
             state = snapshot.quotas.get((quota.queue_id, quota.gpu_model.code))
             used, borrowed, lent = (state.used, state.borrowed, state.lent) if state else (0, 0, 0)
             quota.used, quota.borrowed, quota.lent = (gpus_number(n, snapshot.unit) for n in (used, borrowed, lent))
             quota.used_text = format_share(used, snapshot.unit)
-        return self.get_paginated_response(QuotaSerializer(page, many=True).data)
+        return quotas
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(QuotaSerializer(self._with_usage(page), many=True).data)
+
+    def retrieve(self, request, *args, **kwargs):
+        return Response(QuotaSerializer(self._with_usage([self.get_object()])[0]).data)
 
     @extend_schema(
         request=QuotaSetSerializer,
@@ -123,6 +131,7 @@ class QuotaViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
         data = dict(body.validated_data)
         data["queue"] = _visible(request.user, data["queue"])
         quota, impact = services.set_quota(request.user, **data)
+        quota = self._with_usage([quota])[0]
         return Response({"quota": QuotaSerializer(quota).data, "impact": impact}, status=status.HTTP_201_CREATED)
 
     @extend_schema(

@@ -2,7 +2,7 @@ from rest_framework import serializers
 
 from apps.accounts.api.fields import TenantField
 from apps.accounts.models import Tenant
-from apps.core.api.serializers import StrictModelSerializer
+from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 
 
 class TenantSerializer(StrictModelSerializer):
@@ -12,6 +12,10 @@ class TenantSerializer(StrictModelSerializer):
 
     class Meta:
         model = Tenant
-        fields = ["id", "name", "slug", "parent", "description", "depth", "created_at", "reason"]
-        read_only_fields = ["id", "created_at"]
+        fields = ["id", "name", "slug", "parent", "description", "depth", "created_at", "archived_at", "reason"]
+        read_only_fields = ["id", "created_at", "archived_at"]
         extra_kwargs = {"slug": {"validators": []}}  # uniqueness is the service's job (one validation path)
+
+
+class TenantArchiveSerializer(StrictSerializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")

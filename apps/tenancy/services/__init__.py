@@ -14,9 +14,16 @@ from apps.tenancy.services.quotas import (
     update_queue,
     update_tier,
 )
-from apps.tenancy.services.tenants import create_tenant, delete_tenant, update_tenant
+from apps.tenancy.services.tenants import (
+    archive_tenant,
+    create_tenant,
+    delete_tenant,
+    unarchive_tenant,
+    update_tenant,
+)
 
 __all__ = [
+    "archive_tenant",
     "bind_queue",
     "check_hold",
     "create_queue",
@@ -34,6 +41,7 @@ __all__ = [
     "set_guarantee_cap",
     "set_quota",
     "submit_admission",
+    "unarchive_tenant",
     "update_queue",
     "update_tenant",
     "update_tier",

@@ -17,7 +17,7 @@ from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.backends.shares import SHARE_UNITS, format_share, gpus_number
 from apps.core import refcache
-from apps.core.errors import Conflict, Forbidden, InvalidInput
+from apps.core.errors import Conflict, Forbidden, InvalidInput, refuse_if_referenced
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.admission import UNLIMITED, Impact, preview_quota_change
 from apps.tenancy.models import GuaranteeCap, PriorityTier, Queue, QueueBinding, Quota
@@ -82,8 +82,12 @@ def delete_queue(actor, queue: Queue, *, reason: str = "") -> None:
         raise Conflict(_("The queue still has pending or running work."), {"queue": _("Not empty.")})
     with transaction.atomic():
         record_event(actor, "queue.delete", queue, tenant=queue.tenant, reason=reason, before=snapshot(queue))
-        queue.quotas.all().delete()
-        queue.delete()
+        with refuse_if_referenced(queue):
+            queue.quotas.all().delete()
+            queue.delete()
+
+
+MAX_NAMESPACES = 100  # a queue's namespaces on one cluster; each is a Kueue LocalQueue or a Volcano binding
 
 
 def bind_queue(
@@ -98,6 +102,11 @@ def bind_queue(
     """Bind a queue on one cluster to Kubernetes namespaces and/or a Slurm account (platform admins)."""
     require(actor, Action.ADMINISTER, None, _("Only platform admins bind queues to clusters."))
     namespaces = list(namespaces or [])
+    if len(namespaces) > MAX_NAMESPACES:
+        raise InvalidInput(
+            _("Bind at most %(max)s namespaces on one cluster.") % {"max": MAX_NAMESPACES},
+            {"namespaces": _("At most %(max)s.") % {"max": MAX_NAMESPACES}},
+        )
     bad = [ns for ns in namespaces if not isinstance(ns, str) or not _DNS_LABEL.match(ns)]
     if bad:
         raise InvalidInput(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from apps.accounts.models import Tenant
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
-from apps.core.errors import Conflict, InvalidInput
+from apps.core.errors import Conflict, InvalidInput, refuse_if_referenced
 
 _EDITABLE = ("name", "slug", "parent", "description")
 
@@ -96,4 +97,50 @@ def delete_tenant(actor, tenant: Tenant, *, reason: str = "") -> None:
     with transaction.atomic():
         before = snapshot(tenant)
         record_event(actor, "tenant.delete", tenant, tenant=tenant, reason=reason, before=before)
-        tenant.delete()
+        with refuse_if_referenced(tenant):
+            tenant.delete()
+
+
+def archive_tenant(actor, tenant: Tenant, *, reason: str = "") -> Tenant:
+    """Archive a tenant that cannot be deleted for its history (statements, usage, audit): hidden from lists and
+    pickers, read-only for everyone (`require` refuses any action but viewing), kept for its statements.
+    Platform admins only; its teams first, and no work of its own pending or running."""
+    from apps.tenancy.models import Admission, AdmissionState
+
+    require(actor, Action.ADMINISTER, None, _("Only platform admins archive tenants."))
+    if tenant.archived_at is not None:
+        raise Conflict(_("Tenant %(slug)s is already archived.") % {"slug": tenant.slug}, code="archived")
+    if tenant.children.live().exists():
+        raise Conflict(_("Archive the tenant's teams first."), {"tenant": _("Has teams that are not archived.")})
+    busy = Admission.objects.filter(
+        queue__tenant=tenant, state__in=[AdmissionState.PENDING, AdmissionState.ADMITTED]
+    ).count()
+    if busy:
+        raise Conflict(
+            _("Tenant %(slug)s still has %(count)s workloads pending or running: cancel them first.")
+            % {"slug": tenant.slug, "count": busy},
+            {"tenant": _("Has work pending or running.")},
+        )
+    return _set_archived(actor, tenant, timezone.now(), "tenant.archive", reason)
+
+
+def unarchive_tenant(actor, tenant: Tenant, *, reason: str = "") -> Tenant:
+    """Make an archived tenant live again (platform admins; its parent first)."""
+    require(actor, Action.ADMINISTER, None, _("Only platform admins unarchive tenants."))
+    if tenant.archived_at is None:
+        raise Conflict(_("Tenant %(slug)s is not archived.") % {"slug": tenant.slug}, code="not_archived")
+    if tenant.parent is not None and tenant.parent.archived_at is not None:
+        raise Conflict(
+            _("Unarchive its parent %(slug)s first.") % {"slug": tenant.parent.slug},
+            {"tenant": _("The parent is archived.")},
+        )
+    return _set_archived(actor, tenant, None, "tenant.unarchive", reason)
+
+
+def _set_archived(actor, tenant: Tenant, when, event: str, reason: str) -> Tenant:
+    with transaction.atomic():
+        before = snapshot(tenant)
+        tenant.archived_at = when
+        tenant.save(update_fields=["archived_at"])
+        record_event(actor, event, tenant, tenant=tenant, reason=reason, before=before, after=snapshot(tenant))
+    return tenant
