@@ -61,9 +61,12 @@ def _existing_values(client, token: str, paths: list[str]) -> dict[str, list]:
 
 @pytest.fixture
 def api_schema(world, db, settings):
+    from django.core.wsgi import get_wsgi_application
     from werkzeug import Client
 
-    from console.wsgi import application
+    # Django's WSGI application itself: console.wsgi also refuses the suite's (published) SECRET_KEY at import,
+    # as a deployment's web server must (tests/core/test_wsgi.py).
+    application = get_wsgi_application()
 
     settings.ALLOWED_HOSTS = ["localhost"]  # where schemathesis' WSGI client says it is
     admin = world.personas.platform_admin
