@@ -133,3 +133,16 @@ def oidc_provider(live_server):
         except subprocess.TimeoutExpired:
             os.kill(provider.pid, signal.SIGKILL)
             process.wait(10)
+
+
+def use_provider(settings, provider: OidcProvider) -> None:
+    """Point the console at `provider` for one test (pytest-django's `settings` fixture undoes it), as the
+    environment would: the OIDC_* settings and the provider's origin in the CSP's form-action (log-out)."""
+    from apps.accounts.sso import discovery
+
+    for name, value in provider.settings().items():
+        setattr(settings, name, value)
+    policy = {**settings.CONTENT_SECURITY_POLICY, "DIRECTIVES": dict(settings.CONTENT_SECURITY_POLICY["DIRECTIVES"])}
+    policy["DIRECTIVES"]["form-action"] = [*policy["DIRECTIVES"]["form-action"], provider.issuer]
+    settings.CONTENT_SECURITY_POLICY = policy
+    discovery.forget()

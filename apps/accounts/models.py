@@ -116,6 +116,9 @@ class User(AbstractUser):
     owner_tenant = models.ForeignKey(
         Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="service_accounts"
     )
+    # The identity provider's `sub` for a person who logs in through single sign-on (docs/sso.md); empty for
+    # local accounts. Log-ins find the person by it, never by a name or an e-mail address the IdP may reuse.
+    oidc_subject = models.CharField(max_length=255, blank=True, default="", editable=False)
 
     objects = UserManager()
 
@@ -126,6 +129,9 @@ class User(AbstractUser):
                 condition=Q(is_service_account=False) | Q(owner_tenant__isnull=False),
                 name="service_account_has_owner_tenant",
                 violation_error_message="A service account must belong to a tenant.",
+            ),
+            models.UniqueConstraint(
+                fields=["oidc_subject"], condition=~Q(oidc_subject=""), name="user_oidc_subject_unique"
             ),
         ]
 

@@ -309,3 +309,60 @@ def record_lockout(username: str, ip_address: str, *, failures: int) -> None:
 def record_logout(user: User) -> None:
     with transaction.atomic():
         record_event(user, "user.logout", user)
+
+
+#
+# Single sign-on (apps/accounts/sso)
+#
+
+_PROFILE = ["email", "first_name", "last_name"]
+
+
+def _profile_from_claims(claims: dict) -> dict:
+    """E-mail and name from standard OpenID Connect claims, cut to the columns' lengths."""
+    name = str(claims.get("name") or "").strip()
+    first, _, last = name.partition(" ")
+    email = claims.get("email") if isinstance(claims.get("email"), str) else ""
+    return {
+        "email": email[:254],
+        "first_name": str(claims.get("given_name") or first)[:150],
+        "last_name": str(claims.get("family_name") or last)[:150],
+    }
+
+
+def create_sso_user(*, username: str, subject: str, claims: dict) -> User:
+    """A person's account, made at their first log-in through the identity provider (no local password)."""
+    user = User(username=username, oidc_subject=subject, **_profile_from_claims(claims))
+    user.set_unusable_password()
+    try:
+        user.full_clean(exclude=["password"])
+    except ValidationError as exc:
+        raise InvalidInput(_("The identity provider's user name cannot be used."), exc.message_dict) from exc
+    with transaction.atomic():
+        user.save()
+        record_event(
+            None,
+            "user.create",
+            user,
+            reason="first log-in through the identity provider",
+            after={**snapshot(user, ["id", "username", "email"]), "source": "oidc", "issuer": settings.OIDC_ISSUER_URL},
+        )
+    return user
+
+
+def record_sso_login(user: User, claims: dict) -> User:
+    """A log-in through the identity provider: e-mail and name refreshed from its claims, one audit event."""
+    with transaction.atomic():
+        before = snapshot(user, _PROFILE)
+        for field, value in _profile_from_claims(claims).items():
+            setattr(user, field, value)
+        user.save(update_fields=_PROFILE)
+        after = snapshot(user, _PROFILE)
+        record_event(
+            user,
+            "user.login_oidc",
+            user,
+            before=before if before != after else None,
+            after={**after, "issuer": settings.OIDC_ISSUER_URL},
+        )
+    return user

@@ -50,7 +50,7 @@ export const ACCOUNTS = {
 };
 
 const html = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-const page = (title, body) => `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>${html(title)}</title></head>
+const page = (title, body) => `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>${html(title)}</title></head>
 <body><main><h1>${html(title)}</h1>${body}</main></body></html>`;
 
 function readBody(req) {
