@@ -185,3 +185,13 @@ def test_misconfiguration_fails_at_start_up(tmp_path):
     )
     assert result.returncode != 0
     assert "OIDC_CLIENT_ID and OIDC_CLIENT_SECRET must be set" in result.stderr
+
+
+def test_the_deploy_check_names_an_unreachable_provider_and_passes_a_working_one(settings, sso):
+    from apps.accounts.sso.checks import identity_provider_answers
+
+    assert identity_provider_answers() == []
+    settings.OIDC_ISSUER_URL = "http://127.0.0.1:9"
+    errors = identity_provider_answers()
+    assert [e.id for e in errors] == ["accounts.E001"]
+    assert "127.0.0.1:9/.well-known/openid-configuration cannot be read" in errors[0].msg
