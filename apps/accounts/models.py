@@ -147,12 +147,20 @@ class MembershipQuerySet(models.QuerySet):
         return self.filter(Q(tenant_id__in=ids) | Q(user_id=user.pk))
 
 
+class MembershipSource(models.TextChoices):
+    MANUAL = "manual", "manual"
+    IDP = "idp", "identity provider"
+
+
 class Membership(models.Model):
     """A user's role on one tenant, or a console-wide role (platform-admin, on-call, global viewer)."""
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices)
+    # Where it comes from: granted by hand, or from the person's identity provider groups through a GroupMapping
+    # (re-evaluated at every single sign-on log-in; never edited by hand: docs/sso.md).
+    source = models.CharField(max_length=10, choices=MembershipSource.choices, default=MembershipSource.MANUAL)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = MembershipQuerySet.as_manager()
@@ -245,3 +253,27 @@ class ApiToken(models.Model):
         if self.expires_at and self.expires_at <= timezone.now():
             return "expired"
         return "active"
+
+
+class GroupMapping(models.Model):
+    """An identity provider group, or a pattern of group names, that gives a role (docs/sso.md).
+
+    `group` is an exact name (`gpu-platform-admins`) with a `role` and, for a tenant role, a `tenant`; or a
+    pattern with `{tenant}` (a tenant slug) and optionally `{role}` (`gpu:{tenant}:{role}`), where the tenant
+    and the role come from the group's name (`role` is then set only when the pattern has no `{role}`).
+    """
+
+    group = models.CharField(max_length=255, unique=True)
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    role = models.CharField(max_length=20, choices=Role.choices, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["group"]
+
+    def __str__(self) -> str:
+        return self.group
+
+    @property
+    def is_pattern(self) -> bool:
+        return "{tenant}" in self.group or "{role}" in self.group

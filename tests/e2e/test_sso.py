@@ -8,7 +8,9 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
+from apps.accounts import services
 from apps.accounts.models import User
+from apps.accounts.roles import Role
 from apps.audit.models import AuditEvent
 from tests.e2e.browser import PageProblems
 from tests.oidc_provider import PASSWORDS, use_provider
@@ -30,7 +32,29 @@ def _sign_in_at_provider(page: Page, sso, username: str, password: str) -> None:
     page.get_by_role("button", name="Sign in").click()
 
 
-def test_a_person_logs_in_through_the_provider_and_out_of_both(page: Page, problems: PageProblems, sso, live_server):
+@pytest.fixture
+def alice_groups(sso):
+    """alice's groups at the provider for this test, put back afterwards (the provider lives for the session)."""
+    sso.set_groups("alice", ["gpu-platform-admins", "gpu:a:tenant-admin"])
+    yield
+    sso.set_groups("alice", ["gpu-platform-admins", "gpu:research:tenant-admin"])
+
+
+def _user_events(user) -> list[str]:
+    events = AuditEvent.objects.filter(target_type="accounts.user", target_id=str(user.pk)).order_by("id")
+    return list(events.values_list("action", flat=True))
+
+
+def _roles(username: str) -> set:
+    user = User.objects.get(username=username)
+    return {(m.tenant.slug if m.tenant else None, m.role, m.source) for m in user.memberships.all()}
+
+
+def test_a_person_logs_in_through_the_provider_and_out_of_both(
+    page: Page, problems: PageProblems, sso, live_server, personas_live, alice_groups
+):
+    services.create_group_mapping(personas_live.platform_admin, group="gpu-platform-admins", role=Role.PLATFORM_ADMIN)
+    services.create_group_mapping(personas_live.platform_admin, group="gpu:{tenant}:{role}")
     page.goto("/accounts/login/")
     page.get_by_role("link", name="Log in with Test IdP").click()
     _sign_in_at_provider(page, sso, "alice", "wrong")
@@ -48,10 +72,17 @@ def test_a_person_logs_in_through_the_provider_and_out_of_both(page: Page, probl
         "Adams",
     )
     assert not alice.has_usable_password()
-    assert list(AuditEvent.objects.filter(target_id=str(alice.pk)).order_by("id").values_list("action", flat=True)) == [
+    assert _user_events(alice) == [
         "user.create",
         "user.login_oidc",
     ]
+    # Exactly the mapped roles: platform admin from one group, tenant admin of A from the pattern.
+    assert _roles("alice") == {(None, "platform-admin", "idp"), ("a", "tenant-admin", "idp")}
+    page.goto("/accounts/profile/")
+    expect(page.get_by_test_id("membership-source")).to_have_text(["identity provider groups"] * 2)
+
+    # The IdP's admin takes alice out of the platform admins' group and makes her a member of A.
+    sso.set_groups("alice", ["gpu:a:member"])
 
     # Log out: the console's session ends, then the provider's (RP-initiated logout), then back to the log-in page.
     page.get_by_role("button", name="alice").click()
@@ -65,8 +96,9 @@ def test_a_person_logs_in_through_the_provider_and_out_of_both(page: Page, probl
     _sign_in_at_provider(page, sso, "alice", PASSWORDS["alice"])
     expect(page.get_by_role("heading", level=1)).to_have_text("Welcome, alice")
     page.wait_for_load_state("load")
-    actions = AuditEvent.objects.filter(target_id=str(alice.pk)).values_list("action", flat=True)
-    assert sorted(actions) == ["user.create", "user.login_oidc", "user.login_oidc", "user.logout"]
+    assert sorted(_user_events(alice)) == ["user.create", "user.login_oidc", "user.login_oidc", "user.logout"]
+    # At this log-in the removed group's role went, the changed one changed.
+    assert _roles("alice") == {("a", "member", "idp")}
     problems.assert_clean("single sign-on")
 
 

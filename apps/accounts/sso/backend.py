@@ -11,7 +11,9 @@ with `verify_aud` off), does not require `exp`, matches people by e-mail address
   nonce of this log-in;
 * the UserInfo answer must be about the same `sub` (OpenID Connect Core 5.3.2);
 * a person is found by their `sub` (`User.oidc_subject`), created on first log-in with the name in
-  OIDC_USERNAME_CLAIM, and refused when a local account of that name exists that is not theirs.
+  OIDC_USERNAME_CLAIM, and refused when a local account of that name exists that is not theirs;
+* their identity-provider memberships are made what their groups (OIDC_GROUPS_CLAIM) give through the group
+  mappings (`services.sync_idp_memberships`).
 """
 
 from __future__ import annotations
@@ -121,7 +123,19 @@ class OidcBackend(OIDCAuthenticationBackend):
             user = services.create_sso_user(username=username, subject=claims["sub"], claims=claims)
         if not user.is_active or user.is_service_account:
             raise SsoRefused(f"the console account {user.username} is disabled")
-        return services.record_sso_login(user, claims)
+        user = services.record_sso_login(user, claims)
+        services.sync_idp_memberships(user, groups_of(claims))
+        return user
+
+
+def groups_of(claims: dict) -> list[str]:
+    """The person's groups from OIDC_GROUPS_CLAIM: a list of names (a single name is taken as a list of one)."""
+    value = claims.get(settings.OIDC_GROUPS_CLAIM)
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [group for group in value if isinstance(group, str)]
+    return []
 
 
 def verify_id_token(token: str, key, *, issuer: str, client_id: str) -> dict:
