@@ -142,6 +142,8 @@ NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
 # LOGIN_FAILURE_LIMIT of them that pair is refused, right password included, for LOGIN_COOLOFF_MINUTES.
 AUTHENTICATION_BACKENDS = [
     "apps.accounts.lockout.LockoutBackend",
+    # LOCAL_LOGIN off: refuses password log-ins but the break-glass accounts' (apps/accounts/sso/backend.py).
+    "apps.accounts.sso.backend.BreakGlassBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
@@ -168,6 +170,11 @@ OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
 OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
 OIDC_BUTTON_LABEL = env_str("OIDC_BUTTON_LABEL", "")  # empty: "Log in with single sign-on", translated
 OIDC_TIMEOUT_S = env_int("OIDC_TIMEOUT_S", 10, minimum=1, maximum=60)
+# Off: password log-in (the log-in page, the Django admin's) only for the break-glass accounts named here.
+LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
+LOCAL_LOGIN_BREAK_GLASS_USERS = env_list("LOCAL_LOGIN_BREAK_GLASS_USERS", [])
+if not LOCAL_LOGIN and not OIDC_ISSUER_URL and not LOCAL_LOGIN_BREAK_GLASS_USERS:
+    raise ImproperlyConfigured("LOCAL_LOGIN is off with no OIDC_ISSUER_URL and no LOCAL_LOGIN_BREAK_GLASS_USERS")
 if OIDC_ISSUER_URL:
     if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", OIDC_ISSUER_URL):
         raise ImproperlyConfigured(f"OIDC_ISSUER_URL={OIDC_ISSUER_URL!r} is not an http(s) URL without query")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
@@ -114,3 +115,17 @@ class ServiceAccountForm(forms.Form):
 
 class ReasonForm(forms.Form):
     reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)
+
+
+class LoginForm(AuthenticationForm):
+    """The password log-in. With LOCAL_LOGIN off it says at once that only single sign-on is open (break-glass
+    accounts excepted), before any password is checked; BreakGlassBackend enforces the same for every log-in."""
+
+    def clean(self):
+        from apps.accounts.sso.backend import local_login_allowed
+
+        if not local_login_allowed(self.cleaned_data.get("username")):
+            raise forms.ValidationError(
+                _("Password log-in is off: log in with single sign-on."), code="local_login_off"
+            )
+        return super().clean()

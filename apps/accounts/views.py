@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from apps.accounts import services
 from apps.accounts.filtersets import ApiTokenFilterSet, MembershipFilterSet
-from apps.accounts.forms import MembershipForm, ReasonForm, ServiceAccountForm, TokenForm
+from apps.accounts.forms import LoginForm, MembershipForm, ReasonForm, ServiceAccountForm, TokenForm
 from apps.accounts.middleware import SESSION_KEY
 from apps.accounts.models import ApiToken, Membership, Tenant, User
 from apps.accounts.permissions import allowed_tenant_ids, has_perm, scope_for
@@ -31,6 +31,7 @@ from apps.core.views import ScopedListView
 class LoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
+    authentication_form = LoginForm
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

@@ -146,6 +146,8 @@ class GroupMappingViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, vie
     http_method_names = ["get", "post", "delete", "head", "options"]
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the OpenAPI schema's generation
+            return GroupMapping.objects.none()
         require(self.request.user, Action.ADMINISTER, None)
         return GroupMapping.objects.select_related("tenant").order_by("group")
 

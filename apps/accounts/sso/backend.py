@@ -25,7 +25,7 @@ import urllib.request
 import jwt
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from apps.accounts.sso import discovery, enabled
@@ -126,6 +126,24 @@ class OidcBackend(OIDCAuthenticationBackend):
         user = services.record_sso_login(user, claims)
         services.sync_idp_memberships(user, groups_of(claims))
         return user
+
+
+def local_login_allowed(username: str | None) -> bool:
+    """May `username` log in with a password? Always, unless LOCAL_LOGIN is off: then only break-glass accounts."""
+    return settings.LOCAL_LOGIN or (username or "") in settings.LOCAL_LOGIN_BREAK_GLASS_USERS
+
+
+class BreakGlassBackend:
+    """Ends a password log-in before any password is checked when LOCAL_LOGIN is off and the account is not a
+    break-glass one (PermissionDenied stops Django's authenticate: no later backend is asked). Covers every
+    password log-in, the Django admin's included."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if password is not None and not local_login_allowed(username):
+            raise PermissionDenied("password log-in is off (LOCAL_LOGIN); use single sign-on")
+        return None
+
+    # No get_user: sessions are never this backend's (and the test client's force_login skips it).
 
 
 def groups_of(claims: dict) -> list[str]:
