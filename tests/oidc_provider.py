@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -29,6 +30,7 @@ CALLBACK = "/oidc/callback/"
 LOGGED_OUT = "/accounts/login/"
 TEST_CLIENT_ORIGIN = "http://testserver"
 # The accounts of tests/oidc/provider.mjs (ACCOUNTS there).
+MIN_NODE = (20, 19)  # oidc-provider 9 (tests/oidc/package.json "engines")
 PASSWORDS = {"alice": "alice-pass", "bob": "bob-pass", "carol": "carol-pass", "dave": "dave-pass"}
 
 
@@ -103,6 +105,9 @@ def oidc_provider(live_server):
     node = shutil.which("node")
     if not node:
         pytest.skip("Node.js is not installed: the SSO tests need it to run the OpenID provider (tests/oidc)")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    if tuple(int(part) for part in re.findall(r"\d+", version)[:2]) < MIN_NODE:
+        pytest.skip(f"Node.js {version} is too old for oidc-provider 9 (tests/oidc): the SSO tests need 20.19 or later")
     _npm_ci()
     env = {
         **os.environ,

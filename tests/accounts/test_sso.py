@@ -22,6 +22,10 @@ from apps.accounts.sso.backend import OidcBackend, verify_id_token
 from apps.audit.models import AuditEvent
 from tests.oidc_provider import use_provider
 
+# The provider's fixture starts the live server, whose tests flush the database: marked so, pytest-django runs them
+# with the other transactional tests (after the ones that rely on the seeded rows).
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 @pytest.fixture
 def sso(settings, oidc_provider):
@@ -105,7 +109,7 @@ def test_an_unsigned_token_is_refused(sso):
         verify_id_token(unsigned, real_key, issuer=sso.issuer, client_id=sso.client_id)
 
 
-def test_the_backend_refuses_another_logins_nonce(sso, db):
+def test_the_backend_refuses_another_logins_nonce(sso):
     backend = OidcBackend()
     backend.provider = discovery.provider()
     backend.OIDC_OP_JWKS_ENDPOINT = backend.provider.jwks_uri
@@ -118,7 +122,7 @@ def test_the_backend_refuses_another_logins_nonce(sso, db):
         backend.verify_token(token, nonce="another-login")
 
 
-def test_the_login_page_shows_the_button_only_when_configured(client, settings, sso, db):
+def test_the_login_page_shows_the_button_only_when_configured(client, settings, sso):
     settings.OIDC_BUTTON_LABEL = "Log in with Example SSO"
     assert "Log in with Example SSO" in client.get(reverse("login")).text
     settings.OIDC_ISSUER_URL = ""
@@ -128,7 +132,7 @@ def test_the_login_page_shows_the_button_only_when_configured(client, settings, 
     assert client.get(reverse("oidc:login")).status_code == 404
 
 
-def test_the_start_of_a_login_sends_to_the_provider_with_pkce_and_nonce(client, sso, db):
+def test_the_start_of_a_login_sends_to_the_provider_with_pkce_and_nonce(client, sso):
     response = client.get(reverse("oidc:login"))
     assert response.status_code == 302
     location = response["Location"]
@@ -137,7 +141,7 @@ def test_the_start_of_a_login_sends_to_the_provider_with_pkce_and_nonce(client, 
         assert part in location
 
 
-def test_an_unreachable_issuer_is_a_message_on_the_login_page_not_a_500(client, settings, db):
+def test_an_unreachable_issuer_is_a_message_on_the_login_page_not_a_500(client, settings):
     settings.OIDC_ISSUER_URL = "http://127.0.0.1:9"  # the discard port: nothing answers
     settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = "console", "secret"
     discovery.forget()
@@ -147,21 +151,21 @@ def test_an_unreachable_issuer_is_a_message_on_the_login_page_not_a_500(client, 
     assert "127.0.0.1:9/.well-known/openid-configuration cannot be read" in response.text
 
 
-def test_an_issuer_the_outbound_policy_refuses_is_named(client, settings, sso, db):
+def test_an_issuer_the_outbound_policy_refuses_is_named(client, settings, sso):
     settings.OUTBOUND_ALLOWED_NETWORKS = [ipaddress.ip_network("10.0.0.0/8")]
     discovery.forget()
     response = client.get(reverse("oidc:login"), follow=True)
     assert "outbound policy refuses it" in response.text
 
 
-def test_an_issuer_that_names_another_issuer_is_refused(client, settings, sso, db):
+def test_an_issuer_that_names_another_issuer_is_refused(client, settings, sso):
     settings.OIDC_ISSUER_URL = sso.issuer.replace("127.0.0.1", "localhost")
     discovery.forget()
     response = client.get(reverse("oidc:login"), follow=True)
     assert "set OIDC_ISSUER_URL to exactly the provider&#x27;s issuer" in response.text
 
 
-def test_a_callback_without_a_started_login_is_refused_without_logging_in(client, sso, db):
+def test_a_callback_without_a_started_login_is_refused_without_logging_in(client, sso):
     response = client.get(reverse("oidc:callback"), {"code": "made-up", "state": "made-up"}, follow=True)
     assert "Log-in through the identity provider failed" in response.text
     assert not User.objects.exists()
