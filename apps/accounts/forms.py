@@ -129,3 +129,14 @@ class LoginForm(AuthenticationForm):
                 _("Password log-in is off: log in with single sign-on."), code="local_login_off"
             )
         return super().clean()
+
+
+class GroupMappingForm(forms.Form):
+    group = forms.CharField(
+        label=_("Group or pattern"), max_length=255, help_text=_("e.g. gpu-admins, gpu:{tenant}:{role}")
+    )
+    tenant = forms.ModelChoiceField(
+        label=_("Tenant"), queryset=Tenant.objects.all(), to_field_name="slug", required=False
+    )
+    role = forms.ChoiceField(label=_("Role"), choices=[("", "—"), *Role.choices], required=False)
+    reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)

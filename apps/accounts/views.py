@@ -117,6 +117,7 @@ class MembershipListView(ScopedListView):
             user=self.request.user, auto_id="sa_%s"
         )
         context["role_choices"] = Membership._meta.get_field("role").choices
+        context["can_map_groups"] = has_perm(self.request.user, "administer")
         return context
 
     def post(self, request, *args, **kwargs):

@@ -107,3 +107,28 @@ def test_a_mapping_is_created_and_deleted_with_one_event_each(personas):
     services.delete_group_mapping(personas.platform_admin, mapping, reason="gone")
     actions = AuditEvent.objects.filter(target_type="accounts.groupmapping").values_list("action", flat=True)
     assert sorted(actions) == ["group_mapping.create", "group_mapping.delete"]
+
+
+def test_the_page_maps_a_group_and_previews_what_groups_give(client, mapped):
+    client.force_login(mapped.platform_admin)
+    response = client.post("/accounts/group-mappings/", {"group": "ml-a", "tenant": "a", "role": "member"})
+    assert response.status_code == 302
+    assert GroupMapping.objects.get(group="ml-a").tenant == mapped.a
+
+    page = client.get("/accounts/group-mappings/", {"groups": "gpu-platform-admins\ngpu:b:tenant-admin\nunknown"})
+    preview = page.text.split('data-testid="preview"', 1)[1]
+    assert "gpu:b:tenant-admin" in preview and "gpu-platform-admins" in preview
+    assert "unknown" not in preview
+
+
+def test_the_page_shows_a_refused_mapping_on_its_field(client, mapped):
+    client.force_login(mapped.platform_admin)
+    response = client.post("/accounts/group-mappings/", {"group": "gpu:{team}", "role": "member"})
+    assert response.status_code == 400
+    assert "Use {tenant} and {role} only." in response.text
+    assert not GroupMapping.objects.filter(group="gpu:{team}").exists()
+
+
+def test_the_page_is_for_platform_admins_only(client, mapped):
+    client.force_login(mapped.tenant_admin_a)
+    assert client.get("/accounts/group-mappings/").status_code == 403
