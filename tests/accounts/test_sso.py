@@ -199,3 +199,12 @@ def test_the_deploy_check_names_an_unreachable_provider_and_passes_a_working_one
     errors = identity_provider_answers()
     assert [e.id for e in errors] == ["accounts.E001"]
     assert "127.0.0.1:9/.well-known/openid-configuration cannot be read" in errors[0].msg
+
+
+def test_only_the_callback_logs_in_through_the_provider(rf, sso):
+    from apps.accounts.sso.backend import OidcBackend
+
+    request = rf.post("/accounts/login/?code=a-code&state=a-state")
+    # A password log-in, or any call without this log-in's nonce, never reaches the provider.
+    assert OidcBackend().authenticate(request, username="alice", password="x") is None
+    assert OidcBackend().authenticate(request) is None

@@ -46,7 +46,11 @@ class OidcBackend(OIDCAuthenticationBackend):
         self.UserModel = get_user_model()
 
     def authenticate(self, request, **kwargs):
-        if not enabled() or request is None or "code" not in request.GET or "state" not in request.GET:
+        # Only the callback's call, which carries this log-in's nonce (and PKCE verifier): never a password
+        # log-in whose URL happens to have ?code=&state=.
+        if not enabled() or request is None or not kwargs.get("nonce") or "password" in kwargs:
+            return None
+        if "code" not in request.GET or "state" not in request.GET:
             return None
         self.provider = discovery.provider()
         self.OIDC_OP_TOKEN_ENDPOINT = self.provider.token_endpoint
