@@ -12,7 +12,7 @@ from apps.accounts import services
 from apps.accounts.models import User
 from apps.accounts.roles import Role
 from apps.audit.models import AuditEvent
-from tests.e2e.browser import PageProblems
+from tests.e2e.browser import PageProblems, screenshot
 from tests.oidc_provider import PASSWORDS, use_provider
 
 pytestmark = pytest.mark.e2e
@@ -56,6 +56,7 @@ def test_a_person_logs_in_through_the_provider_and_out_of_both(
     services.create_group_mapping(personas_live.platform_admin, group="gpu-platform-admins", role=Role.PLATFORM_ADMIN)
     services.create_group_mapping(personas_live.platform_admin, group="gpu:{tenant}:{role}")
     page.goto("/accounts/login/")
+    screenshot(page, "sso-login")
     page.get_by_role("link", name="Log in with Test IdP").click()
     _sign_in_at_provider(page, sso, "alice", "wrong")
     expect(page.get_by_role("alert")).to_have_text("Wrong user name or password.")
@@ -80,6 +81,7 @@ def test_a_person_logs_in_through_the_provider_and_out_of_both(
     assert _roles("alice") == {(None, "platform-admin", "idp"), ("a", "tenant-admin", "idp")}
     page.goto("/accounts/profile/")
     expect(page.get_by_test_id("membership-source")).to_have_text(["identity provider groups"] * 2)
+    screenshot(page, "sso-profile")
 
     # The IdP's admin takes alice out of the platform admins' group and makes her a member of A.
     sso.set_groups("alice", ["gpu:a:member"])
