@@ -9,7 +9,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from apps.accounts.api.views import ApiTokenViewSet, MembershipViewSet, MeView, ServiceAccountViewSet, UserViewSet
+from apps.accounts.api.views import (
+    ApiTokenViewSet,
+    GroupMappingViewSet,
+    MembershipViewSet,
+    MeView,
+    ServiceAccountViewSet,
+    UserViewSet,
+)
 from apps.audit.api.views import AuditEventViewSet
 from apps.backends.simulator.api import AdvanceView, FaultViewSet
 from apps.chargeback.api.views import (
@@ -50,6 +57,7 @@ router.register("workloads", WorkloadViewSet, basename="workload")
 router.register("tenants", TenantViewSet, basename="tenant")
 router.register("users", UserViewSet, basename="user")
 router.register("memberships", MembershipViewSet, basename="membership")
+router.register("group-mappings", GroupMappingViewSet, basename="group-mapping")
 router.register("service-accounts", ServiceAccountViewSet, basename="service-account")
 router.register("tokens", ApiTokenViewSet, basename="token")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")

@@ -143,6 +143,8 @@ NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
 # LOGIN_FAILURE_LIMIT of them that pair is refused, right password included, for LOGIN_COOLOFF_MINUTES.
 AUTHENTICATION_BACKENDS = [
     "apps.accounts.lockout.LockoutBackend",
+    # LOCAL_LOGIN off: refuses password log-ins but the break-glass accounts' (apps/accounts/sso/backend.py).
+    "apps.accounts.sso.backend.BreakGlassBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
@@ -157,6 +159,42 @@ AXES_VERBOSE = False
 # Axes' own admin would let lock records be edited unaudited: unlock with `manage.py axes_reset_username`.
 AXES_ENABLE_ADMIN = False
 AXES_DISABLE_ACCESS_LOG = True  # successful log-ins are in the audit trail already ("user.login")
+
+# Single sign-on with OpenID Connect (docs/sso.md, apps/accounts/sso/): off while OIDC_ISSUER_URL is empty. The
+# issuer's discovery document gives every endpoint and its keys; its URLs pass the outbound policy
+# (OUTBOUND_ALLOWED_NETWORKS must list a private IdP's network).
+OIDC_ISSUER_URL = env_str("OIDC_ISSUER_URL", "").strip().rstrip("/")
+OIDC_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", "")
+OIDC_SCOPES = env_str("OIDC_SCOPES", "openid email profile groups")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_BUTTON_LABEL = env_str("OIDC_BUTTON_LABEL", "")  # empty: "Log in with single sign-on", translated
+OIDC_TIMEOUT_S = env_int("OIDC_TIMEOUT_S", 10, minimum=1, maximum=60)
+# Off: password log-in (the log-in page, the Django admin's) only for the break-glass accounts named here.
+LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
+LOCAL_LOGIN_BREAK_GLASS_USERS = env_list("LOCAL_LOGIN_BREAK_GLASS_USERS", [])
+if not LOCAL_LOGIN and not OIDC_ISSUER_URL and not LOCAL_LOGIN_BREAK_GLASS_USERS:
+    raise ImproperlyConfigured("LOCAL_LOGIN is off with no OIDC_ISSUER_URL and no LOCAL_LOGIN_BREAK_GLASS_USERS")
+if OIDC_ISSUER_URL:
+    if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", OIDC_ISSUER_URL):
+        raise ImproperlyConfigured(f"OIDC_ISSUER_URL={OIDC_ISSUER_URL!r} is not an http(s) URL without query")
+    if not OIDC_CLIENT_ID or not OIDC_CLIENT_SECRET:
+        raise ImproperlyConfigured("OIDC_ISSUER_URL is set: OIDC_CLIENT_ID and OIDC_CLIENT_SECRET must be set too")
+    if "openid" not in OIDC_SCOPES.split():
+        raise ImproperlyConfigured(f"OIDC_SCOPES={OIDC_SCOPES!r} must include openid")
+# mozilla-django-oidc's own names (the endpoints come from discovery at run time, apps/accounts/sso/discovery.py).
+OIDC_RP_CLIENT_ID = OIDC_CLIENT_ID
+OIDC_RP_CLIENT_SECRET = OIDC_CLIENT_SECRET
+OIDC_RP_SCOPES = OIDC_SCOPES
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_STORE_ID_TOKEN = True  # the id_token_hint of RP-initiated logout
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc:callback"
+LOGIN_REDIRECT_URL_FAILURE = "login"
+AUTHENTICATION_BACKENDS.append("apps.accounts.sso.backend.OidcBackend")
+OIDC_FORM_ACTION_ORIGINS = [re.sub(r"^(https?://[^/]+).*$", r"\1", OIDC_ISSUER_URL)] if OIDC_ISSUER_URL else []
 
 #
 # Headers
@@ -176,7 +214,9 @@ CONTENT_SECURITY_POLICY = {
         "worker-src": [SELF, "blob:"],
         "object-src": [NONE],
         "base-uri": [SELF],
-        "form-action": [SELF],
+        # With single sign-on the log-out form is answered with a redirect to the identity provider's
+        # end_session_endpoint (RP-initiated logout), and form-action applies to every hop of it.
+        "form-action": [SELF, *OIDC_FORM_ACTION_ORIGINS],
         "frame-ancestors": [NONE],
     },
 }

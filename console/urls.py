@@ -14,6 +14,7 @@ urlpatterns = [
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/", include("apps.accounts.urls")),
+    path("oidc/", include("apps.accounts.sso.urls")),
     path("tenants/", include("apps.tenancy.urls")),
     path("fleet/", include("apps.fleet.urls")),
     path("workloads/", include("apps.workloads.urls")),

@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from tests.oidc_provider import oidc_provider  # noqa: F401  (a session fixture: the real OpenID provider)
 from tests.slurm_cluster import local_slurm  # noqa: F401  (a session fixture for every Slurm test)
 from tests.utils.personas import Personas, build_personas
 

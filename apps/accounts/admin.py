@@ -18,7 +18,7 @@ class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
     can_delete = False
-    readonly_fields = ["tenant", "role", "created_at"]
+    readonly_fields = ["tenant", "role", "source", "created_at"]
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False  # roles are granted on the Memberships page, which checks who may grant what

@@ -15,6 +15,7 @@ class AccountsConfig(AppConfig):
         from apps.accounts.filtersets import visible_tenants
         from apps.accounts.permissions import allowed_tenant_ids
         from apps.accounts.roles import Action, Role
+        from apps.accounts.sso import checks  # noqa: F401  (registers the identity provider's deploy check)
         from apps.core import tenant_scope, value_labels
 
         # Apps below accounts (audit) scope their rows by tenant through apps.core.tenant_scope.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
@@ -113,4 +114,29 @@ class ServiceAccountForm(forms.Form):
 
 
 class ReasonForm(forms.Form):
+    reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)
+
+
+class LoginForm(AuthenticationForm):
+    """The password log-in. With LOCAL_LOGIN off it says at once that only single sign-on is open (break-glass
+    accounts excepted), before any password is checked; BreakGlassBackend enforces the same for every log-in."""
+
+    def clean(self):
+        from apps.accounts.sso.backend import local_login_allowed
+
+        if not local_login_allowed(self.cleaned_data.get("username")):
+            raise forms.ValidationError(
+                _("Password log-in is off: log in with single sign-on."), code="local_login_off"
+            )
+        return super().clean()
+
+
+class GroupMappingForm(forms.Form):
+    group = forms.CharField(
+        label=_("Group or pattern"), max_length=255, help_text=_("e.g. gpu-admins, gpu:{tenant}:{role}")
+    )
+    tenant = forms.ModelChoiceField(
+        label=_("Tenant"), queryset=Tenant.objects.all(), to_field_name="slug", required=False
+    )
+    role = forms.ChoiceField(label=_("Role"), choices=[("", "—"), *Role.choices], required=False)
     reason = forms.CharField(label=_("Reason"), max_length=2000, required=False)

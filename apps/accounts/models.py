@@ -123,6 +123,9 @@ class User(AbstractUser):
     owner_tenant = models.ForeignKey(
         Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="service_accounts"
     )
+    # The identity provider's `sub` for a person who logs in through single sign-on (docs/sso.md); empty for
+    # local accounts. Log-ins find the person by it, never by a name or an e-mail address the IdP may reuse.
+    oidc_subject = models.CharField(max_length=255, blank=True, default="", editable=False)
 
     objects = UserManager()
 
@@ -133,6 +136,9 @@ class User(AbstractUser):
                 condition=Q(is_service_account=False) | Q(owner_tenant__isnull=False),
                 name="service_account_has_owner_tenant",
                 violation_error_message="A service account must belong to a tenant.",
+            ),
+            models.UniqueConstraint(
+                fields=["oidc_subject"], condition=~Q(oidc_subject=""), name="user_oidc_subject_unique"
             ),
         ]
 
@@ -148,12 +154,20 @@ class MembershipQuerySet(models.QuerySet):
         return self.filter(Q(tenant_id__in=ids) | Q(user_id=user.pk))
 
 
+class MembershipSource(models.TextChoices):
+    MANUAL = "manual", "manual"
+    IDP = "idp", "identity provider"
+
+
 class Membership(models.Model):
     """A user's role on one tenant, or a console-wide role (platform-admin, on-call, global viewer)."""
 
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices)
+    # Where it comes from: granted by hand, or from the person's identity provider groups through a GroupMapping
+    # (re-evaluated at every single sign-on log-in; never edited by hand: docs/sso.md).
+    source = models.CharField(max_length=10, choices=MembershipSource.choices, default=MembershipSource.MANUAL)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = MembershipQuerySet.as_manager()
@@ -246,3 +260,27 @@ class ApiToken(models.Model):
         if self.expires_at and self.expires_at <= timezone.now():
             return "expired"
         return "active"
+
+
+class GroupMapping(models.Model):
+    """An identity provider group, or a pattern of group names, that gives a role (docs/sso.md).
+
+    `group` is an exact name (`gpu-platform-admins`) with a `role` and, for a tenant role, a `tenant`; or a
+    pattern with `{tenant}` (a tenant slug) and optionally `{role}` (`gpu:{tenant}:{role}`), where the tenant
+    and the role come from the group's name (`role` is then set only when the pattern has no `{role}`).
+    """
+
+    group = models.CharField(max_length=255, unique=True)
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    role = models.CharField(max_length=20, choices=Role.choices, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["group"]
+
+    def __str__(self) -> str:
+        return self.group
+
+    @property
+    def is_pattern(self) -> bool:
+        return "{tenant}" in self.group or "{role}" in self.group

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import secrets
 from datetime import timedelta
 
@@ -16,6 +18,8 @@ from apps.accounts.permissions import forget_scope, grantable_roles, has_perm, r
 from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, TENANT_ROLES, Action, Role
 from apps.audit.services import record_event, snapshot
 from apps.core.errors import Conflict, Forbidden, InvalidInput
+
+logger = logging.getLogger(__name__)
 
 #
 # Memberships
@@ -73,11 +77,22 @@ def _refuse_removing_last_platform_admin(membership: Membership) -> None:
         raise Conflict(_("This is the last platform admin; grant the role to someone else first."))
 
 
+def _refuse_idp_membership(membership: Membership) -> None:
+    if membership.source == "idp":
+        raise Conflict(
+            _(
+                "This membership comes from the identity provider's groups: change the person's groups or the "
+                "group mappings instead."
+            )
+        )
+
+
 def change_membership_role(actor, membership: Membership, *, role: str, reason: str = "") -> Membership:
     """Change the role of an existing membership."""
     _check_role_for_tenant(role, membership.tenant)
     _require_grantable(actor, membership.role, membership.tenant)
     _require_grantable(actor, role, membership.tenant)
+    _refuse_idp_membership(membership)
     if role != membership.role:
         _refuse_removing_last_platform_admin(membership)
     with transaction.atomic():
@@ -100,6 +115,7 @@ def change_membership_role(actor, membership: Membership, *, role: str, reason: 
 def revoke_membership(actor, membership: Membership, *, reason: str = "") -> None:
     """Take a role away. Platform admins cannot remove the last platform admin."""
     _require_grantable(actor, membership.role, membership.tenant)
+    _refuse_idp_membership(membership)
     _refuse_removing_last_platform_admin(membership)
     with transaction.atomic():
         record_event(
@@ -310,3 +326,182 @@ def record_lockout(username: str, ip_address: str, *, failures: int) -> None:
 def record_logout(user: User) -> None:
     with transaction.atomic():
         record_event(user, "user.logout", user)
+
+
+#
+# Single sign-on (apps/accounts/sso)
+#
+
+_PROFILE = ["email", "first_name", "last_name"]
+
+
+def _profile_from_claims(claims: dict) -> dict:
+    """E-mail and name from standard OpenID Connect claims, cut to the columns' lengths."""
+    name = str(claims.get("name") or "").strip()
+    first, _, last = name.partition(" ")
+    email = claims.get("email") if isinstance(claims.get("email"), str) else ""
+    return {
+        "email": email[:254],
+        "first_name": str(claims.get("given_name") or first)[:150],
+        "last_name": str(claims.get("family_name") or last)[:150],
+    }
+
+
+def create_sso_user(*, username: str, subject: str, claims: dict) -> User:
+    """A person's account, made at their first log-in through the identity provider (no local password)."""
+    user = User(username=username, oidc_subject=subject, **_profile_from_claims(claims))
+    user.set_unusable_password()
+    try:
+        user.full_clean(exclude=["password"])
+    except ValidationError as exc:
+        raise InvalidInput(_("The identity provider's user name cannot be used."), exc.message_dict) from exc
+    with transaction.atomic():
+        user.save()
+        record_event(
+            None,
+            "user.create",
+            user,
+            reason="first log-in through the identity provider",
+            after={**snapshot(user, ["id", "username", "email"]), "source": "oidc", "issuer": settings.OIDC_ISSUER_URL},
+        )
+    return user
+
+
+def record_sso_login(user: User, claims: dict) -> User:
+    """A log-in through the identity provider: e-mail and name refreshed from its claims, one audit event."""
+    with transaction.atomic():
+        before = snapshot(user, _PROFILE)
+        for field, value in _profile_from_claims(claims).items():
+            setattr(user, field, value)
+        user.save(update_fields=_PROFILE)
+        after = snapshot(user, _PROFILE)
+        record_event(
+            user,
+            "user.login_oidc",
+            user,
+            before=before if before != after else None,
+            after={**after, "issuer": settings.OIDC_ISSUER_URL},
+        )
+    return user
+
+
+#
+# Roles from identity provider groups
+#
+
+IDP_REASON = "identity provider groups at log-in"
+
+
+def _check_group_mapping(group: str, tenant, role: str) -> None:
+    from apps.accounts.group_mappings import pattern_regex
+
+    group = group.strip()
+    if not group:
+        raise InvalidInput(_("Name a group or a pattern."), {"group": _("Required.")})
+    placeholders = set(re.findall(r"\{[^}]*\}", group))
+    if placeholders - {"{tenant}", "{role}"}:
+        raise InvalidInput(
+            _("A pattern may use {tenant} and {role} only."), {"group": _("Use {tenant} and {role} only.")}
+        )
+    pattern_regex(group)
+    if "{role}" in group:
+        if role:
+            raise InvalidInput(_("The pattern names the role."), {"role": _("Leave empty: {role} gives it.")})
+        if tenant is not None:
+            raise InvalidInput(_("A pattern gives roles on the tenants it names."), {"tenant": _("Leave empty.")})
+        return
+    if "{tenant}" in group:
+        if tenant is not None:
+            raise InvalidInput(_("A pattern gives roles on the tenants it names."), {"tenant": _("Leave empty.")})
+        if role not in TENANT_ROLES and role != Role.VIEWER:
+            raise InvalidInput(
+                _("A {tenant} pattern needs a tenant role."),
+                {"role": _("Choose tenant-admin, member or viewer.")},
+            )
+        return
+    _check_role_for_tenant(role, tenant)
+
+
+def create_group_mapping(actor, *, group: str, tenant=None, role: str = "", reason: str = ""):
+    """A group (or pattern) that gives a role at single sign-on log-ins. Platform admins only."""
+    from apps.accounts.models import GroupMapping
+
+    require(actor, Action.ADMINISTER, None, _("Only platform admins map identity provider groups to roles."))
+    _check_group_mapping(group, tenant, role)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                mapping = GroupMapping.objects.create(group=group.strip(), tenant=tenant, role=role)
+        except IntegrityError as exc:
+            raise Conflict(_("This group is mapped already."), {"group": _("Already mapped.")}) from exc
+        record_event(actor, "group_mapping.create", mapping, tenant=tenant, reason=reason, after=snapshot(mapping))
+    return mapping
+
+
+def delete_group_mapping(actor, mapping, *, reason: str = "") -> None:
+    """Remove a mapping: the roles it gave go at each person's next log-in."""
+    require(actor, Action.ADMINISTER, None, _("Only platform admins map identity provider groups to roles."))
+    with transaction.atomic():
+        record_event(
+            actor, "group_mapping.delete", mapping, tenant=mapping.tenant, reason=reason, before=snapshot(mapping)
+        )
+        mapping.delete()
+
+
+def sync_idp_memberships(user: User, groups: list[str]) -> None:
+    """Make `user`'s identity-provider memberships what their groups give today: each grant, change and removal
+    is one audit event (actor: the console). Memberships granted by hand are never touched; a group giving a role
+    where a hand-made membership exists gives nothing there. The last platform admin is kept (and logged)."""
+    from apps.accounts.group_mappings import roles_from_groups
+    from apps.accounts.models import MembershipSource
+
+    wanted = roles_from_groups(groups)
+    with transaction.atomic():
+        held = {m.tenant_id: m for m in Membership.objects.select_for_update().filter(user=user).order_by("pk")}
+        for tenant_id, membership in held.items():
+            if membership.source != MembershipSource.IDP:
+                continue
+            grant = wanted.get(tenant_id)
+            if grant is None:
+                try:
+                    _refuse_removing_last_platform_admin(membership)
+                except Conflict:
+                    logger.warning("kept %s's platform-admin membership: the last platform admin", user.username)
+                    continue
+                record_event(
+                    None,
+                    "membership.revoke",
+                    membership,
+                    tenant=membership.tenant,
+                    reason=f"{IDP_REASON}: no group gives it any more",
+                    before=snapshot(membership),
+                )
+                membership.delete()
+            elif grant.role != membership.role:
+                before = snapshot(membership)
+                membership.role = grant.role
+                membership.save(update_fields=["role"])
+                record_event(
+                    None,
+                    "membership.change",
+                    membership,
+                    tenant=membership.tenant,
+                    reason=f"{IDP_REASON}: group {grant.group}",
+                    before=before,
+                    after=snapshot(membership),
+                )
+        for tenant_id, grant in wanted.items():
+            if tenant_id in held:
+                continue
+            membership = Membership.objects.create(
+                user=user, tenant_id=tenant_id, role=grant.role, source=MembershipSource.IDP
+            )
+            record_event(
+                None,
+                "membership.grant",
+                membership,
+                tenant=membership.tenant,
+                reason=f"{IDP_REASON}: group {grant.group}",
+                after=snapshot(membership),
+            )
+    forget_scope(user)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -14,10 +15,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from apps.accounts import services
 from apps.accounts.filtersets import ApiTokenFilterSet, MembershipFilterSet
-from apps.accounts.forms import MembershipForm, ReasonForm, ServiceAccountForm, TokenForm
+from apps.accounts.forms import LoginForm, MembershipForm, ReasonForm, ServiceAccountForm, TokenForm
 from apps.accounts.middleware import SESSION_KEY
 from apps.accounts.models import ApiToken, Membership, Tenant, User
 from apps.accounts.permissions import allowed_tenant_ids, has_perm, scope_for
+from apps.accounts.sso import enabled as sso_enabled
+from apps.accounts.sso.views import end_session_url
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
 from apps.core.tables import Column
@@ -28,6 +31,13 @@ from apps.core.views import ScopedListView
 class LoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
+    authentication_form = LoginForm
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        if sso_enabled():
+            context["sso_label"] = settings.OIDC_BUTTON_LABEL or _("Log in with single sign-on")
+        return context
 
     def form_valid(self, form):
         response = super().form_valid(form)
@@ -37,9 +47,14 @@ class LoginView(auth_views.LoginView):
 
 class LogoutView(auth_views.LogoutView):
     def post(self, request, *args, **kwargs):
+        provider_logout = ""
         if request.user.is_authenticated:
+            provider_logout = end_session_url(request)  # read before the session is flushed
             services.record_logout(request.user)
-        return super().post(request, *args, **kwargs)
+        response = super().post(request, *args, **kwargs)
+        # Logged in through the identity provider: end its session too (RP-initiated logout), which sends the
+        # browser back to the log-in page.
+        return redirect(provider_logout) if provider_logout else response
 
 
 @require_safe
@@ -102,6 +117,7 @@ class MembershipListView(ScopedListView):
             user=self.request.user, auto_id="sa_%s"
         )
         context["role_choices"] = Membership._meta.get_field("role").choices
+        context["can_map_groups"] = has_perm(self.request.user, "administer")
         return context
 
     def post(self, request, *args, **kwargs):

@@ -176,6 +176,36 @@ def _(personas, api, client):
     return _api(api, personas, "tenant_admin_a").delete(f"/api/v1/memberships/{m.pk}/")
 
 
+@case("api:group-mapping-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "platform_admin").post(
+        "/api/v1/group-mappings/", {"group": "gpu:{tenant}:{role}"}, format="json"
+    )
+
+
+def _a_group_mapping(personas):
+    from apps.accounts.services import create_group_mapping
+
+    return create_group_mapping(personas.platform_admin, group="gpu-oncall", role="on-call")
+
+
+@case("api:group-mapping-detail", "delete", setup=_a_group_mapping)
+def _(personas, api, client, mapping):
+    return _api(api, personas, "platform_admin").delete(f"/api/v1/group-mappings/{mapping.pk}/")
+
+
+@case("accounts:group_mappings", "post")
+def _(personas, api, client):
+    client.force_login(personas.platform_admin)
+    return client.post("/accounts/group-mappings/", {"group": "gpu:{tenant}:{role}"})
+
+
+@case("accounts:group_mapping_delete", "post", setup=_a_group_mapping)
+def _(personas, api, client, mapping):
+    client.force_login(personas.platform_admin)
+    return client.post(f"/accounts/group-mappings/{mapping.pk}/delete/", {"reason": "gone"})
+
+
 @case("api:service-account-list", "post")
 def _(personas, api, client):
     return _api(api, personas, "tenant_admin_a").post(

@@ -104,6 +104,15 @@ TABLE: dict[str, Spec] = {
     "DELETE /api/v1/memberships/{id}/": _write(
         view_and(MANAGE), "DELETE", (204,), obj=lambda w, s: {"id": s.membership.pk}
     ),
+    # Identity provider group mappings (docs/sso.md): platform admins only, reads included (they name tenants).
+    "GET /api/v1/group-mappings/": Spec(console(ADMINISTER)),
+    "POST /api/v1/group-mappings/": _write(
+        console(ADMINISTER), body=lambda w, s: {"group": "rt-new-group", "role": "viewer", "reason": "route matrix"}
+    ),
+    "GET /api/v1/group-mappings/{id}/": Spec(console(ADMINISTER), shared=lambda w: {"id": w.group_mapping_id}),
+    "DELETE /api/v1/group-mappings/{id}/": _write(
+        console(ADMINISTER), "DELETE", (204,), shared=lambda w: {"id": w.group_mapping_id}
+    ),
     "GET /api/v1/service-accounts/": Spec(LOGGED_IN),
     "POST /api/v1/service-accounts/": _write(
         Rule(need=(MANAGE, "tenant")),

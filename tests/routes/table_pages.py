@@ -40,6 +40,16 @@ TABLE: dict[str, Spec] = {
     "dashboard:home": Spec(LOGGED_IN),
     "login": Spec(PUBLIC, ok=(200, 302)),  # a logged-in user is sent on home
     "logout#post": post(PUBLIC, changes=None),
+    # Single sign-on (docs/sso.md) is off in the matrix (no OIDC_ISSUER_URL): both answer 404 to everyone.
+    # tests/accounts/test_sso.py and tests/e2e/test_sso.py use them against the real provider.
+    "oidc:login": Spec(PUBLIC, ok=(404,)),
+    # Group mappings (docs/sso.md): platform admins only, reading included (the mappings name tenants).
+    "accounts:group_mappings": Spec(console(ADMINISTER)),
+    "accounts:group_mappings#post": post(
+        console(ADMINISTER), body=lambda w, s: {"group": "rt-page-group", "role": "viewer", "reason": "route matrix"}
+    ),
+    "accounts:group_mapping_delete#post": post(console(ADMINISTER), shared=lambda w: {"pk": w.group_mapping_id}),
+    "oidc:callback": Spec(PUBLIC, ok=(404,)),
     "set_language#post": post(PUBLIC, body=lambda w, s: {"language": "en", "next": "/"}, changes=False),
     "accounts:profile": Spec(LOGGED_IN),
     "accounts:switch_tenant#post": post(

@@ -20,6 +20,7 @@ from tests.routes.world import training_spec
 BODIES = {
     "POST /api/v1/tenants/": lambda slug: {"name": "RT new", "slug": "rt-new", "parent": slug},
     "POST /api/v1/memberships/": lambda slug: {"user": "loner", "tenant": slug, "role": "member"},
+    "POST /api/v1/group-mappings/": lambda slug: {"group": "rt-group", "tenant": slug, "role": "member"},
     "POST /api/v1/service-accounts/": lambda slug: {"username": "rt-new-ci", "tenant": slug},
     "POST /api/v1/tokens/": lambda slug: {"name": "rt-token", "role": "viewer", "tenant": slug},
     "POST /api/v1/queues/": lambda slug: {"tenant": slug, "name": "rt-new-q"},

@@ -114,6 +114,7 @@ class World:
     current_period: Period
     rate_card_id: int
     loner: User  # a person with no role anywhere: someone to grant a role to
+    group_mapping_id: int  # an identity provider group mapped to a console-wide role (docs/sso.md)
     sessions: dict[str, str] = field(default_factory=dict)  # persona -> session key
     fingerprint: dict = field(default_factory=dict)  # every table's digest once built (tests/routes/matrix.py)
 
@@ -352,6 +353,7 @@ def build_world() -> World:
         current_period=current_period(),
         rate_card_id=rate_card.pk,
         loner=loner,
+        group_mapping_id=accounts.create_group_mapping(admin, group="rt-oncall", role=Role.ONCALL).pk,
     )
     assert world.own.training.state == "running" and world.foreign.training.state == "running", (
         world.own.training.state_reason,

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from apps.accounts.api.fields import TenantField, VisibleUserField
-from apps.accounts.models import ApiToken, Membership, Tenant, User
+from apps.accounts.models import ApiToken, GroupMapping, Membership, Tenant, User
 from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 
@@ -72,8 +72,8 @@ class MembershipSerializer(StrictModelSerializer):
 
     class Meta:
         model = Membership
-        fields = ["id", "user", "tenant", "role", "created_at", "reason"]
-        read_only_fields = ["id", "created_at"]
+        fields = ["id", "user", "tenant", "role", "source", "created_at", "reason"]
+        read_only_fields = ["id", "source", "created_at"]
         validators = []  # uniqueness and role/tenant rules are the service's
 
 
@@ -135,3 +135,17 @@ class ApiTokenCreatedSerializer(ApiTokenSerializer):
 
 class ReasonSerializer(StrictSerializer):
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class GroupMappingSerializer(StrictModelSerializer):
+    """An identity provider group, or a pattern with {tenant} and {role}, and the role it gives (docs/sso.md)."""
+
+    tenant = TenantField(allow_null=True, required=False)
+    role = serializers.ChoiceField(choices=Role.choices, required=False, allow_blank=True, default="")
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+
+    class Meta:
+        model = GroupMapping
+        fields = ["id", "group", "tenant", "role", "created_at", "reason"]
+        read_only_fields = ["id", "created_at"]
+        extra_kwargs = {"group": {"validators": []}}  # uniqueness is the service's (409)

@@ -8,6 +8,7 @@ from apps.accounts import services
 from apps.accounts.api.serializers import (
     ApiTokenCreatedSerializer,
     ApiTokenSerializer,
+    GroupMappingSerializer,
     MembershipSerializer,
     MembershipUpdateSerializer,
     MeSerializer,
@@ -16,7 +17,9 @@ from apps.accounts.api.serializers import (
     UserSerializer,
 )
 from apps.accounts.filtersets import ApiTokenFilterSet, MembershipFilterSet, UserFilterSet
-from apps.accounts.models import ApiToken, Membership, User
+from apps.accounts.models import ApiToken, GroupMapping, Membership, User
+from apps.accounts.permissions import require
+from apps.accounts.roles import Action
 from apps.core.api.views import ScopedViewSetMixin
 
 
@@ -133,3 +136,33 @@ class ApiTokenViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Read
         body.is_valid(raise_exception=True)
         token = services.revoke_token(request.user, self.get_object(), **body.validated_data)
         return Response(ApiTokenSerializer(token).data)
+
+
+class GroupMappingViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Identity provider groups (or patterns such as `gpu:{tenant}:{role}`) that give roles at single sign-on
+    log-ins (docs/sso.md). Platform admins only: create with POST, remove with DELETE."""
+
+    serializer_class = GroupMappingSerializer
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # the OpenAPI schema's generation
+            return GroupMapping.objects.none()
+        require(self.request.user, Action.ADMINISTER, None)
+        return GroupMapping.objects.select_related("tenant").order_by("group")
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = services.create_group_mapping(
+            self.request.user,
+            group=data["group"],
+            tenant=data.get("tenant"),
+            role=data.get("role", ""),
+            reason=data.get("reason", ""),
+        )
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, *args, **kwargs):
+        mapping = self.get_object()
+        services.delete_group_mapping(request.user, mapping, reason=request.query_params.get("reason", ""))
+        return Response(status=status.HTTP_204_NO_CONTENT)
