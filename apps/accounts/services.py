@@ -601,7 +601,7 @@ def exchange_token(trust, claims: dict) -> tuple[ApiToken, str]:
             expires_at=timezone.now() + timedelta(minutes=minutes),
         )
         record_event(
-            None,
+            account,
             "token.exchange",
             token,
             tenant=membership.tenant,
