@@ -21,7 +21,7 @@ class TinyIssuer:
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
+            def do_GET(self):
                 documents = {
                     "/.well-known/openid-configuration": {"issuer": issuer.url, "jwks_uri": f"{issuer.url}/jwks"},
                     "/jwks": issuer.jwks,
