@@ -87,7 +87,7 @@ def match(token: str) -> tuple[FederatedTrust, dict]:
     issuer = unverified.get("iss")
     trusts = (
         list(
-            FederatedTrust.objects.filter(issuer=issuer, enabled=True)
+            FederatedTrust.objects.filter(issuer=issuer, enabled=True, service_account__is_active=True)
             .select_related("service_account", "service_account__owner_tenant")
             .order_by("pk")
         )

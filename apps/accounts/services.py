@@ -612,7 +612,8 @@ def exchange_token(trust, claims: dict) -> tuple[ApiToken, str]:
 
 def record_refused_exchange(reason: str, claims: dict | None) -> None:
     """A refused exchange: why (for the operators; the caller is told nothing), and never the token."""
-    unverified = {k: (claims or {}).get(k) for k in ("iss", "sub", "aud") if k in (claims or {})}
+    # Unverified, so anyone's words: kept short.
+    unverified = {k: str((claims or {})[k])[:300] for k in ("iss", "sub", "aud") if k in (claims or {})}
     with transaction.atomic():
         record_event(
             None,
