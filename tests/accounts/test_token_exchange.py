@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps.accounts import federation
 from apps.accounts import services as accounts
-from apps.accounts.models import ApiToken, FederatedTrust
+from apps.accounts.models import ApiToken, FederatedTrust, User
 from apps.audit.models import AuditEvent
 from apps.workloads.models import Workload
 from tests.utils.personas import fresh
@@ -137,6 +137,12 @@ def test_a_token_that_does_not_match_gets_the_same_401(api, oidc_provider, trust
 def test_a_disabled_trust_accepts_nothing(api, oidc_provider, trust):
     FederatedTrust.objects.filter(pk=trust.pk).update(enabled=False)
     assert _exchange(api, _job_token(oidc_provider)).status_code == 401
+
+
+def test_a_deactivated_service_account_is_given_nothing(api, oidc_provider, trust, personas):
+    User.objects.filter(pk=personas.ci_a.pk).update(is_active=False)
+    assert _exchange(api, _job_token(oidc_provider)).status_code == 401
+    assert "no enabled trust" in AuditEvent.objects.get(action="token.exchange_refused").after["reason"]
 
 
 def test_the_issued_token_expires_after_its_minutes(api, oidc_provider, trust, personas):
