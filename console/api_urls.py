@@ -11,10 +11,12 @@ from rest_framework.routers import DefaultRouter
 
 from apps.accounts.api.views import (
     ApiTokenViewSet,
+    FederatedTrustViewSet,
     GroupMappingViewSet,
     MembershipViewSet,
     MeView,
     ServiceAccountViewSet,
+    TokenExchangeView,
     UserViewSet,
 )
 from apps.audit.api.views import AuditEventViewSet
@@ -60,6 +62,7 @@ router.register("memberships", MembershipViewSet, basename="membership")
 router.register("group-mappings", GroupMappingViewSet, basename="group-mapping")
 router.register("service-accounts", ServiceAccountViewSet, basename="service-account")
 router.register("tokens", ApiTokenViewSet, basename="token")
+router.register("federated-trusts", FederatedTrustViewSet, basename="federated-trust")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")
 router.register("operations", OperationViewSet, basename="operation")
 router.register("clusters", ClusterViewSet, basename="cluster")
@@ -89,6 +92,7 @@ router.register("isolation-policies", IsolationPolicyViewSet, basename="isolatio
 app_name = "api"
 urlpatterns = [
     path("me/", MeView.as_view(), name="me"),
+    path("token-exchange/", TokenExchangeView.as_view(), name="token-exchange"),
     path("capacity/", CapacityView.as_view(), name="capacity"),
     path("overview/", OverviewView.as_view(), name="overview"),
     path("analytics/waits/", WaitsView.as_view(), name="analytics-waits"),

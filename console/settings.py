@@ -380,6 +380,8 @@ API_TOKEN_PREFIX = "gpuc_"
 API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 60, minimum=0)
 # Every token expires: at most this many days after it is created (also the expiry when none is asked for).
 API_TOKEN_MAX_LIFETIME_DAYS = env_int("API_TOKEN_MAX_LIFETIME_DAYS", 365, minimum=1, maximum=3650)
+# Console tokens issued by POST /api/v1/token-exchange/ live at most this many minutes (docs/sso.md).
+TOKEN_EXCHANGE_MAX_MINUTES = env_int("TOKEN_EXCHANGE_MAX_MINUTES", 60, minimum=1, maximum=1440)
 # Seconds a process reuses the fleet's free-GPU count per model when deciding admissions (0: always re-read).
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
 # GPU models and priority tiers are re-read at most this often per process (0: on every use).

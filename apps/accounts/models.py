@@ -284,3 +284,35 @@ class GroupMapping(models.Model):
     @property
     def is_pattern(self) -> bool:
         return "{tenant}" in self.group or "{role}" in self.group
+
+
+class FederatedTrustQuerySet(models.QuerySet):
+    def for_user(self, user, action: str) -> FederatedTrustQuerySet:
+        """The trusts of the service accounts of the tenants you manage (all of them for platform admins)."""
+        from apps.accounts.permissions import allowed_tenant_ids
+
+        ids = allowed_tenant_ids(user, "manage")
+        if ids is None:
+            return self
+        return self.filter(service_account__owner_tenant_id__in=ids)
+
+
+class FederatedTrust(models.Model):
+    """A service account trusts an OIDC issuer's ID tokens whose `aud` and claims match (docs/sso.md, CI pipelines):
+    `POST /api/v1/token-exchange/` swaps such a token for a console token of at most `max_minutes`."""
+
+    service_account = models.ForeignKey(User, on_delete=models.CASCADE, related_name="federated_trusts")
+    issuer = models.URLField(max_length=500)
+    audience = models.CharField(max_length=500)
+    conditions = models.JSONField(default=dict, blank=True, help_text="Claim name → exact value (string or boolean).")
+    max_minutes = models.PositiveIntegerField(default=15)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = FederatedTrustQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["service_account_id", "issuer", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.service_account_id} ← {self.issuer}"

@@ -505,3 +505,121 @@ def sync_idp_memberships(user: User, groups: list[str]) -> None:
                 after=snapshot(membership),
             )
     forget_scope(user)
+
+
+#
+# Workload identity federation: CI pipelines exchange their OIDC ID token for a console token (docs/sso.md)
+#
+
+
+def _check_trust(service_account: User, issuer: str, audience: str, conditions, max_minutes: int) -> None:
+    from apps.core import outbound
+
+    if not service_account.is_service_account or service_account.owner_tenant is None:
+        raise InvalidInput(_("Only a service account can trust an issuer."), {"service_account": _("Not one.")})
+    issuer = issuer.strip()
+    problem = outbound.url_error(issuer) if issuer else _("Required.")
+    if problem:
+        raise InvalidInput(
+            _("The issuer URL cannot be used: %(problem)s") % {"problem": problem}, {"issuer": str(problem)}
+        )
+    if not audience.strip():
+        raise InvalidInput(_("Name the audience the tokens must carry."), {"audience": _("Required.")})
+    if not isinstance(conditions, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, str | bool) for k, v in conditions.items()
+    ):
+        raise InvalidInput(
+            _("Conditions are an object of claim names to exact values (strings or booleans)."),
+            {"conditions": _("Claim → string or boolean.")},
+        )
+    limit = settings.TOKEN_EXCHANGE_MAX_MINUTES
+    if not 1 <= max_minutes <= limit:
+        raise InvalidInput(
+            _("A token lifetime is 1 to %(limit)s minutes.") % {"limit": limit},
+            {"max_minutes": _("1 to %(limit)s.") % {"limit": limit}},
+        )
+
+
+def create_federated_trust(
+    actor,
+    *,
+    service_account: User,
+    issuer: str,
+    audience: str,
+    conditions: dict | None = None,
+    max_minutes: int = 15,
+    enabled: bool = True,
+    reason: str = "",
+):
+    """Let `service_account` be used by ID tokens of `issuer` carrying `audience` and the `conditions`' claims."""
+    from apps.accounts.models import FederatedTrust
+
+    conditions = {} if conditions is None else conditions
+    _check_trust(service_account, issuer, audience, conditions, max_minutes)
+    tenant = service_account.owner_tenant
+    require(actor, Action.MANAGE, tenant, _("You may not manage tenant %(slug)s.") % {"slug": tenant.slug})
+    with transaction.atomic():
+        trust = FederatedTrust.objects.create(
+            service_account=service_account,
+            issuer=issuer.strip(),
+            audience=audience.strip(),
+            conditions=conditions,
+            max_minutes=max_minutes,
+            enabled=enabled,
+        )
+        record_event(actor, "federated_trust.create", trust, tenant=tenant, reason=reason, after=snapshot(trust))
+    return trust
+
+
+def delete_federated_trust(actor, trust, *, reason: str = "") -> None:
+    tenant = trust.service_account.owner_tenant
+    require(actor, Action.MANAGE, tenant, _("You may not manage tenant %(slug)s.") % {"slug": tenant.slug})
+    with transaction.atomic():
+        record_event(actor, "federated_trust.delete", trust, tenant=tenant, reason=reason, before=snapshot(trust))
+        trust.delete()
+
+
+def exchange_token(trust, claims: dict) -> tuple[ApiToken, str]:
+    """Issue a short-lived token for the trust's service account (its tenant and role), after `federation.verify`
+    accepted `claims`. Audited as "token.exchange" with the claims that matched."""
+    account = trust.service_account
+    membership = account.memberships.filter(tenant_id=account.owner_tenant_id).first()
+    if membership is None:
+        raise Forbidden(_("The service account holds no role on its tenant."))
+    minutes = min(trust.max_minutes, settings.TOKEN_EXCHANGE_MAX_MINUTES)
+    raw = settings.API_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    matched = {name: claims.get(name) for name in ["iss", "sub", "aud", *trust.conditions]}
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            name=f"token exchange: {str(claims.get('sub', ''))[:70]}",
+            user=account,
+            tenant=membership.tenant,
+            role=membership.role,
+            prefix=raw[:12],
+            digest=token_digest(raw),
+            created_by=None,
+            expires_at=timezone.now() + timedelta(minutes=minutes),
+        )
+        record_event(
+            account,
+            "token.exchange",
+            token,
+            tenant=membership.tenant,
+            after={**snapshot(token), "trust": trust.pk, "claims": matched},
+        )
+    return token, raw
+
+
+def record_refused_exchange(reason: str, claims: dict | None) -> None:
+    """A refused exchange: why (for the operators; the caller is told nothing), and never the token."""
+    # Unverified, so anyone's words: kept short.
+    unverified = {k: str((claims or {})[k])[:300] for k in ("iss", "sub", "aud") if k in (claims or {})}
+    with transaction.atomic():
+        record_event(
+            None,
+            "token.exchange_refused",
+            None,
+            target_type="accounts.federatedtrust",
+            target_label=str(unverified.get("iss", ""))[:300],
+            after={"reason": reason, "unverified_claims": unverified},
+        )

@@ -83,6 +83,19 @@ def test_anonymous_requests_are_limited_per_address(db, api, rates):
     assert client.get("/api/v1/docs/", REMOTE_ADDR="203.0.113.6").status_code == 200
 
 
+def test_the_token_exchange_is_limited_like_anonymous_requests(db, api, rates):
+    rates(anon="2/minute")
+    body = {
+        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+        "subject_token": "not-a-jwt",
+        "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+    }
+    client = api()
+    sent = [client.post("/api/v1/token-exchange/", body, format="json", REMOTE_ADDR="203.0.113.7") for _ in range(2)]
+    assert [r.status_code for r in sent] == [401, 401]
+    assert_throttled(client.post("/api/v1/token-exchange/", body, format="json", REMOTE_ADDR="203.0.113.7"))
+
+
 def test_guessing_tokens_gets_429_after_the_bad_token_limit(personas, api, rates):
     rates(bad_token="5/minute")
     guesser = api(token="gpuc_guess")

@@ -206,6 +206,61 @@ def _(personas, api, client, mapping):
     return client.post(f"/accounts/group-mappings/{mapping.pk}/delete/", {"reason": "gone"})
 
 
+def _a_trusting_pipeline(personas):
+    from apps.accounts import federation
+    from apps.accounts.services import create_federated_trust
+    from tests.utils.tiny_issuer import TinyIssuer
+
+    issuer = TinyIssuer()
+    federation.forget()
+    create_federated_trust(
+        personas.tenant_admin_a,
+        service_account=personas.ci_a,
+        issuer=issuer.url,
+        audience="https://console.example.test",
+        conditions={"project_path": "ml/train"},
+    )
+    token = issuer.token(aud="https://console.example.test", sub="job", project_path="ml/train")
+    federation._jwks(issuer.url, refresh=True)  # read now and kept JWKS_CACHE_S: the issuer can stop here
+    issuer.close()
+    return token
+
+
+@case("api:token-exchange", "post", setup=_a_trusting_pipeline)
+def _(personas, api, client, token):
+    body = {
+        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+        "subject_token": token,
+        "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+    }
+    return api().post("/api/v1/token-exchange/", body, format="json")
+
+
+def _a_trust(personas):
+    from apps.accounts.services import create_federated_trust
+
+    return create_federated_trust(
+        personas.tenant_admin_a,
+        service_account=personas.ci_a,
+        issuer="https://gitlab.example.test",
+        audience="https://console.example.test",
+    )
+
+
+@case("api:federated-trust-list", "post")
+def _(personas, api, client):
+    return _api(api, personas, "tenant_admin_a").post(
+        "/api/v1/federated-trusts/",
+        {"service_account": "ci-a", "issuer": "https://gitlab.example.test", "audience": "https://c.example.test"},
+        format="json",
+    )
+
+
+@case("api:federated-trust-detail", "delete", setup=_a_trust)
+def _(personas, api, client, trust):
+    return _api(api, personas, "tenant_admin_a").delete(f"/api/v1/federated-trusts/{trust.pk}/")
+
+
 @case("api:service-account-list", "post")
 def _(personas, api, client):
     return _api(api, personas, "tenant_admin_a").post(

@@ -178,6 +178,14 @@ def _channels(persona: str, tenant: str | None) -> str:
 CHANNELS = Rule(custom=_channels)
 
 
+def _trusts(persona: str, tenant: str | None) -> str:
+    """A service account's federated trusts are its tenant's managers' to see and change (docs/sso.md)."""
+    return OK if may(persona, Action.MANAGE, tenant) else HIDDEN
+
+
+TRUSTS = Rule(custom=_trusts)
+
+
 #
 # Known bugs: the pairs a leak touches
 #

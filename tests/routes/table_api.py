@@ -21,7 +21,9 @@ from tests.routes.policy import (
     CHANNELS,
     ISSUE_VIEWER_TOKEN,
     LOGGED_IN,
+    PUBLIC,
     TOKENS,
+    TRUSTS,
     VIEW,
     Rule,
     console,
@@ -131,6 +133,31 @@ TABLE: dict[str, Spec] = {
     "GET /api/v1/tokens/{id}/": Spec(TOKENS, obj=lambda w, s: {"id": s.token.pk}),
     "POST /api/v1/tokens/{id}/revoke/": _write(
         TOKENS, ok=(200,), obj=lambda w, s: {"id": s.token.pk}, body=lambda w, s: {"reason": "route matrix"}
+    ),
+    # CI pipelines' identity (docs/sso.md): trusts are managed like the service account's tokens; the exchange
+    # needs no credentials (the ID token is one) and refuses a token no trust accepts with 401, audited.
+    "GET /api/v1/federated-trusts/": Spec(LOGGED_IN),
+    "POST /api/v1/federated-trusts/": _write(
+        Rule(need=(MANAGE, "tenant")),
+        obj=lambda w, s: {},
+        body=lambda w, s: {
+            "service_account": s.service_account.username,
+            "issuer": "https://rt-gitlab.example.com",
+            "audience": "https://rt-console.example.com",
+            "conditions": {"project_path": "rt/train"},
+        },
+        in_body=True,
+    ),
+    "GET /api/v1/federated-trusts/{id}/": Spec(TRUSTS, obj=lambda w, s: {"id": s.trust.pk}),
+    "DELETE /api/v1/federated-trusts/{id}/": _write(TRUSTS, "DELETE", (204,), obj=lambda w, s: {"id": s.trust.pk}),
+    "POST /api/v1/token-exchange/": _write(
+        PUBLIC,
+        ok=(401,),
+        body=lambda w, s: {
+            "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "subject_token": "not-a-jwt",
+            "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+        },
     ),
     #
     # Audit, operations

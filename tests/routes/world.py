@@ -20,7 +20,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.accounts import services as accounts
-from apps.accounts.models import Membership
+from apps.accounts.models import FederatedTrust, Membership
 from apps.accounts.roles import Role
 from apps.audit.models import AuditEvent
 from apps.backends.types import UsageRecord as BackendUsage
@@ -78,6 +78,7 @@ class Side:
     membership: Membership  # a member's role on the tenant
     service_account: User
     token: ApiToken  # the service account's token
+    trust: FederatedTrust  # the service account's trust in a CI issuer (docs/sso.md, "CI pipelines")
     channel: NotificationChannel
     statement: Statement
     credit: Credit
@@ -227,6 +228,13 @@ def build_world() -> World:
             membership=Membership.objects.get(user=p.member_a if key == "own" else p.member_b, tenant=tenant),
             service_account=account,
             token=token,
+            trust=accounts.create_federated_trust(
+                admin,
+                service_account=account,
+                issuer=f"https://{letter}-gitlab.example.com",
+                audience=f"https://{letter}-console.example.com",
+                conditions={"project_path": f"{letter}/train", "ref_protected": True},
+            ),
             channel=channel,
             user=user,
         )

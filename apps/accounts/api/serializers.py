@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from apps.accounts.api.fields import TenantField, VisibleUserField
-from apps.accounts.models import ApiToken, GroupMapping, Membership, Tenant, User
+from apps.accounts.models import ApiToken, FederatedTrust, GroupMapping, Membership, Tenant, User
 from apps.accounts.roles import SERVICE_ACCOUNT_ROLE_CHOICES, Role
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
 
@@ -149,3 +149,45 @@ class GroupMappingSerializer(StrictModelSerializer):
         fields = ["id", "group", "tenant", "role", "created_at", "reason"]
         read_only_fields = ["id", "created_at"]
         extra_kwargs = {"group": {"validators": []}}  # uniqueness is the service's (409)
+
+
+class FederatedTrustSerializer(StrictModelSerializer):
+    """A service account's trust in an OIDC issuer's ID tokens (docs/sso.md, "CI pipelines")."""
+
+    service_account = VisibleUserField()
+    conditions = serializers.JSONField(required=False, default=dict)
+    max_minutes = serializers.IntegerField(required=False, default=15)
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)
+
+    class Meta:
+        model = FederatedTrust
+        fields = [
+            "id",
+            "service_account",
+            "issuer",
+            "audience",
+            "conditions",
+            "max_minutes",
+            "enabled",
+            "created_at",
+            "reason",
+        ]
+        read_only_fields = ["id", "created_at"]
+        extra_kwargs = {"issuer": {"validators": []}}  # the outbound policy is the service's check
+
+
+class TokenExchangeSerializer(StrictSerializer):
+    """RFC 8693 token exchange: a CI job's OIDC ID token for a short-lived console token."""
+
+    grant_type = serializers.ChoiceField(choices=["urn:ietf:params:oauth:grant-type:token-exchange"])
+    subject_token = serializers.CharField(max_length=16384, trim_whitespace=True)
+    subject_token_type = serializers.ChoiceField(
+        choices=["urn:ietf:params:oauth:token-type:id_token", "urn:ietf:params:oauth:token-type:jwt"]
+    )
+
+
+class TokenExchangeResponseSerializer(serializers.Serializer):
+    access_token = serializers.CharField()
+    issued_token_type = serializers.CharField()
+    token_type = serializers.CharField()
+    expires_in = serializers.IntegerField()

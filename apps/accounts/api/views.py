@@ -1,6 +1,9 @@
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, JSONParser
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -8,18 +11,22 @@ from apps.accounts import services
 from apps.accounts.api.serializers import (
     ApiTokenCreatedSerializer,
     ApiTokenSerializer,
+    FederatedTrustSerializer,
     GroupMappingSerializer,
     MembershipSerializer,
     MembershipUpdateSerializer,
     MeSerializer,
     ReasonSerializer,
     ServiceAccountSerializer,
+    TokenExchangeResponseSerializer,
+    TokenExchangeSerializer,
     UserSerializer,
 )
 from apps.accounts.filtersets import ApiTokenFilterSet, MembershipFilterSet, UserFilterSet
-from apps.accounts.models import ApiToken, GroupMapping, Membership, User
+from apps.accounts.models import ApiToken, FederatedTrust, GroupMapping, Membership, User
 from apps.accounts.permissions import require
 from apps.accounts.roles import Action
+from apps.core.api.errors import error_body
 from apps.core.api.views import ScopedViewSetMixin
 
 
@@ -166,3 +173,69 @@ class GroupMappingViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, vie
         mapping = self.get_object()
         services.delete_group_mapping(request.user, mapping, reason=request.query_params.get("reason", ""))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class FederatedTrustViewSet(
+    ScopedViewSetMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet
+):
+    """Service accounts' trusts in OIDC issuers (CI pipelines' ID tokens, docs/sso.md): those of the tenants you
+    manage. Create with POST, remove with DELETE."""
+
+    model = FederatedTrust
+    serializer_class = FederatedTrustSerializer
+    select_related = ("service_account", "service_account__owner_tenant")
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = services.create_federated_trust(
+            self.request.user,
+            service_account=data["service_account"],
+            issuer=data["issuer"],
+            audience=data["audience"],
+            conditions=data.get("conditions", {}),
+            max_minutes=data.get("max_minutes", 15),
+            enabled=data.get("enabled", True),
+            reason=data.get("reason", ""),
+        )
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, *args, **kwargs):
+        trust = self.get_object()
+        services.delete_federated_trust(request.user, trust, reason=request.query_params.get("reason", ""))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TokenExchangeView(APIView):
+    """RFC 8693 token exchange: a CI job's OIDC ID token for a console token of its service account, valid for
+    the trust's minutes (docs/sso.md, "CI pipelines"). No authentication: the ID token is the credential.
+    A token no trust accepts answers 401 `invalid_grant`, the same whatever the reason."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    parser_classes = [JSONParser, FormParser]
+
+    @extend_schema(request=TokenExchangeSerializer, responses={200: TokenExchangeResponseSerializer}, auth=[])
+    def post(self, request):
+        from apps.accounts import federation
+
+        body = TokenExchangeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            trust, claims = federation.match(body.validated_data["subject_token"])
+        except federation.Refused as exc:
+            services.record_refused_exchange(str(exc), exc.claims)
+            answer = error_body(_("The subject token is not accepted."), "invalid_grant")
+            answer["error"] = "invalid_grant"
+            return Response(answer, status=status.HTTP_401_UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
+        token, raw = services.exchange_token(trust, claims)
+        expires_in = round((token.expires_at - token.created_at).total_seconds())
+        return Response(
+            {
+                "access_token": raw,
+                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                "token_type": "Bearer",
+                "expires_in": expires_in,
+            },
+            headers={"Cache-Control": "no-store"},
+        )
