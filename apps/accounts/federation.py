@@ -35,6 +35,10 @@ class Refused(Exception):
         self.claims = claims
 
 
+class Unavailable(Refused):
+    """The token names a trusted issuer whose keys cannot be read now: the caller may retry (503)."""
+
+
 def _jwks(issuer: str, *, refresh: bool) -> dict:
     with _lock:
         kept = _keys.get(issuer)
@@ -101,7 +105,7 @@ def match(token: str) -> tuple[FederatedTrust, dict]:
     try:
         key = _key(issuer, header)
     except SsoUnavailable as exc:
-        raise Refused(f"the issuer's keys cannot be read: {exc}", unverified) from exc
+        raise Unavailable(f"the issuer's keys cannot be read: {exc}", unverified) from exc
     try:
         claims = jwt.decode(
             token,

@@ -1,7 +1,8 @@
 """Which roles a person's identity provider groups give, through the platform admins' GroupMappings.
 
-Pure: `roles_from_groups` reads the mappings and the tenants it names and decides; `services.sync_idp_memberships`
-applies the result at each log-in. When several groups give roles on the same tenant (or console-wide), the
+Pure: `roles_from_groups` reads the mappings and the tenants it names and decides, `plan_memberships` turns that
+into steps on a person's memberships; `services.sync_idp_memberships` applies them at each log-in and the group
+mappings page previews them. When several groups give roles on the same tenant (or console-wide), the
 strongest wins (ROLE_STRENGTH). A pattern whose tenant does not exist, or whose role does not fit (a tenant role
 console-wide, a console-wide role on a tenant), gives nothing.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from apps.accounts.models import GroupMapping, Tenant
+from apps.accounts.models import GroupMapping, Membership, MembershipSource, Tenant
 from apps.accounts.roles import GLOBAL_ROLES, TENANT_ROLES, Role
 
 # Which role wins when groups give several on one place.
@@ -82,3 +83,33 @@ def roles_from_groups(groups: list[str], mappings: list[GroupMapping] | None = N
         if current is None or ROLE_STRENGTH.index(grant.role) > ROLE_STRENGTH.index(current.role):
             best[grant.tenant_id] = grant
     return best
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a log-in does at one place (a tenant, or console-wide) for one person.
+
+    change: "grant" (a new identity-provider membership), "change" (its role), "revoke" (no group gives it any
+    more), "same" (the groups give what is held), "hand-made" (a membership granted by hand: never touched)."""
+
+    tenant_id: int | None
+    change: str
+    held: Membership | None
+    grant: Grant | None
+
+
+def plan_memberships(held: dict[int | None, Membership], wanted: dict[int | None, Grant]) -> list[Step]:
+    """The steps that make `held` (a person's memberships by place) what `wanted` (`roles_from_groups`) says.
+    `services.sync_idp_memberships` applies them; the group mappings page previews them."""
+    steps = []
+    for tenant_id, membership in held.items():
+        grant = wanted.get(tenant_id)
+        if membership.source != MembershipSource.IDP:
+            change = "hand-made"
+        elif grant is None:
+            change = "revoke"
+        else:
+            change = "same" if grant.role == membership.role else "change"
+        steps.append(Step(tenant_id, change, membership, grant))
+    steps += [Step(t, "grant", None, g) for t, g in wanted.items() if t not in held]
+    return steps

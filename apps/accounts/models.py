@@ -126,6 +126,12 @@ class User(AbstractUser):
     # The identity provider's `sub` for a person who logs in through single sign-on (docs/sso.md); empty for
     # local accounts. Log-ins find the person by it, never by a name or an e-mail address the IdP may reuse.
     oidc_subject = models.CharField(max_length=255, blank=True, default="", editable=False)
+    # The groups the identity provider sent at this person's last log-in (`last_login`): the group mappings page
+    # previews what they would give today.
+    idp_groups = models.JSONField(default=list, blank=True, editable=False)
+    # A platform admin allowed this local account to be linked to the identity provider: the next single sign-on
+    # log-in whose user name claim is this account's name takes it over (docs/sso.md, "Accounts").
+    oidc_link_pending = models.BooleanField(default=False, editable=False)
 
     objects = UserManager()
 

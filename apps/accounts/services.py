@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from apps.accounts.models import ApiToken, Membership, User, token_digest
+from apps.accounts.models import ApiToken, Membership, MembershipSource, User, token_digest
 from apps.accounts.permissions import forget_scope, grantable_roles, has_perm, require, require_live, scope_for
 from apps.accounts.roles import GLOBAL_ROLES, ROLE_ACTIONS, TENANT_ROLES, Action, Role
 from apps.audit.services import record_event, snapshot
@@ -367,20 +367,60 @@ def create_sso_user(*, username: str, subject: str, claims: dict) -> User:
     return user
 
 
-def record_sso_login(user: User, claims: dict) -> User:
-    """A log-in through the identity provider: e-mail and name refreshed from its claims, one audit event."""
+# Groups kept from a log-in (for the group mappings page's preview), at most this many of at most 255 characters.
+IDP_GROUPS_KEPT = 1000
+
+
+def allow_sso_link(actor, user: User, *, reason: str = "") -> User:
+    """Let `user`, a local account, be taken over by the identity provider identity of the same user name at its
+    next single sign-on log-in (`link_sso_user`). Platform admins only; one audit event."""
+    require(actor, Action.ADMINISTER, None, _("Only platform admins link accounts to the identity provider."))
+    if user.is_service_account:
+        raise InvalidInput(_("A service account does not log in: give it a federated trust instead."))
+    if user.oidc_subject:
+        raise Conflict(_("%(name)s is linked to the identity provider already.") % {"name": user.username})
+    with transaction.atomic():
+        user.oidc_link_pending = True
+        user.save(update_fields=["oidc_link_pending"])
+        record_event(actor, "user.allow_oidc_link", user, reason=reason, after={"oidc_link_pending": True})
+    return user
+
+
+def link_sso_user(user: User, *, subject: str) -> User:
+    """The log-in that takes over a local account a platform admin allowed (`allow_sso_link`): from now on the
+    person is found by `subject`, and their password no longer works. One audit event by the console."""
+    with transaction.atomic():
+        user.oidc_subject = subject
+        user.oidc_link_pending = False
+        user.set_unusable_password()
+        user.save(update_fields=["oidc_subject", "oidc_link_pending", "password"])
+        record_event(
+            None,
+            "user.link_oidc",
+            user,
+            reason="first log-in through the identity provider after a platform admin allowed the link",
+            after={"username": user.username, "issuer": settings.OIDC_ISSUER_URL},
+        )
+    return user
+
+
+def record_sso_login(user: User, claims: dict, groups: list[str]) -> User:
+    """A log-in through the identity provider: e-mail and name refreshed from its claims, the groups it sent kept
+    (the group mappings page previews what they give), one audit event."""
+    groups = sorted({g[:255] for g in groups})[:IDP_GROUPS_KEPT]
     with transaction.atomic():
         before = snapshot(user, _PROFILE)
         for field, value in _profile_from_claims(claims).items():
             setattr(user, field, value)
-        user.save(update_fields=_PROFILE)
+        user.idp_groups = groups
+        user.save(update_fields=[*_PROFILE, "idp_groups"])
         after = snapshot(user, _PROFILE)
         record_event(
             user,
             "user.login_oidc",
             user,
             before=before if before != after else None,
-            after={**after, "issuer": settings.OIDC_ISSUER_URL},
+            after={**after, "issuer": settings.OIDC_ISSUER_URL, "groups": groups},
         )
     return user
 
@@ -452,17 +492,14 @@ def sync_idp_memberships(user: User, groups: list[str]) -> None:
     """Make `user`'s identity-provider memberships what their groups give today: each grant, change and removal
     is one audit event (actor: the console). Memberships granted by hand are never touched; a group giving a role
     where a hand-made membership exists gives nothing there. The last platform admin is kept (and logged)."""
-    from apps.accounts.group_mappings import roles_from_groups
-    from apps.accounts.models import MembershipSource
+    from apps.accounts.group_mappings import plan_memberships, roles_from_groups
 
     wanted = roles_from_groups(groups)
     with transaction.atomic():
         held = {m.tenant_id: m for m in Membership.objects.select_for_update().filter(user=user).order_by("pk")}
-        for tenant_id, membership in held.items():
-            if membership.source != MembershipSource.IDP:
-                continue
-            grant = wanted.get(tenant_id)
-            if grant is None:
+        for step in plan_memberships(held, wanted):
+            membership, grant = step.held, step.grant
+            if step.change == "revoke":
                 try:
                     _refuse_removing_last_platform_admin(membership)
                 except Conflict:
@@ -477,7 +514,7 @@ def sync_idp_memberships(user: User, groups: list[str]) -> None:
                     before=snapshot(membership),
                 )
                 membership.delete()
-            elif grant.role != membership.role:
+            elif step.change == "change":
                 before = snapshot(membership)
                 membership.role = grant.role
                 membership.save(update_fields=["role"])
@@ -490,20 +527,18 @@ def sync_idp_memberships(user: User, groups: list[str]) -> None:
                     before=before,
                     after=snapshot(membership),
                 )
-        for tenant_id, grant in wanted.items():
-            if tenant_id in held:
-                continue
-            membership = Membership.objects.create(
-                user=user, tenant_id=tenant_id, role=grant.role, source=MembershipSource.IDP
-            )
-            record_event(
-                None,
-                "membership.grant",
-                membership,
-                tenant=membership.tenant,
-                reason=f"{IDP_REASON}: group {grant.group}",
-                after=snapshot(membership),
-            )
+            elif step.change == "grant":
+                membership = Membership.objects.create(
+                    user=user, tenant_id=step.tenant_id, role=grant.role, source=MembershipSource.IDP
+                )
+                record_event(
+                    None,
+                    "membership.grant",
+                    membership,
+                    tenant=membership.tenant,
+                    reason=f"{IDP_REASON}: group {grant.group}",
+                    after=snapshot(membership),
+                )
     forget_scope(user)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from apps.accounts import services
@@ -132,3 +134,93 @@ def test_the_page_shows_a_refused_mapping_on_its_field(client, mapped):
 def test_the_page_is_for_platform_admins_only(client, mapped):
     client.force_login(mapped.tenant_admin_a)
     assert client.get("/accounts/group-mappings/").status_code == 403
+
+
+def test_the_page_previews_what_a_persons_last_groups_would_give_today(client, mapped, person):
+    """A log-in keeps the person's groups; the page shows, place by place, what a log-in today would do with them,
+    with the same decisions sync_idp_memberships makes (the test then logs in the same groups and compares)."""
+    services.grant_membership(mapped.platform_admin, user=person, tenant=mapped.b, role=Role.MEMBER)  # by hand
+    groups = ["gpu:a:member", "team-a-team", "gpu:b:tenant-admin", "gpu-platform-admins"]
+    services.record_sso_login(person, {"sub": "sub-1"}, groups)
+    services.sync_idp_memberships(person, groups)
+    person.refresh_from_db()
+    assert person.idp_groups == sorted(groups)
+
+    # Since then: the pattern for team-{tenant} is gone and a new mapping makes gpu:a:member a tenant-admin.
+    GroupMapping.objects.filter(group="team-{tenant}").delete()
+    services.create_group_mapping(mapped.platform_admin, group="gpu:a:member", tenant=mapped.a, role="tenant-admin")
+    client.force_login(mapped.platform_admin)
+    page = client.get("/accounts/group-mappings/", {"person": "sso-person"})
+    assert page.status_code == 200
+    assert "sso-person's 4 groups at their last log-in" in page.text
+    table = page.text.split('data-testid="preview"', 1)[1].split("</table>", 1)[0]
+    changes = dict(re.findall(r'data-change="([a-z-]+)">\s*<td>(?:<em>)?([^<]+)<', table))
+    assert changes == {
+        "same": "whole console",
+        "change": "a",
+        "hand-made": "b",
+        "revoke": "a-team",
+    }
+
+    services.sync_idp_memberships(person, person.idp_groups)
+    assert _roles(person) == {
+        None: ("platform-admin", "idp"),
+        "a": ("tenant-admin", "idp"),
+        "b": ("member", "manual"),
+    }
+
+
+def test_the_preview_names_an_unknown_person(client, mapped):
+    client.force_login(mapped.platform_admin)
+    page = client.get("/accounts/group-mappings/", {"person": "nobody-here"}, follow=True)
+    assert "No person is called nobody-here." in page.text
+    assert 'data-testid="preview"' not in page.text
+
+
+def _log_in_with_claims(settings, claims: dict):
+    """The backend's account step with claims it verified (the ID token and the provider's flow are tested in
+    test_sso.py and tests/e2e/test_sso.py): no UserInfo endpoint, so the ID token's claims are all there is."""
+    from apps.accounts.sso.backend import OidcBackend
+
+    settings.OIDC_USERNAME_CLAIM = "preferred_username"
+    settings.OIDC_GROUPS_CLAIM = "groups"
+    backend = OidcBackend()
+    backend.OIDC_OP_USER_ENDPOINT = ""
+    return backend.get_or_create_user(None, None, claims)
+
+
+def test_a_groups_overage_refuses_the_log_in_instead_of_removing_every_role(settings, mapped, person):
+    """Entra ID past 200 groups sends `_claim_names` (OpenID Connect Core 5.6.2 distributed claims) instead of the
+    groups: taking that as no groups would revoke every role the groups gave."""
+    from apps.accounts.sso.backend import SsoRefused
+
+    services.sync_idp_memberships(person, ["gpu:a:member"])
+    claims = {"sub": "sub-1", "preferred_username": "sso-person", "_claim_names": {"groups": "src1"}}
+    with pytest.raises(SsoRefused, match="by reference"):
+        _log_in_with_claims(settings, claims)
+    assert _roles(person) == {"a": ("member", "idp")}
+    # Absent altogether, it is no groups: the role goes.
+    _log_in_with_claims(settings, {"sub": "sub-1", "preferred_username": "sso-person"})
+    assert _roles(person) == {}
+
+
+def test_only_platform_admins_allow_a_link_and_only_for_a_local_person(mapped, person):
+    local = User.objects.create_user("local-person", password="pw-123-long-enough")
+    with pytest.raises(Forbidden):
+        services.allow_sso_link(mapped.tenant_admin_a, local)
+    with pytest.raises(Conflict, match="linked to the identity provider already"):
+        services.allow_sso_link(mapped.platform_admin, person)
+    with pytest.raises(InvalidInput, match="federated trust"):
+        services.allow_sso_link(mapped.platform_admin, mapped.ci_a)
+    local.refresh_from_db()
+    assert not local.oidc_link_pending
+    assert not AuditEvent.objects.filter(action="user.allow_oidc_link").exists()
+
+
+def test_without_an_allowed_link_a_local_account_of_that_name_is_refused(settings, mapped):
+    from apps.accounts.sso.backend import SsoRefused
+
+    User.objects.create_user("taken", password="pw-123-long-enough")
+    with pytest.raises(SsoRefused, match="not linked"):
+        _log_in_with_claims(settings, {"sub": "other-sub", "preferred_username": "taken"})
+    assert User.objects.get(username="taken").oidc_subject == ""

@@ -226,3 +226,34 @@ def test_a_member_cannot_create_a_trust(api, personas):
     response = api(fresh(personas.member_a)).post("/api/v1/federated-trusts/", body, format="json")
     assert response.status_code == 403
     assert not FederatedTrust.objects.exists()
+
+
+def test_a_trusted_issuer_that_cannot_be_reached_is_a_503_to_retry(api, personas):
+    """The pipeline's token may be good: the console cannot check it now. 503 with Retry-After (a CI step retries),
+    not the 401 that tells it to give up; audited like a refusal, and nothing issued."""
+    import socket
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        issuer = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    federation.forget()
+    accounts.create_federated_trust(
+        fresh(personas.tenant_admin_a),
+        service_account=personas.ci_a,
+        issuer=issuer,
+        audience=AUDIENCE,
+        conditions=CONDITIONS,
+        max_minutes=10,
+    )
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = int(timezone.now().timestamp())
+    claims = {"iss": issuer, "aud": AUDIENCE, "sub": "job", "iat": now, "exp": now + 300}
+    response = _exchange(api, jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"}))
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == "30"
+    assert response.json()["error"] == "temporarily_unavailable"
+    assert not ApiToken.objects.filter(name__startswith="token exchange").exists()
+    assert "keys cannot be read" in AuditEvent.objects.get(action="token.exchange_refused").after["reason"]

@@ -83,6 +83,15 @@ def test_a_person_logs_in_through_the_provider_and_out_of_both(
     expect(page.get_by_test_id("membership-source")).to_have_text(["identity provider groups"] * 2)
     screenshot(page, "sso-profile")
 
+    # The mappings page previews what alice's groups from this log-in would give today, place by place.
+    page.goto("/accounts/group-mappings/")
+    page.get_by_label("A person: their groups from their last log-in").fill("alice")
+    page.get_by_role("button", name="Preview").click()
+    expect(page.get_by_test_id("preview-person")).to_contain_text("alice's 2 groups at their last log-in")
+    expect(page.get_by_test_id("preview").locator("tbody tr")).to_have_count(2)
+    expect(page.get_by_test_id("preview")).to_contain_text("gpu:a:tenant-admin")
+    screenshot(page, "sso-group-preview")
+
     # The IdP's admin takes alice out of the platform admins' group and makes her a member of A.
     sso.set_groups("alice", ["gpu:a:member"])
 
@@ -113,3 +122,31 @@ def test_a_local_account_of_the_same_name_is_not_taken_over(page: Page, sso, liv
     expect(page.get_by_role("alert").first).to_contain_text("a console account named bob exists")
     assert User.objects.get(username="bob").oidc_subject == ""
     assert not AuditEvent.objects.filter(action="user.login_oidc").exists()
+
+
+def test_a_local_account_a_platform_admin_allowed_is_linked_at_its_next_log_in(
+    page: Page, sso, live_server, personas_live, api
+):
+    """Moving a team to single sign-on: bob's local account keeps its memberships and becomes his IdP identity."""
+    bob = User.objects.create_user("bob", password="local-secret-password")
+    services.grant_membership(personas_live.platform_admin, user=bob, tenant=personas_live.a, role=Role.MEMBER)
+    refused = api(personas_live.tenant_admin_a).post(
+        "/api/v1/users/bob/allow-sso-link/", {"reason": "x"}, format="json"
+    )
+    assert refused.status_code in (403, 404)
+    answer = api(personas_live.platform_admin).post(
+        "/api/v1/users/bob/allow-sso-link/", {"reason": "moving to SSO"}, format="json"
+    )
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["sso"] == "pending"
+
+    page.goto("/accounts/login/")
+    page.get_by_role("link", name="Log in with Test IdP").click()
+    _sign_in_at_provider(page, sso, "bob", PASSWORDS["bob"])
+    expect(page.get_by_role("heading", level=1)).to_have_text("Welcome, bob")
+    page.wait_for_load_state("load")
+    bob.refresh_from_db()
+    assert (bob.oidc_subject, bob.oidc_link_pending, bob.has_usable_password()) == ("bob", False, False)
+    assert ("a", "member", "manual") in _roles("bob")  # the hand-made membership stays
+    assert _user_events(bob)[-3:] == ["user.allow_oidc_link", "user.link_oidc", "user.login_oidc"]
+    assert api(personas_live.platform_admin).get("/api/v1/users/bob/").json()["sso"] == "linked"

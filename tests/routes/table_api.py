@@ -88,6 +88,12 @@ TABLE: dict[str, Spec] = {
     ),
     "GET /api/v1/users/": Spec(LOGGED_IN),
     "GET /api/v1/users/{username}/": Spec(VIEW, obj=lambda w, s: {"username": s.user.username}),
+    "POST /api/v1/users/{username}/allow-sso-link/": _write(
+        view_and(ADMINISTER, "console"),
+        ok=(200,),
+        obj=lambda w, s: {"username": s.user.username},
+        body=lambda w, s: {"reason": "moving to single sign-on"},
+    ),
     "GET /api/v1/memberships/": Spec(LOGGED_IN),
     "POST /api/v1/memberships/": _write(
         Rule(need=(MANAGE, "tenant")),

@@ -16,6 +16,10 @@ class MembershipBriefSerializer(serializers.ModelSerializer):
 
 class UserSerializer(serializers.ModelSerializer):
     memberships = MembershipBriefSerializer(many=True, read_only=True)
+    sso = serializers.SerializerMethodField(
+        help_text="linked: logs in through the identity provider; pending: a platform admin allowed the link, "
+        "made at the next single sign-on log-in; empty: a local account."
+    )
     owner_tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
@@ -29,9 +33,13 @@ class UserSerializer(serializers.ModelSerializer):
             "is_service_account",
             "owner_tenant",
             "is_active",
+            "sso",
             "memberships",
         ]
         read_only_fields = fields
+
+    def get_sso(self, user) -> str:
+        return "linked" if user.oidc_subject else "pending" if user.oidc_link_pending else ""
 
 
 class MeSerializer(UserSerializer):

@@ -51,6 +51,16 @@ class UserViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self):
         return super().get_queryset().select_related("owner_tenant").prefetch_related("memberships__tenant")
 
+    @extend_schema(request=ReasonSerializer, responses=UserSerializer)
+    @action(detail=True, methods=["post"], url_path="allow-sso-link")
+    def allow_sso_link(self, request, username=None):
+        """Let this local account be taken over by the identity provider's person of the same user name at their
+        next single sign-on log-in (platform admins; docs/sso.md, "Accounts")."""
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = services.allow_sso_link(request.user, self.get_object(), **body.validated_data)
+        return Response(UserSerializer(user).data)
+
 
 class MembershipViewSet(
     ScopedViewSetMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet
@@ -209,7 +219,8 @@ class FederatedTrustViewSet(
 class TokenExchangeView(APIView):
     """RFC 8693 token exchange: a CI job's OIDC ID token for a console token of its service account, valid for
     the trust's minutes (docs/sso.md, "CI pipelines"). No authentication: the ID token is the credential.
-    A token no trust accepts answers 401 `invalid_grant`, the same whatever the reason."""
+    A token no trust accepts answers 401 `invalid_grant`, the same whatever the reason; a token of a trusted issuer
+    whose keys cannot be read now answers 503 `temporarily_unavailable` with Retry-After (retrying may help)."""
 
     authentication_classes: list = []
     permission_classes = [AllowAny]
@@ -223,6 +234,14 @@ class TokenExchangeView(APIView):
         body.is_valid(raise_exception=True)
         try:
             trust, claims = federation.match(body.validated_data["subject_token"])
+        except federation.Unavailable as exc:
+            services.record_refused_exchange(str(exc), exc.claims)
+            answer = error_body(
+                _("The token's issuer cannot be reached to check its signature; retry later."),
+                "temporarily_unavailable",
+            )
+            answer["error"] = "temporarily_unavailable"
+            return Response(answer, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "30"})
         except federation.Refused as exc:
             services.record_refused_exchange(str(exc), exc.claims)
             answer = error_body(_("The subject token is not accepted."), "invalid_grant")

@@ -11,7 +11,8 @@ with `verify_aud` off), does not require `exp`, matches people by e-mail address
   nonce of this log-in;
 * the UserInfo answer must be about the same `sub` (OpenID Connect Core 5.3.2);
 * a person is found by their `sub` (`User.oidc_subject`), created on first log-in with the name in
-  OIDC_USERNAME_CLAIM, and refused when a local account of that name exists that is not theirs;
+  OIDC_USERNAME_CLAIM, and refused when a local account of that name exists that is not theirs, unless a platform
+  admin allowed that account to be linked (`services.allow_sso_link`);
 * their identity-provider memberships are made what their groups (OIDC_GROUPS_CLAIM) give through the group
   mappings (`services.sync_idp_memberships`).
 """
@@ -119,16 +120,21 @@ class OidcBackend(OIDCAuthenticationBackend):
             raise SsoRefused(f"the identity provider sent no {settings.OIDC_USERNAME_CLAIM} claim")
         user = self.UserModel.objects.filter(oidc_subject=claims["sub"]).first()
         if user is None:
-            if self.UserModel.objects.filter(username=username).exists():
+            local = self.UserModel.objects.filter(username=username, oidc_subject="").first()
+            if local is not None and local.oidc_link_pending and not local.is_service_account:
+                user = services.link_sso_user(local, subject=claims["sub"])
+            elif self.UserModel.objects.filter(username=username).exists():
                 raise SsoRefused(
                     f"a console account named {username} exists that is not linked to this identity provider; "
                     "ask a platform admin (docs/sso.md)"
                 )
-            user = services.create_sso_user(username=username, subject=claims["sub"], claims=claims)
+            else:
+                user = services.create_sso_user(username=username, subject=claims["sub"], claims=claims)
         if not user.is_active or user.is_service_account:
             raise SsoRefused(f"the console account {user.username} is disabled")
-        user = services.record_sso_login(user, claims)
-        services.sync_idp_memberships(user, groups_of(claims))
+        groups = groups_of(claims)
+        user = services.record_sso_login(user, claims, groups)
+        services.sync_idp_memberships(user, groups)
         return user
 
 
@@ -151,8 +157,18 @@ class BreakGlassBackend:
 
 
 def groups_of(claims: dict) -> list[str]:
-    """The person's groups from OIDC_GROUPS_CLAIM: a list of names (a single name is taken as a list of one)."""
-    value = claims.get(settings.OIDC_GROUPS_CLAIM)
+    """The person's groups from OIDC_GROUPS_CLAIM: a list of names (a single name is taken as a list of one).
+
+    A claim that is absent is no groups (providers leave it out for a person in none). A claim the provider moved
+    out of the token (an overage: OpenID Connect Core 5.6.2's distributed claims, `_claim_names`, which Entra ID
+    sends past 200 groups) refuses the log-in: taken as no groups, it would remove every role the groups give."""
+    name = settings.OIDC_GROUPS_CLAIM
+    if isinstance(claims.get("_claim_names"), dict) and name in claims["_claim_names"] and name not in claims:
+        raise SsoRefused(
+            f"the identity provider sent the {name} claim by reference (too many groups for its token); have it "
+            "send only the groups assigned to the console, or app roles (docs/sso.md, Provider recipes)"
+        )
+    value = claims.get(name)
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):

@@ -1,5 +1,5 @@
 """The group mappings page (platform admins): the mappings, a form to add one, and a preview of what a list of
-groups would give today (docs/sso.md, "Roles from groups")."""
+groups, or a person's groups from their last log-in, would give today (docs/sso.md, "Roles from groups")."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts import services
 from apps.accounts.forms import GroupMappingForm, ReasonForm
-from apps.accounts.group_mappings import roles_from_groups
-from apps.accounts.models import GroupMapping, Tenant
+from apps.accounts.group_mappings import plan_memberships, roles_from_groups
+from apps.accounts.models import GroupMapping, Tenant, User
 from apps.accounts.permissions import has_perm
 from apps.core.errors import ServiceError
 from apps.core.forms import apply_service_error
+
+# People offered in the preview's name field (the field takes any name).
+PEOPLE_LISTED = 500
 
 
 def _require_admin(request) -> None:
@@ -40,12 +43,15 @@ def group_mappings(request):
             messages.success(request, _("Mapped %(group)s.") % {"group": mapping.group})
             return redirect("accounts:group_mappings")
     typed = request.GET.get("groups", "")
+    person_name = request.GET.get("person", "").strip()
     groups = [line.strip() for line in typed.splitlines() if line.strip()]
-    preview = None
-    if groups:
-        grants = roles_from_groups(groups)
-        names = dict(Tenant.objects.filter(id__in=[k for k in grants if k]).values_list("id", "slug"))
-        preview = sorted(((names.get(k) or "", g.role, g.group) for k, g in grants.items()), key=lambda r: r[0])
+    person = None
+    if person_name:
+        person = User.objects.filter(username=person_name, is_service_account=False).first()
+        if person is None:
+            messages.error(request, _("No person is called %(name)s.") % {"name": person_name})
+        else:
+            groups = person.idp_groups
     return render(
         request,
         "accounts/group_mappings.html",
@@ -53,10 +59,25 @@ def group_mappings(request):
             "mappings": GroupMapping.objects.select_related("tenant"),
             "form": form,
             "groups_typed": typed,
-            "preview": preview,
+            "person": person,
+            "person_name": person_name,
+            "sso_people": User.objects.exclude(oidc_subject="")
+            .order_by("username")
+            .values_list("username", flat=True)[:PEOPLE_LISTED],
+            "preview": _preview(groups, person) if groups or person else None,
         },
         status=400 if request.method == "POST" else 200,
     )
+
+
+def _preview(groups: list[str], person: User | None) -> list[dict]:
+    """What a log-in with `groups` would do today: one row per place, for `person`'s memberships if named."""
+    held = {m.tenant_id: m for m in person.memberships.select_related("tenant")} if person else {}
+    steps = plan_memberships(held, roles_from_groups(groups))
+    ids = {s.tenant_id for s in steps if s.tenant_id}
+    slugs = dict(Tenant.objects.filter(id__in=ids).values_list("id", "slug"))
+    rows = [{"tenant": slugs.get(s.tenant_id, ""), "step": s} for s in steps]
+    return sorted(rows, key=lambda r: r["tenant"])
 
 
 @require_POST
