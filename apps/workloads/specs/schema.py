@@ -1,5 +1,5 @@
 """`json_schema(kind)`: the JSON Schema (draft 2020-12) of a spec, generated from its model: what the API's
-OpenAPI document, the submit form and docs/workloads.md describe a spec with."""
+OpenAPI document, the submit form and docs/api.md describe a spec with."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import copy
 import functools
 
 from apps.workloads.specs.parse import MODELS
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def json_schema(kind: str) -> dict:
@@ -19,8 +21,15 @@ def json_schema(kind: str) -> dict:
 
 @functools.cache
 def _schema(kind: str) -> dict:
-    schema = MODELS[kind].model_json_schema()
-    for prop in schema["properties"].values():
+    model = MODELS[kind]
+    schema = {"$schema": DIALECT, **model.model_json_schema()}
+    for name, prop in schema["properties"].items():
+        prop.setdefault("title", model.model_fields[name].title)  # pydantic drops it when the object's is the same
+        if "patternProperties" in prop:  # env: pydantic puts the names' pattern there, which lets other names by
+            ((pattern, values),) = prop.pop("patternProperties").items()
+            prop.update(
+                additionalProperties=values, propertyNames={**prop.get("propertyNames", {}), "pattern": pattern}
+            )
         for ref in _refs(prop):
             for nested in schema["$defs"][ref]["properties"].values():
                 nested.setdefault("x-group", prop["x-group"])
