@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import ConfigDict, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from apps.core.text import N_, Text
@@ -68,8 +68,10 @@ EnvValue = Annotated[str, Check(env_value_error, (("maxLength", MAX_ENV_VALUE),)
 
 
 class WorkloadModel(SpecModel):
-    """The fields and checks a training job and an inference service share."""
+    """The fields and checks a training job and an inference service share. Defaults are validated too: the
+    checks between fields run on a field left out as on one given."""
 
+    model_config = ConfigDict(validate_default=True)
     KIND: ClassVar[str]
 
     kind: Annotated[str, Kind]  # each kind's model: its own Literal, and its default
@@ -77,9 +79,6 @@ class WorkloadModel(SpecModel):
     tenant: Annotated[str, label(N_("tenant slug"))] = basics(N_("Tenant"), N_("The slug of the tenant it runs for"))
     queue: Annotated[str, label(N_("queue name"))] = basics(N_("Queue"), N_("The tenant's queue whose quota it uses"))
     tier: Tier
-    cluster: Annotated[str, Check(_cluster_error, (("maxLength", NAME_MAX),))] = basics(
-        N_("Cluster"), N_("One of the queue's clusters; empty: placement picks one"), ""
-    )
     image: Image
     env: dict[EnvName, EnvValue] = container(
         N_("Environment"),
@@ -93,7 +92,7 @@ class WorkloadModel(SpecModel):
         [],
         max_length=MAX_SECRET_ENV,
     )
-    gpu_model: str = resources(N_("GPU model"), N_("A GPU model of the catalog, e.g. h100"), max_length=64)
+    gpu_model: str = resources(N_("GPU model"), N_("A GPU model of the catalog, e.g. h100"), schema={"maxLength": 20})
     cpu: int | None = resources(N_("CPU cores"), N_("Per worker or pod; empty: the default"), None, ge=1, le=1024)
     memory_gib: int | None = resources(
         N_("Memory (GiB)"), N_("Per worker or pod; empty: the default"), None, ge=1, le=16_384
@@ -102,10 +101,13 @@ class WorkloadModel(SpecModel):
     tolerations: list[TolerationModel] = advanced(
         N_("Tolerations"), N_("Taints it tolerates besides its node pool's"), [], max_length=MAX_TOLERATIONS
     )
+    cluster: Annotated[str, Check(_cluster_error, (("maxLength", NAME_MAX),))] = basics(
+        N_("Cluster"), N_("One of the queue's clusters; empty: placement picks one"), ""
+    )
 
     _nulls = field_validator("tolerations", "secret_env", mode="before")(null_is_default)
 
-    @field_validator("kind", mode="before", check_fields=False)
+    @field_validator("kind", mode="before")
     @classmethod
     def _submitted_as(cls, value: Any) -> Any:
         if value != cls.KIND:

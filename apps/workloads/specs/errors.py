@@ -41,6 +41,11 @@ class Error:
         return _walk(self.root, self.loc)[1]
 
     @property
+    def choices(self) -> tuple:
+        """A Literal field's values."""
+        return _choices(self.field.annotation if self.field else None)
+
+    @property
     def allowed(self) -> str:
         """The fields of the object an unknown field is in."""
         parent = _walk(self.root, self.loc[:-1])[0]
@@ -62,7 +67,7 @@ MESSAGES: dict[str, Callable[[Error], Text]] = {
     "list_type": lambda e: _LISTS.get(e.name, lambda t: N_("must be a list of strings, not %(type)s", type=t))(e.what),
     "too_long": lambda e: _too_many(e),
     "string_type": lambda e: N_("must be a string, not %(type)s", type=e.what),
-    "string_unicode": lambda e: N_("is not valid Unicode text (a lone surrogate)"),
+    "string_unicode": lambda e: _not_one_of(e) if e.choices else N_("is not valid Unicode text (a lone surrogate)"),
     "string_too_long": lambda e: N_(
         "at most %(max)s characters, not %(count)s", max=e.ctx["max_length"], count=len(e.value)
     ),
@@ -80,12 +85,16 @@ MESSAGES: dict[str, Callable[[Error], Text]] = {
 def spec_error(root: type[BaseModel], exc: ValidationError) -> SpecError:
     """Every error of `exc` at its path; unknown top-level fields first (the likeliest mistake: a typo)."""
     errors = sorted(exc.errors(), key=lambda e: not (e["type"] == "extra_forbidden" and len(e["loc"]) == 1))
+    bad_keys = {error["loc"][:-1] for error in errors if error["loc"][-1:] == ("[key]",)}
     fields: dict[str, list[str]] = {}
     for error in errors:
+        if error["loc"] in bad_keys:
+            continue  # an env entry whose name is refused: the name's message says enough
         loc = tuple(part for part in error["loc"] if part != "[key]")  # a dict key's own error: at its entry
         ctx = error.get("ctx") or {}
-        if error["type"] == PROBLEMS:
-            found = [(loc + where, text) for where, text in ctx["found"]]
+        if error["type"] == PROBLEMS:  # at paths in the model: the field validator's is the field's parent
+            model = loc[:-1] if ctx["in_field"] else loc
+            found = [(model + where, text) for where, text in ctx["found"]]
         elif error["type"] == CHECK:
             found = [(loc, ctx["message"])]
         else:
@@ -122,7 +131,7 @@ def _too_many(e: Error) -> Text:
 def _not_one_of(e: Error) -> Text:
     if not isinstance(e.value, str):
         return N_("must be a string, not %(type)s", type=e.what)
-    allowed = ", ".join(choice for choice in _choices(e.field.annotation if e.field else None) if choice)
+    allowed = ", ".join(choice for choice in e.choices if choice)
     return N_("%(value)r is not one of %(allowed)s", value=e.value, allowed=allowed)
 
 

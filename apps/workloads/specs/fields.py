@@ -25,12 +25,18 @@ PROBLEMS = "spec_problems"  # a model validator's error type; its ctx "found" is
 
 
 def described(
-    title: Text, description: Text, default: Any = PydanticUndefined, group: str | None = None, **bounds: Any
+    title: Text,
+    description: Text,
+    default: Any = PydanticUndefined,
+    group: str | None = None,
+    schema: dict | None = None,
+    **bounds: Any,
 ):
     """A field's title and help text (marked with N_: a form shows them in the reader's language), its default,
-    its form section (top-level fields; a nested object's fields are in their parent's) and its bounds."""
+    its form section (top-level fields; a nested object's fields are in their parent's) and its bounds. `schema`
+    adds JSON Schema keywords for a form that a check enforces with its own message (a code's length)."""
     assert group is None or group in GROUPS, group
-    extra = {"x-group": group} if group else None
+    extra = {**({"x-group": group} if group else {}), **(schema or {})} or None
     return Field(default, title=str(title), description=str(description), json_schema_extra=extra, **bounds)
 
 
@@ -58,8 +64,12 @@ class Check:
 
 
 class Problems:
-    """What a model validator finds between fields, each at its path below the model (("sharing", "mig_profile"),
-    ("extra_args", 2)); `check()` raises them all at once."""
+    """What a validator finds between fields, each at its path in the model (("sharing", "mig_profile"),
+    ("extra_args", 2)); `check(info)` raises them all at once.
+
+    A check between fields is a field validator on the last of them when it can be (pydantic validates the fields
+    in order, and `info.data` holds the earlier ones that are valid): it then runs whenever the fields it
+    compares are valid, whatever else is wrong, and every error is reported at once, as parse_spec always did."""
 
     def __init__(self) -> None:
         self.found: list[tuple[tuple[str | int, ...], Text]] = []
@@ -67,12 +77,12 @@ class Problems:
     def add(self, path: str | tuple[str | int, ...], message: Text) -> None:
         self.found.append(((path,) if isinstance(path, str) else path, message))
 
-    def has(self, name: str) -> bool:
-        return any(path[0] == name for path, _ in self.found)
-
-    def check(self) -> None:
+    def check(self, info: ValidationInfo | None = None) -> None:
+        """Raise what was found, at paths below the model or field validated; with a field validator's `info`, at
+        paths beside the field (other fields of its model)."""
         if self.found:
-            raise PydanticCustomError(PROBLEMS, "{found}", {"found": self.found})
+            in_field = info is not None and info.field_name is not None
+            raise PydanticCustomError(PROBLEMS, "{found}", {"found": self.found, "in_field": in_field})
 
 
 class SpecModel(BaseModel):

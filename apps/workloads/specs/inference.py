@@ -119,7 +119,7 @@ class InferenceServiceModel(WorkloadModel):
     model: Annotated[str, Check(model_error)] = serving(
         N_("Model"),
         N_("A Hugging Face model id (org/name), or an absolute path on the weights volume"),
-        max_length=1024,
+        schema={"maxLength": 1024},
     )
     tensor_parallel: int = serving(N_("Tensor parallel"), N_("GPUs each layer is split over"), 1, ge=1, le=256)
     pipeline_parallel: int = serving(N_("Pipeline parallel"), N_("Stages the layers are split into"), 1, ge=1, le=64)
@@ -157,50 +157,16 @@ class InferenceServiceModel(WorkloadModel):
             return {**data, "image": DEFAULT_IMAGES.get(data["engine"], DEFAULT_IMAGES["vllm"])}
         return data
 
-    @model_validator(mode="after")
-    def _fits(self, info: ValidationInfo) -> InferenceServiceModel:
-        problems, per_node = Problems(), gpus_per_node(info)
-        for i, arg in enumerate(self.extra_args):
-            flag = arg.split("=", 1)[0].replace("_", "-")
-            if flag in ENGINE_FLAGS[self.engine]:
-                problems.add(
-                    ("extra_args", i), N_("%(flag)s is set by the console from the spec's own fields", flag=flag)
-                )
-        if self.engine == "vllm" and self.data_parallel != 1:
+    @field_validator("data_parallel")
+    @classmethod
+    def _replica_on_whole_nodes(cls, dp: int, info: ValidationInfo) -> int:
+        """A replica larger than a node uses whole nodes (a LeaderWorkerSet group); data_parallel is SGLang's."""
+        problems, engine, per_node = Problems(), info.data.get("engine"), gpus_per_node(info)
+        if engine == "vllm" and dp != 1:
             problems.add("data_parallel", N_("data_parallel is an SGLang option; with vLLM scale out with replicas"))
-        self._check_nodes(problems, per_node)
-        weights = self.weights
-        if weights is not None and self.model.startswith("/") and not under(self.model, weights.mount_path):
-            problems.add(
-                "model",
-                N_(
-                    "%(model)r is not under the weights volume's mount path %(mount)r",
-                    model=self.model,
-                    mount=weights.mount_path,
-                ),
-            )
-        scaling = self.autoscaling
-        if scaling.enabled and not scaling.min_replicas <= self.replicas <= scaling.max_replicas:  # type: ignore[operator]
-            problems.add(
-                "replicas",
-                N_(
-                    "the starting replicas must be within autoscaling's %(low)s..%(high)s, not %(replicas)s",
-                    low=scaling.min_replicas,
-                    high=scaling.max_replicas,
-                    replicas=self.replicas,
-                ),
-            )
-        problems.check()
-        return self
-
-    def _check_nodes(self, problems: Problems, per_node: int) -> None:
-        """A replica larger than a node uses whole nodes (a LeaderWorkerSet group); its ports are the engine's."""
-        sglang = self.engine == "sglang"
-        gpus = self.tensor_parallel * self.pipeline_parallel * (self.data_parallel if sglang else 1)
-        if gpus <= per_node:
-            return
-        if gpus % per_node:
-            product = "tensor_parallel x pipeline_parallel" + (" x data_parallel" if sglang else "")
+        gpus = _gpus_per_replica(info.data, dp)
+        if gpus is not None and gpus > per_node and gpus % per_node:
+            product = "tensor_parallel x pipeline_parallel" + (" x data_parallel" if engine == "sglang" else "")
             problems.add(
                 "tensor_parallel",
                 N_(
@@ -211,14 +177,74 @@ class InferenceServiceModel(WorkloadModel):
                     per_node=per_node,
                 ),
             )
-        elif sglang and self.data_parallel > 1:
+        elif gpus is not None and gpus > per_node and engine == "sglang" and dp > 1:
             problems.add(
                 "data_parallel", N_("a multi-node SGLang replica runs with data_parallel 1; scale out with replicas")
             )
-        if self.port in CONSOLE_PORTS:
+        problems.check(info)
+        return dp
+
+    @field_validator("port")
+    @classmethod
+    def _not_the_engines_own(cls, port: int, info: ValidationInfo) -> int:
+        """A multi-node replica's engine listens on its own ports too."""
+        problems, gpus = Problems(), _gpus_per_replica(info.data, info.data.get("data_parallel"))
+        if gpus is not None and gpus > gpus_per_node(info) and port in CONSOLE_PORTS:
+            problems.add("port", N_("%(port)s is %(use)s; pick another port", port=port, use=CONSOLE_PORTS[port]))
+        problems.check(info)
+        return port
+
+    @field_validator("autoscaling")
+    @classmethod
+    def _holds_the_replicas(cls, scaling: AutoscalingModel, info: ValidationInfo) -> AutoscalingModel:
+        problems, replicas = Problems(), info.data.get("replicas")
+        low, high = scaling.min_replicas, scaling.max_replicas
+        if scaling.enabled and replicas is not None and not low <= replicas <= high:  # type: ignore[operator]
             problems.add(
-                "port", N_("%(port)s is %(use)s; pick another port", port=self.port, use=CONSOLE_PORTS[self.port])
+                "replicas",
+                N_(
+                    "the starting replicas must be within autoscaling's %(low)s..%(high)s, not %(replicas)s",
+                    low=low,
+                    high=high,
+                    replicas=replicas,
+                ),
             )
+        problems.check(info)
+        return scaling
+
+    @field_validator("weights")
+    @classmethod
+    def _holds_the_model(cls, weights: WeightsModel | None, info: ValidationInfo) -> WeightsModel | None:
+        problems, model = Problems(), info.data.get("model")
+        if weights is not None and model is not None and model.startswith("/") and not under(model, weights.mount_path):
+            problems.add(
+                "model",
+                N_(
+                    "%(model)r is not under the weights volume's mount path %(mount)r",
+                    model=model,
+                    mount=weights.mount_path,
+                ),
+            )
+        problems.check(info)
+        return weights
+
+    @field_validator("extra_args")
+    @classmethod
+    def _not_the_consoles_flags(cls, args: list[str], info: ValidationInfo) -> list[str]:
+        problems, flags = Problems(), ENGINE_FLAGS.get(info.data.get("engine"), frozenset())
+        for i, arg in enumerate(args):
+            if (flag := arg.split("=", 1)[0].replace("_", "-")) in flags:
+                problems.add((i,), N_("%(flag)s is set by the console from the spec's own fields", flag=flag))
+        problems.check()
+        return args
 
     def to_spec(self, gpus_per_node: int) -> InferenceServiceSpec:
         return self.spec(gpus_per_node=gpus_per_node)
+
+
+def _gpus_per_replica(data: dict, dp: int | None) -> int | None:
+    """tensor_parallel x pipeline_parallel (x data_parallel with SGLang), or None while one of them is invalid."""
+    engine, tp, pp = data.get("engine"), data.get("tensor_parallel"), data.get("pipeline_parallel")
+    if engine is None or tp is None or pp is None or (engine == "sglang" and dp is None):
+        return None
+    return tp * pp * (dp if engine == "sglang" else 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Literal
 
-from pydantic import ConfigDict, model_validator
+from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from apps.backends.render.spec import GpuSharing
 from apps.backends.shares import hami_share, mig_share, time_slice_share, to_units
@@ -33,13 +33,15 @@ class SharingModel(SpecModel):
         N_("Mode"), N_("whole GPUs, one MIG instance, a time-slice replica or a HAMi vGPU"), "whole"
     )
     mig_profile: str = described(
-        N_("MIG profile"), N_("mig: a profile of the GPU model, e.g. 1g.10gb"), "", max_length=32
+        N_("MIG profile"), N_("mig: a profile of the GPU model, e.g. 1g.10gb"), "", schema={"maxLength": 32}
     )
     replicas: int | None = described(
         N_("Replicas per GPU"), N_("time-slice: as the node pool has it"), None, ge=2, le=64
     )
     gpumem_mib: int | None = described(N_("vGPU memory (MiB)"), N_("hami: per worker"), None, ge=1, le=1 << 20)
     gpucores: int | None = described(N_("vGPU compute (%)"), N_("hami: of the GPU's compute"), None, ge=1, le=100)
+
+    _share: Fraction = PrivateAttr(default=Fraction(1))
 
     @model_validator(mode="after")
     def _fields_of_the_mode(self) -> SharingModel:
@@ -61,11 +63,12 @@ class SharingModel(SpecModel):
         problems.check()
         return self
 
-    def share(self, problems: Problems, model: str, catalog: dict[str, dict]) -> Fraction | None:
+    def share(self, problems: Problems, model: str | None, catalog: dict[str, dict]) -> Fraction | None:
         """The share of one GPU a worker holds, as apps/backends/shares.py defines it (what quota, admission and
-        chargeback count); None, with the problem added, when the GPU model cannot be shared this way."""
-        entry = catalog[model]
-        if self.mode == Sharing.MIG:
+        chargeback count), kept for `gpu_sharing`; None, with the problem added, when the GPU model cannot be
+        shared this way. Without a valid GPU model, what needs its catalog entry is left to that field's error."""
+        entry = catalog.get(model) if model else None
+        if self.mode == Sharing.MIG and entry is not None:
             profiles = mig_profiles(entry)
             if not profiles:
                 capable = ", ".join(sorted(code for code, e in catalog.items() if e.get("mig_profiles"))) or N_("none")
@@ -85,11 +88,11 @@ class SharingModel(SpecModel):
                     ),
                 )
                 return None
-            return mig_share(entry.get("mig_profiles"), self.mig_profile)
-        if self.mode == Sharing.TIME_SLICE:
-            return time_slice_share(self.replicas)
-        if self.mode == Sharing.HAMI:
-            memory = int(entry.get("memory_mib") or 0)
+            self._share = mig_share(entry.get("mig_profiles"), self.mig_profile)
+        elif self.mode == Sharing.TIME_SLICE:
+            self._share = time_slice_share(self.replicas)
+        elif self.mode == Sharing.HAMI:
+            memory = int((entry or {}).get("memory_mib") or 0)
             if memory and self.gpumem_mib > memory:  # type: ignore[operator]
                 problems.add(
                     ("sharing", "gpumem_mib"),
@@ -101,19 +104,19 @@ class SharingModel(SpecModel):
                     ),
                 )
                 return None
-            return hami_share(memory, self.gpumem_mib, self.gpucores)
-        return Fraction(1)
+            self._share = hami_share(memory, self.gpumem_mib, self.gpucores)
+        return self._share
 
-    def per_gpu(self, entry: dict) -> int:
+    def per_gpu(self, entry: dict | None) -> int:
         """Workers of this sharing mode one GPU holds (for the "all on one node" check)."""
-        if self.mode == Sharing.MIG:
+        if self.mode == Sharing.MIG and entry:
             profile = mig_profiles(entry).get(self.mig_profile)
             return mig_per_gpu(profile, round(int(entry.get("memory_mib") or 0) / 1024)) if profile else 1
         if self.mode == Sharing.TIME_SLICE:
             return self.replicas or 1
-        if self.mode == Sharing.HAMI and self.gpumem_mib and self.gpucores:
+        if self.mode == Sharing.HAMI and entry and self.gpumem_mib and self.gpucores:
             return max(1, min(int(entry.get("memory_mib") or 0) // self.gpumem_mib, 100 // self.gpucores))
         return 1
 
-    def gpu_sharing(self, share: Fraction) -> GpuSharing:
-        return self.spec(fraction=round(float(share), 6), units=to_units(share))
+    def gpu_sharing(self) -> GpuSharing:
+        return self.spec(fraction=round(float(self._share), 6), units=to_units(self._share))

@@ -3,10 +3,9 @@ elastic range, the "all on one node" topology)."""
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from apps.backends.render.spec import DEFAULT_TIERS, Elastic, TrainingJobSpec, Volume
 from apps.backends.types import Sharing, Topology
@@ -82,6 +81,12 @@ class TrainingJobModel(WorkloadModel):
     args: list[Arg] = container(N_("Arguments"), N_("Appended to the command"), [], max_length=MAX_LIST)
     workers: int = resources(N_("Workers"), N_("Pods or Slurm nodes, each running torchrun"), 1, ge=1, le=MAX_WORKERS)
     gpus_per_worker: int = resources(N_("GPUs per worker"), N_("On one node; 1 with a shared GPU"), 1, ge=1, le=64)
+    sharing: SharingModel = described(
+        N_("GPU sharing"),
+        N_('How a worker holds its GPU; "mig" is short for {"mode": "mig"}'),
+        SharingModel(),
+        "sharing",
+    )
     gang_min: int | None = resources(
         N_("Gang minimum"),
         N_("Workers started together; empty: all, or the elastic minimum"),
@@ -97,18 +102,10 @@ class TrainingJobModel(WorkloadModel):
     elastic: ElasticModel | None = resources(
         N_("Elastic range"), N_("torchrun's elastic range, resuming from checkpoints; empty: a fixed size"), None
     )
-    sharing: SharingModel = described(
-        N_("GPU sharing"),
-        N_('How a worker holds its GPU; "mig" is short for {"mode": "mig"}'),
-        SharingModel(),
-        "sharing",
-    )
     retries: int = advanced(N_("Retries"), N_("Restarts after a failure"), 3, ge=0, le=100)
     volumes: list[VolumeModel] = advanced(
         N_("Volumes"), N_("PersistentVolumeClaims mounted into every worker"), [], max_length=MAX_VOLUMES
     )
-
-    _share: Fraction = PrivateAttr(default=Fraction(1))
 
     @field_validator("sharing", mode="before")
     @classmethod
@@ -136,41 +133,95 @@ class TrainingJobModel(WorkloadModel):
         problems.check()
         return volumes
 
-    @model_validator(mode="after")
-    def _fits(self, info: ValidationInfo) -> TrainingJobModel:
-        problems, per_node, known = Problems(), gpus_per_node(info), catalog(info)
-        share = self.sharing.share(problems, self.gpu_model, known)
-        if share is not None:
-            self._share = share
-            self._check_gpus_per_worker(problems, per_node)
-        self._check_gang(problems)
-        if self.topology == Topology.NODE and share is not None and not problems.has("gpus_per_worker"):
-            self._check_one_node(problems, per_node, known[self.gpu_model])
-        problems.check()
-        return self
+    @field_validator("sharing")
+    @classmethod
+    def _fits_the_gpus(cls, sharing: SharingModel, info: ValidationInfo) -> SharingModel:
+        """The GPU model can be shared this way, and a worker's GPUs are on one node."""
+        problems, model, gpus = Problems(), info.data.get("gpu_model"), info.data.get("gpus_per_worker")
+        if sharing.share(problems, model, catalog(info)) is not None and gpus is not None:
+            per_node = gpus_per_node(info)
+            if sharing.mode != Sharing.WHOLE and gpus != 1:
+                problems.add(
+                    "gpus_per_worker",
+                    N_(
+                        "with %(mode)s sharing each worker holds part of one GPU: gpus_per_worker must be 1",
+                        mode=sharing.mode,
+                    ),
+                )
+            elif sharing.mode == Sharing.WHOLE and gpus > per_node:
+                problems.add(
+                    "gpus_per_worker",
+                    N_(
+                        "a worker runs on one node: %(gpus)s GPUs exceed the %(per_node)s GPUs per node "
+                        "(%(model)s nodes); use more workers with fewer GPUs each",
+                        gpus=gpus,
+                        per_node=per_node,
+                        model=model or "GPU",
+                    ),
+                )
+        problems.check(info)
+        return sharing
 
-    def _check_gpus_per_worker(self, problems: Problems, per_node: int) -> None:
-        mode, gpus = self.sharing.mode, self.gpus_per_worker
-        if mode != Sharing.WHOLE and gpus != 1:
+    @field_validator("gang_min")
+    @classmethod
+    def _within_the_workers(cls, gang: int | None, info: ValidationInfo) -> int | None:
+        problems, workers = Problems(), info.data.get("workers")
+        if gang is not None and workers is not None and gang > workers:
             problems.add(
-                "gpus_per_worker",
-                N_("with %(mode)s sharing each worker holds part of one GPU: gpus_per_worker must be 1", mode=mode),
+                "gang_min", N_("at most the %(workers)s workers, not %(gang_min)s", workers=workers, gang_min=gang)
             )
-        elif mode == Sharing.WHOLE and gpus > per_node:
-            problems.add(
-                "gpus_per_worker",
-                N_(
-                    "a worker runs on one node: %(gpus)s GPUs exceed the %(per_node)s GPUs per node "
-                    "(%(model)s nodes); use more workers with fewer GPUs each",
-                    gpus=gpus,
-                    per_node=per_node,
-                    model=self.gpu_model,
-                ),
-            )
+        problems.check(info)
+        return gang
 
-    def _check_gang(self, problems: Problems) -> None:
-        elastic, workers, gang = self.elastic, self.workers, self.gang_min
-        if elastic is not None and not elastic.min_workers <= workers <= elastic.max_workers:
+    @field_validator("topology")
+    @classmethod
+    def _on_one_node(cls, topology: str, info: ValidationInfo) -> str:
+        """topology "node" puts the whole gang on one node: it must fit there."""
+        data, problems = info.data, Problems()
+        if topology == Topology.NODE and {"workers", "gpus_per_worker", "sharing"} <= set(data):
+            workers, gpus, sharing, model = (
+                data["workers"],
+                data["gpus_per_worker"],
+                data["sharing"],
+                data.get("gpu_model"),
+            )
+            per_node, entry = gpus_per_node(info), catalog(info).get(model) if model else None
+            node = N_("%(per_node)s GPUs per node (%(model)s nodes)", per_node=per_node, model=model or "GPU")
+            if sharing.mode == Sharing.WHOLE and workers * gpus > per_node:
+                problems.add(
+                    "topology",
+                    N_(
+                        "'node' puts all %(workers)s workers on one node: %(workers)s x %(gpus)s = %(total)s GPUs "
+                        "exceed the %(node)s",
+                        workers=workers,
+                        gpus=gpus,
+                        total=workers * gpus,
+                        node=node,
+                    ),
+                )
+            per_gpu = sharing.per_gpu(entry)
+            if sharing.mode != Sharing.WHOLE and workers > per_gpu * per_node:
+                problems.add(
+                    "topology",
+                    N_(
+                        "'node' puts all %(workers)s workers on one node, which holds at most %(most)s %(mode)s "
+                        "workers (%(per_gpu)s per GPU x %(node)s)",
+                        workers=workers,
+                        most=per_gpu * per_node,
+                        mode=sharing.mode,
+                        per_gpu=per_gpu,
+                        node=node,
+                    ),
+                )
+        problems.check(info)
+        return topology
+
+    @field_validator("elastic")
+    @classmethod
+    def _holds_the_workers(cls, elastic: ElasticModel | None, info: ValidationInfo) -> ElasticModel | None:
+        """An elastic job starts within its range, and its gang is not below the range."""
+        problems, workers, gang = Problems(), info.data.get("workers"), info.data.get("gang_min")
+        if elastic is not None and workers is not None and not elastic.min_workers <= workers <= elastic.max_workers:
             problems.add(
                 "workers",
                 N_(
@@ -179,10 +230,6 @@ class TrainingJobModel(WorkloadModel):
                     high=elastic.max_workers,
                     workers=workers,
                 ),
-            )
-        if gang is not None and gang > workers:
-            problems.add(
-                "gang_min", N_("at most the %(workers)s workers, not %(gang_min)s", workers=workers, gang_min=gang)
             )
         if elastic is not None and gang is not None and gang < elastic.min_workers:
             problems.add(
@@ -193,39 +240,10 @@ class TrainingJobModel(WorkloadModel):
                     gang_min=gang,
                 ),
             )
-
-    def _check_one_node(self, problems: Problems, per_node: int, entry: dict) -> None:
-        """topology "node" puts the whole gang on one node: it must fit there."""
-        workers, gpus, mode = self.workers, self.gpus_per_worker, self.sharing.mode
-        node = N_("%(per_node)s GPUs per node (%(model)s nodes)", per_node=per_node, model=self.gpu_model)
-        if mode == Sharing.WHOLE and workers * gpus > per_node:
-            problems.add(
-                "topology",
-                N_(
-                    "'node' puts all %(workers)s workers on one node: %(workers)s x %(gpus)s = %(total)s GPUs "
-                    "exceed the %(node)s",
-                    workers=workers,
-                    gpus=gpus,
-                    total=workers * gpus,
-                    node=node,
-                ),
-            )
-        per_gpu = self.sharing.per_gpu(entry)
-        if mode != Sharing.WHOLE and workers > per_gpu * per_node:
-            problems.add(
-                "topology",
-                N_(
-                    "'node' puts all %(workers)s workers on one node, which holds at most %(most)s %(mode)s workers "
-                    "(%(per_gpu)s per GPU x %(node)s)",
-                    workers=workers,
-                    most=per_gpu * per_node,
-                    mode=mode,
-                    per_gpu=per_gpu,
-                    node=node,
-                ),
-            )
+        problems.check(info)
+        return elastic
 
     def to_spec(self, gpus_per_node: int) -> TrainingJobSpec:
         """The renderers' spec: the share of a GPU and the gang size resolved (all workers, or the elastic minimum)."""
         gang = self.gang_min or (self.elastic.min_workers if self.elastic else self.workers)
-        return self.spec(sharing=self.sharing.gpu_sharing(self._share), gang_min=gang)
+        return self.spec(sharing=self.sharing.gpu_sharing(), gang_min=gang)
