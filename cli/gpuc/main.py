@@ -156,10 +156,8 @@ def exchange(url: str, id_token: str, request_id: str | None) -> tuple[str, int 
 
 
 def _prompt_token() -> str:
-    if sys.stdin.isatty():
-        token = getpass.getpass("API token (gpuc_...): ")
-    else:  # piped: `printf %s "$TOKEN" | gpuc login --url ...`
-        token = sys.stdin.readline()
+    # Typed at a hidden prompt, or piped: `printf %s "$TOKEN" | gpuc login --url ...`
+    token = getpass.getpass("API token (gpuc_...): ") if sys.stdin.isatty() else sys.stdin.readline()
     token = token.strip()
     if not token:
         raise GpucError("no token given (type it at the prompt, pipe it in, or set GPUC_TOKEN)", USAGE)
@@ -261,7 +259,10 @@ def show_workload(ctx: Context, w: dict) -> None:
         ("name", w.get("name")),
         ("kind", w.get("kind")),
         ("tenant / queue", f"{w.get('tenant')}/{w.get('queue')} (tier {w.get('tier')})"),
-        ("GPUs", f"{out.gpus(w.get('gpus'))} × {w.get('gpu_model')} on {w.get('cluster')} (as {w.get('backend_name')})"),
+        (
+            "GPUs",
+            f"{out.gpus(w.get('gpus'))} × {w.get('gpu_model')} on {w.get('cluster')} (as {w.get('backend_name')})",
+        ),
         ("state", w.get("state")),
         ("reason", w.get("state_reason")),
         ("admission", f"{admission.get('decision')}: {admission.get('reason')}" if admission else None),
@@ -548,7 +549,9 @@ def _globals(parser: argparse.ArgumentParser, top: bool) -> None:
     default = (lambda value: value) if top else (lambda value: argparse.SUPPRESS)
     group = parser.add_argument_group("global options")
     group.add_argument("--url", default=default(None), help="the console, e.g. https://console.example.com (GPUC_URL)")
-    group.add_argument("--token", default=default(None), help="an API token, gpuc_... (GPUC_TOKEN; prefer the variable)")
+    group.add_argument(
+        "--token", default=default(None), help="an API token, gpuc_... (GPUC_TOKEN; prefer the variable)"
+    )
     group.add_argument(
         "-o",
         "--output",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable, Sequence, TextIO, Union
+from collections.abc import Sequence
+from typing import Any, Callable, TextIO, Union
 
 import yaml
 

@@ -37,7 +37,9 @@ class Result:
         return json.loads(self.stdout)
 
     def __str__(self) -> str:  # what an assertion message shows
-        return f"gpuc {' '.join(map(str, self.args))} -> {self.code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+        return (
+            f"gpuc {' '.join(map(str, self.args))} -> {self.code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+        )
 
 
 @dataclass
@@ -114,9 +116,10 @@ class Console:
 
 
 @pytest.fixture
-def console(transactional_db, live_server, live_celery) -> Console:
+def console(request, transactional_db, live_server) -> Console:
     """Tenant A's queue `train` with 16 guaranteed H100 on the simulated cluster `sim` (4 nodes × 8 GPUs, half H100),
     committed so that the live server's thread and the worker see it."""
+    request.getfixturevalue("live_celery")
     personas = build_personas()
     return Console(personas=personas, fleet=build_fleet(personas), url=live_server.url)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from apps.workloads.models import Workload
@@ -23,7 +25,7 @@ def test_submit_and_wait_until_it_succeeds(gpuc, console):
     lines = [line.split("] ", 1)[1] for line in done.stderr.splitlines() if line.startswith("[")]
     states = [line.split(": ")[1] for line in lines]
     assert states[-1] == "succeeded" and "running" in states, done.stderr
-    assert all(a != b for a, b in zip(lines, lines[1:])), done.stderr  # polled every 0.2 s, written on change only
+    assert all(a != b for a, b in itertools.pairwise(lines)), done.stderr  # polled every 0.2 s, written on change only
     assert f"submitted: #{workload.pk} ci-smoke" in done.stderr
 
 
@@ -33,7 +35,9 @@ def test_a_spec_the_console_refuses_exits_2_with_the_field_error(gpuc):
     assert refused.code == 2, refused
     assert refused.stderr.startswith("gpuc: error: Invalid spec: "), refused
     assert "(HTTP 400, invalid)" in refused.stderr, refused
-    assert "\n  gpus_per_worker: a worker runs on one node: 9 GPUs exceed the 8 GPUs per node" in refused.stderr, refused
+    assert "\n  gpus_per_worker: a worker runs on one node: 9 GPUs exceed the 8 GPUs per node" in refused.stderr, (
+        refused
+    )
     assert "request id: " in refused.stderr
     assert refused.stdout == ""
     assert not Workload.objects.exists()

@@ -1,0 +1,192 @@
+"""gpuc's own pieces, without a console: the CI-derived key, backoff and Retry-After, the job file, the error
+text and exit codes, the progress line, the config file; and the package's promises (no Django, Python 3.9)."""
+
+from __future__ import annotations
+
+import ast
+import io
+import stat
+import sys
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+import pytest
+
+from tests.cli.conftest import CLI_DIR
+
+sys.path.insert(0, str(CLI_DIR))
+
+from gpuc import ci, config, errors, http, main, waiting
+
+PACKAGE = CLI_DIR / "gpuc"
+
+
+def test_the_default_idempotency_key_per_ci_system():
+    assert ci.default_idempotency_key({}, "training", "x") is None
+    gitlab = {"CI_PROJECT_ID": "77", "CI_JOB_ID": "4711", "GITHUB_RUN_ID": "ignored: GitLab first"}
+    assert ci.default_idempotency_key(gitlab, "training", "smoke") == "gpuc:gitlab:77:4711:training:smoke"
+    github = {"GITHUB_RUN_ID": "123", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_JOB": "train"}
+    assert ci.default_idempotency_key(github, "inference", "chat") == "gpuc:github:123:2:train:inference:chat"
+    assert ci.default_idempotency_key({"BUILDKITE_JOB_ID": "0190-ab"}, "training", "t") == (
+        "gpuc:buildkite:0190-ab:training:t"
+    )
+    partial = {"GITHUB_RUN_ID": "123", "GITHUB_JOB": "train"}  # no attempt: not enough to tell runs apart
+    assert ci.default_idempotency_key(partial, "training", "t") is None
+    long = ci.default_idempotency_key({"BUILDKITE_JOB_ID": "j" * 300}, "training", "t")
+    assert len(long) == ci.MAX_KEY and long != ci.default_idempotency_key(
+        {"BUILDKITE_JOB_ID": "j" * 299}, "training", "t"
+    )
+
+
+def test_backoff_doubles_within_its_cap_with_jitter():
+    assert http.backoff_delay(1, 0.5, rng=lambda: 0.0) == 0.25
+    assert http.backoff_delay(1, 0.5, rng=lambda: 1.0) == 0.5
+    assert http.backoff_delay(4, 0.5, rng=lambda: 1.0) == 4.0
+    assert http.backoff_delay(20, 0.5, cap=30, rng=lambda: 1.0) == 30.0
+
+
+def test_retry_after_seconds_or_a_date():
+    def response(value):
+        return httpx.Response(503, headers={"Retry-After": value} if value is not None else {})
+
+    assert http.retry_after(response("7")) == 7.0
+    assert http.retry_after(response(None)) is None
+    assert http.retry_after(response("soon")) is None
+    assert http.retry_after(response("100000")) == http.MAX_RETRY_AFTER_S
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=20), usegmt=True)
+    assert 15 <= http.retry_after(response(later)) <= 20
+
+
+def test_a_job_file_is_the_api_body_or_a_bare_spec(tmp_path):
+    body = tmp_path / "job.yaml"
+    body.write_text("kind: inference\nspec:\n  name: chat\n  replicas: 2\n")
+    assert main.read_body(str(body), None) == {"kind": "inference", "spec": {"name": "chat", "replicas": 2}}
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"name": "t", "workers": 1}')
+    assert main.read_body(str(bare), None) == {"kind": "training", "spec": {"name": "t", "workers": 1}}
+    assert main.read_body(str(bare), "inference")["kind"] == "inference"
+    with pytest.raises(errors.GpucError) as clash:
+        main.read_body(str(body), "training")
+    assert clash.value.code == errors.USAGE
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [\n")
+    with pytest.raises(errors.GpucError, match="neither YAML nor JSON"):
+        main.read_body(str(broken), None)
+
+
+def test_errors_print_the_message_and_every_field():
+    error = errors.ApiError(
+        400,
+        {"message": "Invalid input.", "code": "invalid", "fields": {"spec": {"workers": ["too many"]}, "name": ["x"]},
+         "request_id": "r-1"},
+        "POST",
+        "/api/v1/workloads/",
+    )  # fmt: skip
+    assert errors.describe(error) == (
+        "gpuc: error: Invalid input. (HTTP 400, invalid)\n  spec: workers: too many\n  name: x\n  request id: r-1"
+    )
+    assert error.code == errors.REFUSED
+    proxy_page = errors.ApiError(502, None, "GET", "/api/v1/me/", text="<html> Bad   gateway </html>")
+    assert proxy_page.message == "HTTP 502 from GET /api/v1/me/: <html> Bad gateway </html>"
+    assert proxy_page.code == errors.FAILED
+    codes = {(s, m): errors.exit_code_for(s, m) for s in (400, 401, 403, 404, 409, 429, 500) for m in ("GET", "POST")}
+    assert codes == {
+        (400, "GET"): 4, (400, "POST"): 2, (401, "GET"): 4, (401, "POST"): 4, (403, "GET"): 4, (403, "POST"): 4,
+        (404, "GET"): 4, (404, "POST"): 4, (409, "GET"): 4, (409, "POST"): 2, (429, "GET"): 1, (429, "POST"): 1,
+        (500, "GET"): 1, (500, "POST"): 1,
+    }  # fmt: skip
+    assert errors.FINAL_STATES == {"succeeded": 0, "failed": 1, "preempted": 1, "cancelled": 2, "rejected": 2}
+
+
+def test_usage_errors_exit_4_not_argparse_s_2(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main.main(["submit", "--timeout", "soon", "-f", "x"])
+    assert exited.value.code == errors.USAGE
+    assert "not a number" in capsys.readouterr().err
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+def test_the_progress_line_updates_in_place_on_a_terminal_and_by_change_in_a_log():
+    log = _Stream(False)
+    progress = waiting.Progress(log, clock=iter(range(100)).__next__)
+    for state in ("pending", "pending", "running", "running", "succeeded"):
+        progress.show("#1 x", state, "why" if state == "pending" else "")
+    progress.done()
+    assert log.getvalue() == "[1s] #1 x: pending: why\n[3s] #1 x: running\n[5s] #1 x: succeeded\n"
+    tty = _Stream(True)
+    progress = waiting.Progress(tty, clock=iter(range(100)).__next__)
+    progress.show("#1 x", "pending", "a long reason")
+    progress.show("#1 x", "running")
+    progress.done()
+    assert tty.getvalue() == ("\r[0:01] #1 x: pending: a long reason" + "\r[0:02] #1 x: running" + " " * 15 + "\n"), (
+        repr(tty.getvalue())
+    )
+
+
+def test_waiting_gives_up_at_the_timeout_with_exit_3():
+    now = [0.0]
+    polls = []
+
+    def fetch():
+        polls.append(now[0])
+        return {"id": 5, "name": "x", "state": "pending", "state_reason": "queued"}
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    with pytest.raises(errors.GpucError) as timed_out:
+        waiting.wait_for_workload(fetch, timeout_s=10, interval_s=4, progress=waiting.Progress(_Stream(False)),
+                                  sleep=sleep, clock=lambda: now[0])  # fmt: skip
+    assert timed_out.value.code == errors.TIMED_OUT
+    assert polls == [0.0, 4.0, 8.0, 10.0]
+
+
+def test_the_config_file_is_private(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUC_CONFIG", str(tmp_path / "dir" / "config.json"))
+    path = config.save_file({"url": "https://c", "token": "gpuc_x"})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    path.chmod(0o644)  # a file someone loosened is made private again when rewritten
+    config.save_file({"url": "https://c", "token": "gpuc_y"})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    monkeypatch.setenv("GPUC_URL", "https://from-env")
+    monkeypatch.delenv("GPUC_TOKEN", raising=False)
+    target = config.resolve(None, None)
+    assert (target.url, target.token, target.url_from, target.token_from) == ("https://from-env", "gpuc_y", "GPUC_URL",
+                                                                              "config")  # fmt: skip
+    with pytest.raises(errors.GpucError, match="must start with http"):
+        config.resolve("console.example.com", None)
+
+
+def _imports(path) -> set[str]:
+    tree = ast.parse(path.read_text(), feature_version=(3, 9))  # also: nothing newer than Python 3.9's syntax
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_package_needs_only_httpx_and_pyyaml_and_runs_on_python_3_9():
+    modules = sorted(PACKAGE.glob("*.py"))
+    assert modules
+    third_party = set()
+    for module in modules:
+        third_party |= _imports(module) - set(sys.stdlib_module_names) - {"gpuc", "__future__"}
+        source = module.read_text()
+        if module.name not in {"__init__.py", "__main__.py"}:
+            # Annotations such as `str | None` are not evaluated on 3.9 only under this import.
+            assert "from __future__ import annotations" in source, module
+    assert third_party == {"httpx", "yaml"}
+    pyproject = (CLI_DIR / "pyproject.toml").read_text()
+    assert 'requires-python = ">=3.9"' in pyproject and '"httpx==0.28.1"' in pyproject
