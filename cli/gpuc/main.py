@@ -335,12 +335,23 @@ def cmd_why(ctx: Context) -> int:
     if admission:
         print(f"  admission: {admission.get('decision')}: {admission.get('reason')}")
         if admission.get("state") == "pending" and admission.get("reserved_gpus"):
-            start = admission.get("expected_start")
-            held = f"holds {out.gpus(admission['reserved_gpus'])} × {w.get('gpu_model')}"
-            print(f"  reservation: {held}; expected start {start}" if start else f"  reservation: {held}")
+            print(f"  reservation: {reservation(w, admission)}")
     for p in w.get("placements") or []:
         print(f"  placed on {p.get('node')} GPUs {','.join(str(g) for g in p.get('gpus') or [])}")
     return OK
+
+
+def reservation(w: dict, admission: dict) -> str:
+    """A waiting head's reservation, as the workload page words it."""
+    start = admission.get("expected_start")
+    if not start:
+        return (
+            "first in its queue; expected start not known (it waits for work without a runtime limit, or for a reclaim)"
+        )
+    text = f"holds {out.gpus(admission.get('reserved_gpus'))} × {w.get('gpu_model')}; expected start {start}"
+    if admission.get("holds_cluster"):
+        text += f" · borrowing work on {w.get('cluster')} that would run past it waits"
+    return text
 
 
 def cmd_cancel(ctx: Context) -> int:

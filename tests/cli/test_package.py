@@ -190,3 +190,15 @@ def test_the_package_needs_only_httpx_and_pyyaml_and_runs_on_python_3_9():
     assert third_party == {"httpx", "yaml"}
     pyproject = (CLI_DIR / "pyproject.toml").read_text()
     assert 'requires-python = ">=3.9"' in pyproject and '"httpx==0.28.1"' in pyproject
+
+
+def test_why_words_a_reservation_as_the_workload_page_does():
+    workload = {"gpu_model": "h100", "cluster": "sim-a"}
+    held = {"reserved_gpus": 8.0, "expected_start": "2026-12-01T15:00:00Z", "holds_cluster": True}
+    assert main.reservation(workload, held) == (
+        "holds 8 × h100; expected start 2026-12-01T15:00:00Z · borrowing work on sim-a that would run past it waits"
+    )
+    assert main.reservation(workload, {**held, "holds_cluster": False}).endswith("expected start 2026-12-01T15:00:00Z")
+    assert main.reservation(workload, {"reserved_gpus": 8.0, "expected_start": None}) == (
+        "first in its queue; expected start not known (it waits for work without a runtime limit, or for a reclaim)"
+    )

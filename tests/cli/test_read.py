@@ -56,6 +56,11 @@ def test_ls_status_and_why_say_what_the_database_holds(gpuc, two_workloads):
         f"  {waits.state_reason}",
         f"  admission: {waits.admission.decision}: {waits.admission.reason}",
     ], table
+    claim = waits.admission
+    assert (answer["admission"]["reserved_gpus"], answer["admission"]["expected_start"]) == (
+        claim.reserved_units,
+        claim.expected_start,
+    )  # no reservation here (it waits for quota, not for capacity): tests/cli/test_package.py words one
     running = gpuc("why", holds.pk).stdout
     holds.refresh_from_db()
     for placement in holds.placements:
