@@ -16,7 +16,7 @@ MAX_KEY = 200  # the console's limit (apps/workloads/services/submission.py)
 
 # Each CI system: its marker and the variables that name one run of one job. Documented at
 # GitLab: https://docs.gitlab.com/ci/variables/predefined_variables/ (CI_JOB_ID, CI_PROJECT_ID),
-# GitHub: https://docs.github.com/en/actions/reference/variables-reference (GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT,
+# GitHub: https://docs.github.com/en/actions/learn-github-actions/variables (GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT,
 #   GITHUB_JOB), Buildkite: https://buildkite.com/docs/pipelines/environment-variables (BUILDKITE_JOB_ID).
 SYSTEMS = (
     ("gitlab", ("CI_PROJECT_ID", "CI_JOB_ID")),
