@@ -202,3 +202,65 @@ def test_why_words_a_reservation_as_the_workload_page_does():
     assert main.reservation(workload, {"reserved_gpus": 8.0, "expected_start": None}) == (
         "first in its queue; expected start not known (it waits for work without a runtime limit, or for a reclaim)"
     )
+
+
+def test_logs_stream_as_they_come_with_the_contract_s_parameters(tmp_path):
+    """The client side of GET /api/v1/workloads/{id}/logs/?tail=N&follow=1&worker=K (text/plain, chunked): what it
+    asks for, and that each chunk reaches stdout when it arrives, not at the end. (Against the live console once
+    that endpoint is merged; here a stand-in that answers as its contract says.)"""
+    import json as jsonlib
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    asked = []
+    release = threading.Event()
+
+    class Logs(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            asked.append((self.path, self.headers.get("Authorization")))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i, line in enumerate(("step 1 loss 2.31\n", "step 2 loss 1.97\n", "done\n")):
+                if i == 1:
+                    release.wait(10)  # the second chunk only once the test saw the first one printed
+                data = line.encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Logs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(CLI_DIR),
+        "GPUC_TOKEN": "gpuc_t",
+        "GPUC_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "GPUC_CONFIG": str(tmp_path / "c.json"),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpuc", "logs", "7", "-f", "--tail", "5", "--worker", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        first = process.stdout.readline()
+        release.set()
+        rest, errors_text = process.communicate(timeout=30)
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+    assert process.returncode == 0, errors_text
+    assert first == b"step 1 loss 2.31\n"  # printed while the stream was still open
+    assert rest == b"step 2 loss 1.97\ndone\n"
+    assert asked == [("/api/v1/workloads/7/logs/?tail=5&follow=1&worker=1", "Bearer gpuc_t")], jsonlib.dumps(asked)
