@@ -24,7 +24,7 @@ from typing import Any, Callable
 import httpx
 
 from gpuc import __version__
-from gpuc.errors import FAILED, ApiError, GpucError
+from gpuc.errors import FAILED, USAGE, ApiError, GpucError
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 507, 508, 509, 520, 521, 522, 523, 524})
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -170,6 +170,13 @@ class Api:
                 retryable = response.status_code == 429 or (
                     response.status_code in RETRY_STATUSES and (safe or (retry_503 and response.status_code == 503))
                 )
+                if 300 <= response.status_code < 400:  # httpx follows none: a POST must not silently become a GET
+                    where = response.headers.get("Location", "elsewhere")
+                    raise GpucError(
+                        f"{method} {self.url}{path} was redirected ({response.status_code}) to {where}: set the "
+                        "console URL (--url, GPUC_URL) to where it points",
+                        USAGE,
+                    )
                 if response.status_code < 400:
                     return response
                 if not retryable or attempt >= self.retries:

@@ -264,3 +264,53 @@ def test_logs_stream_as_they_come_with_the_contract_s_parameters(tmp_path):
     assert first == b"step 1 loss 2.31\n"  # printed while the stream was still open
     assert rest == b"step 2 loss 1.97\ndone\n"
     assert asked == [("/api/v1/workloads/7/logs/?tail=5&follow=1&worker=1", "Bearer gpuc_t")], jsonlib.dumps(asked)
+
+
+def _api(handler, retries=3):
+    slept = []
+    api = http.Api("https://console.test", "gpuc_t", retries=retries, sleep=slept.append, note=lambda text: None)
+    api.client = httpx.Client(transport=httpx.MockTransport(handler), headers=api.client.headers)
+    return api, slept
+
+
+def test_what_is_retried_and_what_is_not():
+    calls = []
+
+    def timing_out(request):
+        calls.append(request.method)
+        raise httpx.ReadTimeout("the answer never came", request=request)
+
+    api, slept = _api(timing_out)
+    with pytest.raises(errors.GpucError) as read:
+        api.get("/api/v1/workloads/")
+    assert read.value.code == errors.FAILED and calls == ["GET"] * 4 and len(slept) == 3
+    calls.clear()
+    with pytest.raises(errors.GpucError) as posted:  # it may have been carried out: never sent again
+        api.post("/api/v1/workloads/1/cancel/", {"reason": "x"})
+    assert calls == ["POST"] and "not retried" in posted.value.message
+    calls.clear()
+    with pytest.raises(errors.GpucError):
+        api.post("/api/v1/workloads/", {"kind": "training", "spec": {}}, idempotent=True)  # a keyed submission
+    assert calls == ["POST"] * 4
+
+    answers = iter([httpx.Response(502), httpx.Response(201, json={"id": 1})])
+    api, slept = _api(lambda request: next(answers))
+    assert api.post("/api/v1/workloads/", {}, idempotent=True) == {"id": 1} and len(slept) == 1
+    api, _ = _api(lambda request: httpx.Response(503, json={"message": "down", "code": "x"}))
+    with pytest.raises(errors.ApiError) as unsafe:
+        api.post("/api/v1/nodes/1/cordon/", {"reason": "x"})
+    assert unsafe.value.status == 503
+    sent = []
+    api, slept = _api(lambda request: sent.append(request) or httpx.Response(400, json={"message": "Invalid input."}))
+    with pytest.raises(errors.ApiError):
+        api.get("/api/v1/workloads/", {"state": "nope", "tenant": None})
+    assert len(sent) == 1 and not slept  # a 400 is an answer, not a hiccup
+    assert sent[0].url.query == b"state=nope" and sent[0].headers["Authorization"] == "Bearer gpuc_t"
+
+
+def test_a_redirect_is_reported_not_followed():
+    api, _ = _api(lambda request: httpx.Response(301, headers={"Location": "https://console.test/api/v1/me/"}))
+    with pytest.raises(errors.GpucError) as moved:
+        api.post("/api/v1/workloads/", {})
+    assert moved.value.code == errors.USAGE
+    assert "redirected (301) to https://console.test/api/v1/me/" in str(moved.value)
