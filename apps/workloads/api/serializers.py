@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from apps.backends.shares import gpus_number
 from apps.core.api.serializers import StrictSerializer
-from apps.workloads.logs import logs_for
+from apps.workloads.logs import TAIL_DEFAULT, TAIL_MAX, logs_for
 from apps.workloads.models import Workload, WorkloadEvent, WorkloadKind, WorkloadTemplate
 
 
@@ -126,6 +126,28 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "command": logs.command or None,
             "page": request.build_absolute_uri(page) if request else page,
         }
+
+
+class LogsQuerySerializer(serializers.Serializer):
+    """The query of GET /api/v1/workloads/{id}/logs/ (docs/logs.md)."""
+
+    tail = serializers.IntegerField(
+        min_value=0,
+        max_value=TAIL_MAX,
+        default=TAIL_DEFAULT,
+        help_text=f"Lines from the end of each worker's log (0 to {TAIL_MAX}; default {TAIL_DEFAULT}).",
+    )
+    follow = serializers.BooleanField(
+        default=False,
+        help_text="Keep the answer open and send lines as they are written, until the workload stops or the "
+        "server's limit (LOGS_FOLLOW_MAX_S) is reached.",
+    )
+    worker = serializers.IntegerField(
+        min_value=0,
+        required=False,
+        help_text="One worker of the gang (an inference service's replica, read from its leader). Left out: every "
+        "worker, each line prefixed `[worker K] `; an inference service's leaders.",
+    )
 
 
 class WorkloadSubmitSerializer(StrictSerializer):
