@@ -30,8 +30,11 @@ class GpucError(Exception):
 class ApiError(GpucError):
     """The console answered with an error: its `message`, `code`, `fields` and `request_id` (docs/api.md, Errors)."""
 
-    def __init__(self, status: int, body: object, method: str, path: str, text: str = "") -> None:
+    def __init__(
+        self, status: int, body: object, method: str, path: str, text: str = "", retry_after: float | None = None
+    ) -> None:
         self.status = status
+        self.retry_after = retry_after  # seconds, when the answer said (Retry-After)
         self.body = body if isinstance(body, dict) else {}
         self.method = method
         self.path = path
@@ -82,6 +85,11 @@ def describe(error: GpucError) -> str:
         if isinstance(detail, dict) and isinstance(detail.get("operation"), dict):
             op = detail["operation"]
             lines.append(f"  operation #{op.get('id')} {op.get('kind')} is {op.get('status')} (by {op.get('actor')})")
+        if isinstance(detail, dict):  # where else to read what the console cannot give (logs_gone, ...)
+            if detail.get("url"):
+                lines.append(f"  see: {detail['url']}")
+            if detail.get("command"):
+                lines.append(f"  on the cluster: {detail['command']}")
         if error.request_id:
             lines.append(f"  request id: {error.request_id}")
     return "\n".join(lines)

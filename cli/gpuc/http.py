@@ -250,7 +250,14 @@ def _api_error(response: httpx.Response, method: str, path: str) -> ApiError:
         body = response.json()
     except ValueError:
         body = None
-    return ApiError(response.status_code, body, method, path, text="" if body is not None else response.text)
+    return ApiError(
+        response.status_code,
+        body,
+        method,
+        path,
+        text="" if body is not None else response.text,
+        retry_after=retry_after(response),
+    )
 
 
 def _describe(exc: Exception) -> str:

@@ -235,7 +235,10 @@ def _wait(ctx: Context, workload_id: Any, *, follow: bool = False) -> dict:
     if follow:
         started = poll(stop=lambda w: w.get("state") == "running")
         if started.get("state") == "running":
-            _stream_logs(ctx, workload_id, follow=True, tail=None, worker=None, quiet_missing=True)
+            progress.done()
+            follow_logs(
+                ctx, workload_id, tail=None, worker=None, interval_s=args.interval, deadline=deadline, quiet=True
+            )
     return poll()
 
 
@@ -363,31 +366,69 @@ def cmd_cancel(ctx: Context) -> int:
 
 def cmd_logs(ctx: Context) -> int:
     args = ctx.args
-    _stream_logs(ctx, args.id, follow=args.follow, tail=args.tail, worker=args.worker)
+    if args.follow:
+        follow_logs(ctx, args.id, tail=args.tail, worker=args.worker, interval_s=2.0)
+    else:
+        _stream_logs(ctx, args.id, follow=False, tail=args.tail, worker=args.worker)
     return OK
 
 
-def _stream_logs(
-    ctx: Context, workload_id: Any, *, follow: bool, tail: int | None, worker: Any, quiet_missing: bool = False
-) -> None:
-    """GET /api/v1/workloads/{id}/logs/ (text/plain, chunked) straight to stdout. While following, the stream ends
-    when the workload does."""
+def _stream_logs(ctx: Context, workload_id: Any, *, follow: bool, tail: int | None, worker: Any) -> int:
+    """One read of GET /api/v1/workloads/{id}/logs/ (text/plain, chunked, docs/logs.md) straight to stdout, each
+    chunk as it comes. Returns the bytes written."""
     params = {"tail": tail, "follow": 1 if follow else None, "worker": worker}
     stdout = sys.stdout.buffer
+    written = 0
     try:
         with ctx.api.stream(f"{WORKLOADS}{workload_id}/logs/", params) as response:
             for chunk in response.iter_bytes():
                 stdout.write(chunk)
                 stdout.flush()
-    except ApiError as exc:
-        if quiet_missing and exc.status in (404, 405, 409):
-            note(f"gpuc: no logs to follow ({exc.message}); waiting for the end instead")
-            return
+                written += len(chunk)
+    except (GpucError, BrokenPipeError):
         raise
-    except Exception as exc:  # the connection dropped mid-stream: say so, the caller goes on
+    except Exception as exc:  # the connection dropped mid-stream
         if not follow:
-            raise GpucError(f"the log stream of #{workload_id} broke off: {exc}", FAILED) from None
-        note(f"gpuc: the log stream of #{workload_id} broke off ({type(exc).__name__}); waiting for the end instead")
+            raise GpucError(f"the log of #{workload_id} broke off: {exc}", FAILED) from None
+        note(f"gpuc: the log of #{workload_id} broke off ({type(exc).__name__}); asking again")
+    return written
+
+
+def follow_logs(
+    ctx: Context,
+    workload_id: Any,
+    *,
+    tail: int | None,
+    worker: Any,
+    interval_s: float,
+    deadline: float | None = None,
+    quiet: bool = False,
+) -> None:
+    """Follow the log until the workload stops running. A followed answer also ends at the server's limit
+    (LOGS_FOLLOW_MAX_S) or when a connection drops: then, while the workload still runs, ask again for the new
+    lines only (tail=0). Nothing logged yet (409 logs_not_ready) is asked again after its Retry-After. `quiet`
+    (submit --follow): a log that cannot be read is a note, and the waiting goes on."""
+    path = f"{WORKLOADS}{workload_id}/"
+    read_before = False
+    while True:
+        try:
+            _stream_logs(ctx, workload_id, follow=True, tail=0 if read_before else tail, worker=worker)
+            read_before = True
+        except ApiError as exc:
+            if exc.api_code != "logs_not_ready" and not quiet:
+                raise
+            if exc.api_code != "logs_not_ready":
+                note(f"gpuc: no log to follow: {exc.message}; waiting for the end instead")
+                return
+            pause = exc.retry_after if exc.retry_after is not None else interval_s
+        else:
+            pause = interval_s
+        state = ctx.api.get(path).get("state")
+        if state in FINAL_STATES or (read_before and state not in ("pending", "admitted", "running")):
+            return
+        if deadline is not None and time.monotonic() + pause >= deadline:
+            return  # the caller's wait reports the timeout
+        time.sleep(pause)
 
 
 # -- quota -----------------------------------------------------------------------------------------------------------
@@ -642,7 +683,7 @@ def build_parser() -> Parser:
     logs = command("logs", "a workload's logs")
     logs.add_argument("id", type=int)
     logs.add_argument("-f", "--follow", action="store_true", help="keep streaming until the workload ends")
-    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    logs.add_argument("--tail", type=int, metavar="N", help="the last N lines of each worker (the console's 200)")
     logs.add_argument("--worker", metavar="K", help="one worker's logs (its index)")
     logs.set_defaults(run=cmd_logs)
 

@@ -205,9 +205,9 @@ def test_why_words_a_reservation_as_the_workload_page_does():
 
 
 def test_logs_stream_as_they_come_with_the_contract_s_parameters(tmp_path):
-    """The client side of GET /api/v1/workloads/{id}/logs/?tail=N&follow=1&worker=K (text/plain, chunked): what it
-    asks for, and that each chunk reaches stdout when it arrives, not at the end. (Against the live console once
-    that endpoint is merged; here a stand-in that answers as its contract says.)"""
+    """The client side of GET /api/v1/workloads/{id}/logs/?tail=N&follow=1&worker=K (text/plain, chunked, docs/logs.md):
+    what it asks for, and that each chunk reaches stdout when it arrives, not at the end, against a stand-in that
+    holds the second chunk back (tests/cli/test_logs.py reads the live console's)."""
     import json as jsonlib
     import subprocess
     import threading
@@ -224,6 +224,14 @@ def test_logs_stream_as_they_come_with_the_contract_s_parameters(tmp_path):
 
         def do_GET(self):
             asked.append((self.path, self.headers.get("Authorization")))
+            if not self.path.startswith("/api/v1/workloads/7/logs/"):  # the workload: its run ended with the log
+                body = jsonlib.dumps({"id": 7, "name": "x", "state": "succeeded"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
@@ -263,7 +271,10 @@ def test_logs_stream_as_they_come_with_the_contract_s_parameters(tmp_path):
     assert process.returncode == 0, errors_text
     assert first == b"step 1 loss 2.31\n"  # printed while the stream was still open
     assert rest == b"step 2 loss 1.97\ndone\n"
-    assert asked == [("/api/v1/workloads/7/logs/?tail=5&follow=1&worker=1", "Bearer gpuc_t")], jsonlib.dumps(asked)
+    assert asked == [
+        ("/api/v1/workloads/7/logs/?tail=5&follow=1&worker=1", "Bearer gpuc_t"),
+        ("/api/v1/workloads/7/", "Bearer gpuc_t"),  # the stream ended: does it still run? (no: done)
+    ], jsonlib.dumps(asked)
 
 
 def _api(handler, retries=3):
