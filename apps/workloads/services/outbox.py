@@ -27,7 +27,7 @@ from apps.workloads.services.requeue import PREEMPTION, requeue_workload
 from apps.workloads.services.state import add_event, backend_reason, map_state, set_state
 from apps.workloads.submission_context import catalog
 
-MAX_BACKOFF_S = 300
+MAX_BACKOFF_S = 30  # a retry at least every 30 s: the end of a backend outage is noticed within a tick of it
 OUTBOX_WAKE = "workloads-outbox"
 log = logging.getLogger(__name__)
 
