@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 os.environ.setdefault("SECRET_KEY", "bench-only")
+os.environ.setdefault("OUTBOUND_ALLOWED_NETWORKS", "127.0.0.1/32")  # slurmrestd of the local cluster
 
 import django  # noqa: E402
 
@@ -69,14 +70,15 @@ def job(name: str) -> WorkloadSpec:
 
 
 def backend(mode: str) -> SlurmBackend:
-    connection = {"slurm_cluster": "gpuc", "slurm_conf": CONF, "output_dir": JOBS}
+    connection = {"slurm_cluster": "gpuc", "slurm_conf": CONF, "output_dir": JOBS, "containers": "none"}
     if mode == "rest":
         token = subprocess.run(
             ["scontrol", "token", "username=root", "lifespan=3600"], env=ENV, capture_output=True, text=True, check=True
         ).stdout.strip()
-        os.environ["BENCH_SLURM_JWT"] = token.removeprefix("SLURM_JWT=")
+        os.environ["GPUC_SECRET_BENCH_SLURM_JWT"] = token.removeprefix("SLURM_JWT=")
         connection.update(mode="rest", restd_url=RESTD)
-    return SlurmBackend(Cluster(name="gpuc", kind="slurm", connection=connection, secret_env="BENCH_SLURM_JWT"))
+    cluster = Cluster(name="gpuc", kind="slurm", connection=connection, secret_env="GPUC_SECRET_BENCH_SLURM_JWT")
+    return SlurmBackend(cluster)
 
 
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))

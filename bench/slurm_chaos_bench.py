@@ -7,14 +7,16 @@ its Celery workers are killed with kill -9 (twice) and slurmctld is stopped for 
 What runs: the console's submission service (admission, audit, outbox row) for each workload, at CHAOS_RATE per
 second; CHAOS_WORKERS real Celery workers (prefork, concurrency 2) doing the outbox tasks against Slurm; and the
 beat's part that matters here, the outbox sweep of the 10 s workloads tick (drain_outbox), run by this script
-every 10 s. The cluster's inventory is not synced, so admission counts no capacity and admits every workload:
-Slurm queues the jobs (1 GPU, `sleep 1`) on its 32 GPUs. The schedule, in seconds after the first submission:
+every 10 s. The cluster's inventory is synced once before the run (32 A100 free) and not again, so admission,
+which takes capacity as last synced and holds to quota (a guarantee of N), admits every workload: Slurm queues
+the jobs (1 GPU, `sleep 1`) on its 32 GPUs. The schedule, in seconds after the first submission:
 every worker killed with kill -9 at CHAOS_KILL_AT (default 8 and 20; each time they are started again at
 once, as systemd would), slurmctld stopped (SIGTERM) at CHAOS_OUTAGE_AT (default 25) for CHAOS_OUTAGE_S.
 
-A workload is done when its submission is recorded: its outbox entry done and its state past "admitted" or
-"running". Checked at the end: exactly N workloads, exactly N Slurm jobs carrying their names (squeue and
-sacct), no name twice, and the time from slurmctld's return to the last workload done.
+A workload is done when its submission is recorded: its outbox entry done (the workload then says which Slurm
+job it is; reconcile, not run here, moves it on from "admitted"). Checked at the end: exactly N workloads,
+exactly N Slurm jobs carrying their names (squeue and sacct), no name twice, and the time from slurmctld's
+return to the last workload done.
 """
 
 # ruff: noqa: S108, S603, S607  (a benchmark running Slurm's and Celery's commands against the local test cluster)
@@ -71,10 +73,13 @@ def stand_ins() -> str:
 
 
 def setup():
-    """A Slurm cluster row for the local cluster (inventory not synced: admission counts no capacity), a tenant,
-    a queue bound to Slurm account root with a guarantee of N a100, and a member who submits."""
+    """A Slurm cluster row for the local cluster (inventory synced once), a tenant,
+    a queue bound to Slurm account a_chaos with a guarantee of N a100 (pushed to Slurm), and a member who submits."""
     from apps.accounts.models import Membership, Tenant, User
+    from apps.backends.registry import get_backend
     from apps.fleet.models import Cluster, GpuModel
+    from apps.fleet.services import sync_inventory
+    from apps.tenancy.desired_state import build_desired_state
     from apps.tenancy.models import Admission, Queue, QueueBinding, Quota
     from apps.workloads.models import OutboxEntry, Workload
     from bench.fleet_bench import ensure_database
@@ -93,13 +98,16 @@ def setup():
         "containers": "none",
     }
     cluster = Cluster.objects.create(name="chaos", kind="slurm", connection=connection)
+    assert sync_inventory(cluster.pk).ok  # once: the nodes' free GPUs as now (not re-synced during the run)
     tenant, _ = Tenant.objects.get_or_create(slug="chaos", defaults={"name": "Chaos"})
     if not tenant.path:
         tenant.path = f"/{tenant.pk}/"
         tenant.save(update_fields=["path"])
     queue, _ = Queue.objects.get_or_create(tenant=tenant, name="train")
-    QueueBinding.objects.update_or_create(queue=queue, cluster=cluster, defaults={"slurm_account": "root"})
+    QueueBinding.objects.update_or_create(queue=queue, cluster=cluster, defaults={"slurm_account": "a_chaos"})
     Quota.objects.update_or_create(queue=queue, gpu_model=GpuModel.objects.get(code="a100"), defaults={"guaranteed": N})
+    # The tenant's Slurm account and the tiers' QOS, as the console pushes them (GrpTRES gres/gpu=N).
+    get_backend(cluster).quota_pusher().push(build_desired_state(cluster))
     user, _ = User.objects.get_or_create(username="chaos-bot")
     Membership.objects.get_or_create(user=user, tenant=tenant, defaults={"role": "member"})
     return user
@@ -220,13 +228,23 @@ def main() -> int:
     returned_at = None
     done_at: dict[int, float] = {}
     pending_events = list(events)
+    killed_holding: set[int] = set()
     deadline = start + TIMEOUT_S
     while time.monotonic() < deadline:
         now = time.monotonic() - start
         while pending_events and pending_events[0][0] <= now:
             _, what = pending_events.pop(0)
             if what == "kill":
-                held = OutboxEntry.objects.filter(status=OutboxStatus.PROCESSING).count()
+                # Killed while they hold entries (the point of it): wait up to 15 s for a claim.
+                wait_until = time.monotonic() + 15
+                while time.monotonic() < wait_until:
+                    held = OutboxEntry.objects.filter(status=OutboxStatus.PROCESSING).count()
+                    if held:
+                        break
+                    time.sleep(0.05)
+                killed_holding.update(
+                    OutboxEntry.objects.filter(status=OutboxStatus.PROCESSING).values_list("id", flat=True)
+                )
                 workers.kill9()
                 workers.start()
                 log(f"kill -9 of every worker ({held} outbox entries held); started again", start)
@@ -239,12 +257,7 @@ def main() -> int:
                     time.sleep(0.2)
                 returned_at = time.monotonic() - start
                 log(f"slurmctld back (start: {started.returncode})", start)
-        finished = Workload.objects.filter(backend_name__startswith="wl").exclude(state__in=["pending", "admitted"])
-        recorded = set(
-            OutboxEntry.objects.filter(status=OutboxStatus.DONE, workload__in=finished).values_list(
-                "workload_id", flat=True
-            )
-        )
+        recorded = set(OutboxEntry.objects.filter(status=OutboxStatus.DONE).values_list("workload_id", flat=True))
         t = time.monotonic() - start
         for workload_id in recorded - done_at.keys():
             done_at[workload_id] = t
@@ -274,6 +287,9 @@ def main() -> int:
           f"{after} |")  # fmt: skip
     if failed:
         print("failed:", failed)
+    taken_over = OutboxEntry.objects.filter(pk__in=killed_holding)
+    print(f"entries held by killed workers: {len(killed_holding)}, now: "
+          f"{sorted(taken_over.values_list('status', 'attempts'))}")  # fmt: skip
     ids = [name for name in ours if name]
     for chunk in range(0, len(ids), 50):
         subprocess.run(["scancel", f"--name={','.join(ids[chunk : chunk + 50])}"], env=SLURM_ENV, check=False)
