@@ -201,7 +201,9 @@ def main() -> int:
     from apps.workloads.models import OutboxEntry, OutboxStatus, Workload
     from apps.workloads.services.outbox import drain_outbox
 
-    subprocess.run(["redis-cli", "-u", os.environ["CELERY_BROKER_URL"], "FLUSHDB"], capture_output=True, check=False)
+    # Nothing left queued by an earlier run: Celery's default queue and its unacknowledged messages (kombu's keys).
+    purge = ["redis-cli", "-u", os.environ["CELERY_BROKER_URL"], "DEL", "celery", "unacked", "unacked_index"]
+    subprocess.run(purge, capture_output=True, check=False)
     user = setup()
     workers = Workers()
     workers.start()
