@@ -231,6 +231,7 @@ def main() -> int:
     done_at: dict[int, float] = {}
     pending_events = list(events)
     killed_holding: set[int] = set()
+    between = 0
     deadline = start + TIMEOUT_S
     while time.monotonic() < deadline:
         now = time.monotonic() - start
@@ -239,15 +240,15 @@ def main() -> int:
             if what == "kill":
                 # Killed while they hold entries (the point of it): wait up to 15 s for a claim.
                 wait_until = time.monotonic() + 15
-                while time.monotonic() < wait_until:
-                    held = OutboxEntry.objects.filter(status=OutboxStatus.PROCESSING).count()
-                    if held:
-                        break
+                live = OutboxEntry.objects.filter(status=OutboxStatus.PROCESSING).exclude(pk__in=killed_holding)
+                while time.monotonic() < wait_until and not live.exists():
                     time.sleep(0.05)
-                killed_holding.update(
-                    OutboxEntry.objects.filter(status=OutboxStatus.PROCESSING).values_list("id", flat=True)
-                )
+                holding = dict(live.values_list("id", "workload__backend_name"))
                 workers.kill9()
+                killed_holding.update(holding)
+                # Which of them the kill caught between sbatch and recording: Slurm has the job already.
+                held = len(holding)
+                between += sum(1 for name in holding.values() if slurm_names(name)[name])
                 workers.start()
                 log(f"kill -9 of every worker ({held} outbox entries held); started again", start)
             else:
@@ -290,8 +291,8 @@ def main() -> int:
     if failed:
         print("failed:", failed)
     taken_over = OutboxEntry.objects.filter(pk__in=killed_holding)
-    print(f"entries held by killed workers: {len(killed_holding)}, now: "
-          f"{sorted(taken_over.values_list('status', 'attempts'))}")  # fmt: skip
+    print(f"entries held by killed workers: {len(killed_holding)} ({between} killed between sbatch and recording), "
+          f"now (status, attempts): {sorted(taken_over.values_list('status', 'attempts'))}")  # fmt: skip
     ids = [name for name in ours if name]
     for chunk in range(0, len(ids), 50):
         subprocess.run(["scancel", f"--name={','.join(ids[chunk : chunk + 50])}"], env=SLURM_ENV, check=False)
