@@ -231,7 +231,7 @@ def main() -> int:
     done_at: dict[int, float] = {}
     pending_events = list(events)
     killed_holding: set[int] = set()
-    between = 0
+    between: set[int] = set()  # held by a killed worker, with a Slurm job of their name right after the kill
     deadline = start + TIMEOUT_S
     while time.monotonic() < deadline:
         now = time.monotonic() - start
@@ -248,7 +248,7 @@ def main() -> int:
                 killed_holding.update(holding)
                 # Which of them the kill caught between sbatch and recording: Slurm has the job already.
                 held = len(holding)
-                between += sum(1 for name in holding.values() if slurm_names(name)[name])
+                between.update(pk for pk, name in holding.items() if slurm_names(name)[name])
                 workers.start()
                 log(f"kill -9 of every worker ({held} outbox entries held); started again", start)
             else:
@@ -291,7 +291,12 @@ def main() -> int:
     if failed:
         print("failed:", failed)
     taken_over = OutboxEntry.objects.filter(pk__in=killed_holding)
-    print(f"entries held by killed workers: {len(killed_holding)} ({between} killed between sbatch and recording), "
+    # A claim the worker recorded just before the kill lands is not taken over (attempts 0): only those taken over
+    # whose job Slurm already had were caught between sbatch and recording.
+    caught = taken_over.filter(pk__in=between, attempts__gt=0).count()
+    retried = taken_over.filter(attempts__gt=0).count()
+    print(f"entries held by killed workers: {len(killed_holding)}, taken over: {retried}"
+          f" ({caught} caught between sbatch and recording); "
           f"now (status, attempts): {sorted(taken_over.values_list('status', 'attempts'))}")  # fmt: skip
     ids = [name for name in ours if name]
     for chunk in range(0, len(ids), 50):
