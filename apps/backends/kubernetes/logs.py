@@ -64,9 +64,13 @@ def workers_of(pods: list[dict], kind: str) -> dict[int, dict]:
         numbered = [(_index(p, *INDEX_LABELS), p) for p in pods]
         if any(number is None for number, _ in numbered):
             numbered = list(enumerate(sorted(pods, key=_created)))
-    for number, pod in sorted(numbered, key=lambda item: _created(item[1])):
-        found[number] = pod  # the newest of a number wins
+    for number, pod in sorted(numbered, key=lambda item: (_live(item[1]), *_created(item[1]))):
+        found[number] = pod  # of several with one number, a live one wins over a finished one, then the newest
     return found
+
+
+def _live(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") not in podinfo.FINISHED
 
 
 def container_of(pod: dict) -> str:
