@@ -24,7 +24,7 @@ from apps.backends.base import BackendError, LogsNotReady
 from apps.backends.kubernetes import pods as podinfo
 from apps.backends.kubernetes.api import KubeApi
 from apps.backends.kubernetes.resources import POD
-from apps.backends.logstream import Feed, lines_of, merged
+from apps.backends.logstream import Closing, Feed, lines_of, merged
 from apps.backends.render.workload.common import WORKLOAD_LABEL, short_name
 from apps.backends.types import LogSource
 
@@ -165,9 +165,9 @@ class PodLogs:
                     for line in lines_of(iter(lambda r=response: r.read1(READ_BYTES), b"")):
                         yield prefix + line
                 finally:
-                    response.release_conn()
+                    response.close()  # never back to the pool half read (a reader that went away)
 
-        return lines()
+        return Closing(lines(), first.close)
 
     def _follow(self, pods: dict[int, dict], tail: int, worker: int | None, until: float | None) -> Iterator[str]:
         """Every pod's stream, opened before this returns and read on threads; the API server ends each when its

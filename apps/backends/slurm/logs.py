@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -39,6 +41,9 @@ GRACE_S = 1.5  # after the job ended: the last lines its file gets (slurmd flush
 READ_BYTES = 64 * 1024
 NO_FILE = "no such file or directory"
 TIMED_OUT = 124  # coreutils timeout's status when it ended the command: the stream's limit
+# Follows file $2 from its last $1 lines until its own stdin closes (when the console stops the stream, or the SSH
+# connection to the login node goes), then stops tail. A constant: the values are its arguments.
+FOLLOW_SCRIPT = 'tail -n "$1" -F -- "$2" & tail_pid=$!; cat >/dev/null; kill "$tail_pid"'
 
 
 @dataclass(frozen=True)
@@ -188,18 +193,22 @@ class JobLogs:
         return merged(feeds, until=until, ended=lambda: self._ended(base), poll_s=POLL_S, grace_s=GRACE_S)
 
     def _feed(self, task: Task, tail: int, until: float | None, prefix: str) -> Feed:
-        argv = ["tail", "-n", str(tail), "-F", "--", self.path(task)]
+        # `tail -F` until this process closes its stdin: over SSH that is when the connection goes (sshd closes the
+        # remote command's stdin), so no tail outlives the stream on the login node. The script is a constant; the
+        # line count and the path reach it as its own arguments ($1, $2), never as shell text.
+        argv = ["sh", "-c", FOLLOW_SCRIPT, "sh", str(tail), self.path(task)]
         if until is not None:
-            # On the node where tail runs, so that it ends even when the connection to it is lost.
+            # The stream's limit, on the node where tail runs: timeout ends the whole process group there.
             argv = ["timeout", str(max(1, math.ceil(until - time.monotonic()) + 5)), *argv]
         try:
             process = subprocess.Popen(  # noqa: S603  (an argument vector, no shell)
                 self.cli.argv(argv),
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 # tail -F's notes ("has appeared; following new file") are not the log: read only if it fails.
                 stderr=subprocess.PIPE,
                 env=self.cli.env(),
+                start_new_session=True,  # its own process group: stopping it stops everything it started here
             )
         except FileNotFoundError as exc:
             raise PermanentBackendError(f"{exc.filename} is not installed where the console runs") from exc
@@ -214,12 +223,15 @@ class JobLogs:
 
         def stop() -> None:
             stopped.append(True)
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
+            with contextlib.suppress(OSError):
+                process.stdin.close()  # the script's cat ends, and with it tail (over SSH: the connection)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                process.kill()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=5)
             process.stdout.close()
             process.stderr.close()
