@@ -336,3 +336,101 @@ def test_an_inference_service_is_read_from_each_replicas_leader(db, fake, tp, re
     assert [line.split("]")[0] for line in lines] == ["[worker 0", "[worker 1"]
     if tp == 16:  # replica 1 is group 1's leader, not one of its workers
         assert list(backend.stream_logs(source, tail=10, follow=False, worker=1)) == ["engine on wl77-chat-1"]
+
+
+#
+# Through the console: GET /api/v1/workloads/{id}/logs/ of a workload on a Kubernetes cluster
+#
+
+
+@pytest.fixture
+def k8s(personas, fake):
+    from apps.backends.registry import get_backend
+    from apps.fleet.models import GpuModel
+    from apps.fleet.services import create_cluster, sync_inventory
+    from apps.tenancy import services as tenancy
+    from apps.tenancy.desired_state import build_desired_state
+    from tests.utils.personas import fresh
+
+    admin = fresh(personas.platform_admin)
+    seed_nodes(fake, count=2, gpus=8)
+    connection = {"api_url": fake.url, "queueing": "kueue", "logs_url": "https://loki.example/{namespace}/{name}"}
+    cluster = create_cluster(admin, name="k8s", kind="kubernetes", connection=connection)
+    assert sync_inventory(cluster.pk).ok
+    h100 = GpuModel.objects.get(code="h100")
+    tenancy.set_guarantee_cap(admin, tenant=personas.a, gpu_model=h100, guaranteed=16)
+    train = tenancy.create_queue(admin, tenant=personas.a, name="train")
+    tenancy.bind_queue(admin, train, cluster=cluster, namespaces=["a-train"])
+    tenancy.set_quota(admin, queue=train, gpu_model=h100, guaranteed=16)
+    get_backend(cluster).push_quota(build_desired_state(cluster))
+    return cluster
+
+
+def submitted(api, personas, capture, **spec):
+    from apps.workloads.models import Workload
+    from tests.utils.personas import fresh
+    from tests.workloads.conftest import training_spec
+
+    with capture(execute=True):
+        response = api(fresh(personas.member_a)).post(
+            "/api/v1/workloads/", {"kind": "training", "spec": training_spec(**spec)}, format="json"
+        )
+    assert response.status_code == 201, response.json()
+    return Workload.objects.get(pk=response.json()["id"])
+
+
+def test_the_endpoint_streams_a_gangs_pods_and_maps_the_clusters_refusals(
+    k8s, fake, personas, api, django_capture_on_commit_callbacks
+):
+    from apps.workloads import services
+    from tests.utils.personas import fresh
+
+    workload = submitted(api, personas, django_capture_on_commit_callbacks, workers=2, gpus_per_worker=8)
+    client = api(fresh(personas.member_a))
+    url = f"/api/v1/workloads/{workload.pk}/logs/"
+    fake.advance(1)
+    pods = sorted(fake.objects("", "v1", "pods"), key=lambda p: p["metadata"]["name"])
+    assert len(pods) == 2
+    for index, p in enumerate(pods):
+        fake.write_log("a-train", p["metadata"]["name"], f"hello from rank {index}")
+    response = client.get(url)
+    assert response.status_code == 200 and response["Content-Type"] == "text/plain; charset=utf-8"
+    text = b"".join(response.streaming_content).decode()
+    assert text == "[worker 0] hello from rank 0\n[worker 1] hello from rank 1\n"
+    assert fake.requests_to("GET", "/log")[0].query == {"container": "trainer", "tailLines": "200"}
+
+    fake.fail(503, path="/log")
+    unavailable = client.get(url + "?worker=1")
+    assert unavailable.status_code == 503 and unavailable.json()["code"] == "backend_unavailable"
+    assert unavailable["Retry-After"] == "30"
+    fake.fail(403, path="/log", message='pods "x" is forbidden: cannot get resource "pods/log"')
+    refused = client.get(url + "?worker=1")
+    assert refused.status_code == 502 and "rbac.yaml" in refused.json()["message"]
+
+    # It ends and its pods go: the log is the cluster's log system's now.
+    for p in pods:
+        fake.crash("a-train", p["metadata"]["name"], 0)
+    fake.advance(1)
+    services.reconcile_workloads()
+    for p in fake.objects("", "v1", "pods"):
+        fake.store.remove(fake.resource("", "v1", "pods"), "a-train", p["metadata"]["name"])
+    gone = client.get(url)
+    assert gone.status_code == 409, gone.content
+    body = gone.json()
+    assert body["code"] == "logs_gone"
+    assert body["detail"] == {"url": f"https://loki.example/a-train/{workload.backend_name}"}
+    assert body["detail"]["url"] in body["message"]
+
+
+def test_a_workload_whose_pods_wait_is_not_ready_yet(k8s, fake, personas, api, django_capture_on_commit_callbacks):
+    from tests.utils.personas import fresh
+
+    for name in ("gpu-01", "gpu-02"):  # nothing fits: its pod stays unscheduled
+        cordoned = {**fake.get("", "v1", "nodes", name), "spec": {"unschedulable": True}}
+        fake.store.put(fake.resource("", "v1", "nodes"), cordoned)
+    workload = submitted(api, personas, django_capture_on_commit_callbacks, workers=1, gpus_per_worker=8)
+    fake.advance(1)
+    response = api(fresh(personas.member_a)).get(f"/api/v1/workloads/{workload.pk}/logs/?follow=1")
+    assert response.status_code == 409, response.content
+    assert response.json()["code"] == "logs_not_ready" and response["Retry-After"] == "10"
+    assert "is not scheduled yet" in response.json()["message"]
