@@ -61,6 +61,7 @@ def test_configured_log_system_is_linked_beside_the_live_tail(workload, personas
     body = api(fresh(personas.member_a)).get(f"/api/v1/workloads/{workload.pk}/").json()
     assert body["logs"]["url"] == url.replace("&amp;", "&")
     assert body["logs"]["page"].endswith(f"/workloads/{workload.pk}/logs/")
+    assert body["logs"]["stream"] == f"http://testserver/api/v1/workloads/{workload.pk}/logs/"
 
 
 @pytest.mark.parametrize(
