@@ -2,6 +2,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
+from apps.backends.shares import gpus_number
 from apps.core.api.serializers import StrictSerializer
 from apps.workloads.logs import TAIL_DEFAULT, TAIL_MAX, logs_for
 from apps.workloads.models import Workload, WorkloadEvent, WorkloadKind, WorkloadTemplate
@@ -50,15 +51,23 @@ class WorkloadSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_admission(self, workload) -> dict | None:
-        claim = workload.admission
-        if claim is None:
-            return None
-        return {
-            "state": claim.state,
-            "decision": claim.decision,
-            "reason": claim.reason,
-            "borrowed_from": claim.borrowed_from,
-        }
+        return _admission(workload.admission)
+
+
+def _admission(claim) -> dict | None:
+    """The workload's claim as its page shows it: the decision and its reason, and for a waiting head of its queue
+    the reservation it holds ("holds 8 × H100; expected start ...")."""
+    if claim is None:
+        return None
+    return {
+        "state": claim.state,
+        "decision": claim.decision,
+        "reason": claim.reason,
+        "borrowed_from": claim.borrowed_from,
+        "reserved_gpus": gpus_number(claim.reserved_units),
+        "expected_start": _when(claim.expected_start),
+        "holds_cluster": claim.holds_cluster,
+    }
 
 
 def _when(value) -> str | None:
@@ -88,14 +97,7 @@ def short_form(workload: Workload) -> dict:
         "state_reason": workload.state_reason,
         "backend_name": workload.backend_name,
         "placements": workload.placements,
-        "admission": None
-        if claim is None
-        else {
-            "state": claim.state,
-            "decision": claim.decision,
-            "reason": claim.reason,
-            "borrowed_from": claim.borrowed_from,
-        },
+        "admission": _admission(claim),
         "requeues": workload.requeues,
         "idempotency_key": workload.idempotency_key,
         "created_by": workload.created_by.username if workload.created_by_id else None,
