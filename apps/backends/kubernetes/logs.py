@@ -186,31 +186,28 @@ class PodLogs:
             raise
         if not responses:
             raise LogsNotReady(f"no container of {self.source.name} has started")
-        feeds = [
-            Feed(self.source.prefix(number, worker), _reader(response), _stopper(response))
-            for number, response in responses.items()
-        ]
-        return merged(feeds, until=until)
+        feeds = [_feed(self.source.prefix(number, worker), response) for number, response in responses.items()]
+        # Closed unread, the merge never starts (nor its `finally`): the streams opened here are closed all the same.
+        return Closing(merged(feeds, until=until), lambda: [feed.stop() for feed in feeds])
 
 
-def _reader(response):
+def _feed(prefix: str, response) -> Feed:
+    """One pod's followed log, read on the merge's thread; stopping it shuts the socket down under that read."""
+    stopped = []
+
     def read() -> Iterator[str]:
         try:
             yield from lines_of(iter(lambda: response.read1(READ_BYTES), b""))
         except Exception:
-            if getattr(response, "_stopped", False):
+            if stopped:
                 return  # the merge stopped it: an interrupted read is the expected end
             raise
 
-    return read
-
-
-def _stopper(response):
     def stop() -> None:
-        response._stopped = True
+        stopped.append(True)
         with contextlib.suppress(Exception):
             response.shutdown()  # unblocks a read waiting on the socket in another thread
         with contextlib.suppress(Exception):
             response.close()
 
-    return stop
+    return Feed(prefix, read, stop)

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from apps.backends.base import LogsNotReady, LogWorkerError, PermanentBackendError
-from apps.backends.logstream import Feed, lines_of, merged
+from apps.backends.logstream import Closing, Feed, lines_of, merged
 from apps.backends.render.workload.slurm import output_file
 from apps.backends.slurm import parse
 from apps.backends.slurm.cli import Cli
@@ -190,7 +190,9 @@ class JobLogs:
                 raise self._missing(task, exists)
         feeds = [self._feed(task, tail, until, self._prefix(task, worker, tasks)) for task in chosen]
         base = chosen[0].job.partition("_")[0]
-        return merged(feeds, until=until, ended=lambda: self._ended(base), poll_s=POLL_S, grace_s=GRACE_S)
+        lines = merged(feeds, until=until, ended=lambda: self._ended(base), poll_s=POLL_S, grace_s=GRACE_S)
+        # Closed unread, the merge never starts (nor its `finally`): the tails started here are stopped all the same.
+        return Closing(lines, lambda: [feed.stop() for feed in feeds])
 
     def _feed(self, task: Task, tail: int, until: float | None, prefix: str) -> Feed:
         # `tail -F` until this process closes its stdin: over SSH that is when the connection goes (sshd closes the

@@ -4,6 +4,7 @@ CLI run locally and on the login node over SSH."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -119,6 +120,16 @@ def test_follow_ends_at_the_limit_while_the_job_runs_on(slurm_backend, local_slu
     started = time.monotonic()
     stream.close()
     assert time.monotonic() - started < 10
+    path = str(output_of(local_slurm, name)[0])
+    assert not tails_of(path)
+    # closed before any line was read: its tail is stopped all the same
+    slurm_backend.stream_logs(source(name), tail=5, follow=True, worker=None, until=time.monotonic() + 60).close()
+    assert not tails_of(path)
+
+
+def tails_of(path: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-af", f"tail -n .* -- {path}"], capture_output=True, text=True).stdout
+    return [line for line in found.splitlines() if "pgrep" not in line]
 
 
 def test_a_pending_job_has_no_log_yet_and_a_finished_one_is_read_whole(slurm_backend, local_slurm, cleanup):
