@@ -59,3 +59,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/render_bench.py
 	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/submit_bench.py
 	DATABASE_URL=$(OVERVIEW_BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/overview_bench.py
+	$(MAKE) bench-slurm
+
+# Slurm submission against bare sbatch, and the chaos run (issue 23 parts 3 and 7), on the real local cluster:
+# shared, so one user at a time (/tmp/slurm.lock); started around the run unless it is up already.
+SLURM_BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console_slurm_bench
+.PHONY: bench-slurm
+bench-slurm: $(STAMP)
+	flock /tmp/slurm.lock scripts/with-slurm.sh env DATABASE_URL=$(SLURM_BENCH_DATABASE_URL) SECRET_KEY=bench-only \
+		CELERY_BROKER_URL=redis://127.0.0.1:6379/12 \
+		sh -c '$(BIN)/python bench/slurm_bench.py && $(BIN)/python bench/slurm_chaos_bench.py'

@@ -382,6 +382,10 @@ API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 6
 API_TOKEN_MAX_LIFETIME_DAYS = env_int("API_TOKEN_MAX_LIFETIME_DAYS", 365, minimum=1, maximum=3650)
 # Console tokens issued by POST /api/v1/token-exchange/ live at most this many minutes (docs/sso.md).
 TOKEN_EXCHANGE_MAX_MINUTES = env_int("TOKEN_EXCHANGE_MAX_MINUTES", 60, minimum=1, maximum=1440)
+# Seconds an outbox entry's claim lasts without renewal. The worker holding it renews it every third of this while
+# the backend call runs (apps/workloads/services/outbox.py), so a long call keeps it; a worker killed while it held
+# one leaves it to the next sweep (the 10 s workloads tick) at most this long after its last renewal.
+OUTBOX_LEASE_S = env_int("OUTBOX_LEASE_S", 30, minimum=2, maximum=3600)
 # Seconds a process reuses the fleet's free-GPU count per model when deciding admissions (0: always re-read).
 ADMISSION_CAPACITY_CACHE_S = env_int("ADMISSION_CAPACITY_CACHE_S", 5, minimum=0)
 # GPU models and priority tiers are re-read at most this often per process (0: on every use).

@@ -156,6 +156,10 @@ class WorkloadSpec:
     source: Spec | None = None  # the typed spec this summary was made from (apps.workloads.specs.to_backend_spec)
     context: WorkloadContext | None = None  # where it runs on this cluster, built by the caller
     manifest: object = None  # already rendered: Kubernetes objects or an sbatch script, applied as they are
+    # True only when the caller knows no earlier attempt at this name can have reached the backend (the outbox's
+    # first claim of an entry never tried before): a backend whose by-name lookup is costly (Slurm's accounting)
+    # may skip it. False (the default, and every retry or takeover): look the name up first.
+    first_attempt: bool = False
 
     @property
     def total_gpus(self) -> float:

@@ -187,12 +187,11 @@ class OutboxStatus(models.TextChoices):
 class OutboxEntry(models.Model):
     """Backend work written in the same transaction as the change that needs it, carried out by a task.
 
-    A worker claims an entry by conditional UPDATE; one that dies mid-call leaves it `processing`
-    until the lease runs out, and the next sweep takes it again. Backends submit idempotently by
-    name, so the retry cannot create a second job.
+    A worker claims an entry by conditional UPDATE and renews the claim (a lease of settings.OUTBOX_LEASE_S)
+    while its backend call runs; one that dies mid-call leaves it `processing` until the lease runs out, and
+    the next sweep takes it again (counting an attempt). Backends submit idempotently by name on every
+    attempt after the first, so the retry cannot create a second job.
     """
-
-    LEASE_SECONDS = 300
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="outbox")
     action = models.CharField(max_length=20, choices=OutboxAction.choices)

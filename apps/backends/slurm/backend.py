@@ -1,7 +1,8 @@
 """SlurmBackend: the Backend interface over a Slurm cluster (CLI, optionally slurmrestd for reads and submission).
 
 The console's id for a job is its name (`WorkloadSpec.name`, unique per cluster): submission is idempotent
-by it, and status/cancel look jobs up by it. Slurm's numeric job id is kept in the result's reason and
+by it (looked up only when an earlier attempt may have reached Slurm, see `submit`), and status/cancel look
+jobs up by it. Slurm's numeric job id is kept in the result's reason and
 events ("Slurm job 42"), and status/cancel also accept a numeric id.
 
 What Slurm lacks, and how it is bridged (test_connection lists it):
@@ -216,11 +217,19 @@ class SlurmBackend(Backend):
         return render_script(spec, context, self.settings)
 
     def submit(self, spec: WorkloadSpec) -> SubmitResult:
+        """sbatch the rendered script under the job name `spec.name`, idempotently by that name.
+
+        On a first attempt (`spec.first_attempt`: nothing can have submitted this name yet) the script goes
+        straight to sbatch. Otherwise an earlier attempt may have reached Slurm without its outcome being
+        recorded (a worker killed between sbatch and recording, an sbatch that timed out): the name is looked
+        up in the controller first (squeue --name, about 10 ms), and in accounting (sacct, about 90 ms) only
+        when the controller no longer holds it (a job finished more than MinJobAge ago)."""
         script = sbatch_script(spec, self.settings)
-        existing = self._find(spec.name) or self._latest(self._accounting([spec.name]), "name", spec.name)
-        if existing is not None:
-            status = self._status_of(existing, spec.name)
-            return SubmitResult(spec.name, status.state, f"Slurm job {existing['job_id']} (already submitted)")
+        if not spec.first_attempt:
+            existing = self._find(spec.name) or self._latest(self._accounting([spec.name]), "name", spec.name)
+            if existing is not None:
+                status = self._status_of(existing, spec.name)
+                return SubmitResult(spec.name, status.state, f"Slurm job {existing['job_id']} (already submitted)")
         if self.rest:
             job_id = self.rest.submit(script, self.settings)
         else:

@@ -8,10 +8,13 @@ the backend outside any transaction, and records the outcome (retryable errors b
 from __future__ import annotations
 
 import contextlib
-from datetime import timedelta
+import logging
+import threading
+from datetime import datetime, timedelta
 
-from django.db import transaction
-from django.db.models import Q
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Case, F, PositiveIntegerField, Q, When
 from django.utils import timezone
 
 from apps.backends.base import BackendError, NotFoundError
@@ -24,8 +27,14 @@ from apps.workloads.services.requeue import PREEMPTION, requeue_workload
 from apps.workloads.services.state import add_event, backend_reason, map_state, set_state
 from apps.workloads.submission_context import catalog
 
-MAX_BACKOFF_S = 300
+MAX_BACKOFF_S = 30  # a retry at least every 30 s: the end of a backend outage is noticed within a tick of it
 OUTBOX_WAKE = "workloads-outbox"
+log = logging.getLogger(__name__)
+
+
+def lease_seconds() -> int:
+    """How long a claim lasts without renewal (settings.OUTBOX_LEASE_S)."""
+    return settings.OUTBOX_LEASE_S
 
 
 def enqueue(workload: Workload, action: str) -> OutboxEntry:
@@ -51,7 +60,7 @@ def drain_outbox(limit: int = 500) -> int:
     from apps.workloads.tasks import process_outbox_task
 
     now = timezone.now()
-    lease = now - timedelta(seconds=OutboxEntry.LEASE_SECONDS)
+    lease = now - timedelta(seconds=lease_seconds())
     due = list(
         OutboxEntry.objects.filter(
             Q(status=OutboxStatus.PENDING, next_attempt_at__lte=now)
@@ -63,19 +72,88 @@ def drain_outbox(limit: int = 500) -> int:
     return len(due)
 
 
-def _claim_entry(entry_id: int) -> bool:
+def _claim_entry(entry_id: int) -> datetime | None:
+    """Claim the entry if it is due (compare-and-set): its claim time, the lease's token, or None.
+
+    Taking over a claim whose lease ran out counts as an attempt: its worker may have reached the backend."""
     now = timezone.now()
-    lease = now - timedelta(seconds=OutboxEntry.LEASE_SECONDS)
+    lease = now - timedelta(seconds=lease_seconds())
     due = Q(status=OutboxStatus.PENDING, next_attempt_at__lte=now) | Q(
         status=OutboxStatus.PROCESSING, claimed_at__lt=lease
     )
-    return OutboxEntry.objects.filter(due, pk=entry_id).update(status=OutboxStatus.PROCESSING, claimed_at=now) == 1
+    taken_over = Case(
+        When(status=OutboxStatus.PROCESSING, then=F("attempts") + 1),
+        default=F("attempts"),
+        output_field=PositiveIntegerField(),
+    )
+    claimed = OutboxEntry.objects.filter(due, pk=entry_id).update(
+        status=OutboxStatus.PROCESSING, claimed_at=now, attempts=taken_over
+    )
+    return now if claimed == 1 else None
+
+
+class LeaseHeartbeat:
+    """Renews a claim every third of the lease while the backend call runs, in a thread of its own (with its own
+    database connection, closed when it stops). The renewal is a compare-and-set on the claim time it last
+    wrote: a claim taken over meanwhile is never renewed (the heartbeat stops and logs it)."""
+
+    def __init__(self, entry_id: int, claimed_at: datetime, interval_s: float | None = None):
+        self.entry_id, self.claimed_at = entry_id, claimed_at
+        self.interval_s = lease_seconds() / 3 if interval_s is None else interval_s
+        self.renewals = 0
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"outbox-lease-{entry_id}", daemon=True)
+
+    def __enter__(self) -> LeaseHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.interval_s):
+                if not self.renew():
+                    return
+        finally:
+            connection.close()  # this thread's own connection
+
+    def renew(self) -> bool:
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                if connection.vendor == "postgresql":  # never wait long on a row lock: try at the next beat
+                    with connection.cursor() as cursor:
+                        cursor.execute("SET LOCAL lock_timeout = '2s'")
+                renewed = OutboxEntry.objects.filter(
+                    pk=self.entry_id, status=OutboxStatus.PROCESSING, claimed_at=self.claimed_at
+                ).update(claimed_at=now)
+        except Exception:  # the database is out of reach: try again at the next beat, the lease may still hold
+            log.warning("outbox entry %s: lease renewal failed", self.entry_id, exc_info=True)
+            connection.close()
+            return True
+        if renewed != 1:
+            self.lost = True
+            log.warning("outbox entry %s: lease lost (taken over or finished elsewhere)", self.entry_id)
+            return False
+        self.claimed_at = now
+        self.renewals += 1
+        return True
 
 
 def process_outbox_entry(entry_id: int) -> str:
     """Carry out one outbox entry against the backend. Returns what happened (for logs and tests)."""
-    if not _claim_entry(entry_id):
+    claimed_at = _claim_entry(entry_id)
+    if claimed_at is None:
         return "skipped"
+    with LeaseHeartbeat(entry_id, claimed_at):
+        return _process_claimed(entry_id)
+
+
+def _process_claimed(entry_id: int) -> str:
     entry = OutboxEntry.objects.select_related(
         "workload__cluster", "workload__tier", "workload__tenant", "workload__queue__tenant", "workload__gpu_model"
     ).get(pk=entry_id)
@@ -97,6 +175,8 @@ def process_outbox_entry(entry_id: int) -> str:
             backend_spec.name = workload.backend_name
             # The backend renders the typed spec in this context (the workload page shows the same rendering).
             backend_spec.context = render_context(workload)
+            # No earlier try of this entry can have reached the backend: it may skip its by-name lookup.
+            backend_spec.first_attempt = entry.attempts == 0
             result = backend.submit(backend_spec)
             with transaction.atomic():
                 where = {"cluster": workload.cluster.name, "backend_id": result.backend_id}

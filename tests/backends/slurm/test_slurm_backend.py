@@ -153,6 +153,47 @@ def test_cancel_verifies_and_unknown_ids_are_not_found(slurm_backend, cleanup):
         slurm_backend.cancel("99999999")  # scancel itself exits 0 for this
 
 
+def commands_of(backend: SlurmBackend, calls: list[str]):
+    """Wrap the backend's Cli.call to record which Slurm commands a call runs."""
+    real = backend.cli.call
+
+    def call(argv, **kwargs):
+        calls.append(argv[0])
+        return real(argv, **kwargs)
+
+    return call
+
+
+def test_a_first_attempt_runs_sbatch_alone_and_a_retry_finds_the_job_in_the_controller(slurm_backend, cleanup):
+    """Issue 23 part 3: the outbox's first try of an entry (nothing can have submitted the name yet) costs one
+    sbatch; a retry (a worker killed between sbatch and recording) finds the job by name in the controller,
+    without accounting and without a second job."""
+    name = unique("first")
+    cleanup[0].append(name)
+    calls: list[str] = []
+    spec = replace(sleep_spec(name, seconds=600), first_attempt=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(slurm_backend.cli, "call", commands_of(slurm_backend, calls))
+        first = slurm_backend.submit(spec)
+        assert calls == ["sbatch"], calls
+        calls.clear()
+        again = slurm_backend.submit(replace(spec, first_attempt=False))
+        assert calls == ["squeue"], calls  # held by the controller: no sacct, no sbatch
+    assert first.reason.startswith("Slurm job ") and again.reason == f"{first.reason} (already submitted)"
+    jobs = slurm_backend.cli.run(["squeue", "-h", "--states=all", f"--name={name}", "-o", "%A"]).split()
+    assert len(jobs) == 1, jobs
+
+
+def test_a_retry_of_a_name_slurm_never_saw_looks_in_accounting_then_submits(slurm_backend, cleanup):
+    name = unique("retry")
+    cleanup[0].append(name)
+    calls: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(slurm_backend.cli, "call", commands_of(slurm_backend, calls))
+        slurm_backend.submit(sleep_spec(name, seconds=600))  # first_attempt False: the default
+    assert calls == ["squeue", "sacct", "sbatch"], calls
+
+
 def quota_state(tenant: str, account: str, *, limit: int) -> DesiredState:
     return DesiredState(
         cluster="gpuc",
