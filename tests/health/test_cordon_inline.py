@@ -1,0 +1,69 @@
+"""HEALTH_CORDON_INLINE: the health cycle applies the automatic cordon itself, right after the incident, instead of
+leaving it to the next free worker; the operation's queued message is still sent and then finds it done."""
+
+import pytest
+
+from apps.audit.models import AuditEvent
+from apps.fleet.models import Node
+from apps.health.models import Incident
+from apps.operations import tasks as operation_tasks
+from apps.operations.models import Operation
+from apps.operations.runner import execute_operation
+from tests.health.conftest import cycle, inject
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """The operation messages sent to Celery, recorded instead of delivered (no worker runs them here)."""
+    sent: list[int] = []
+    monkeypatch.setattr(operation_tasks.run_operation_task, "delay", sent.append)
+    return sent
+
+
+def _fault(fleet, capture):
+    cluster = fleet["cluster"]
+    node = fleet["nodes"][1].name
+    cycle(cluster)
+    inject(cluster, node, "xid79", 2)
+    with capture(execute=True):
+        cycle(cluster)
+    return node, Operation.objects.get(kind="health.cordon")
+
+
+def test_the_cycle_cordons_the_node_itself(fleet, settings, queued, django_capture_on_commit_callbacks):
+    assert settings.HEALTH_CORDON_INLINE is True  # the default
+    node, operation = _fault(fleet, django_capture_on_commit_callbacks)
+    assert Node.objects.get(cluster=fleet["cluster"], name=node).unschedulable
+    assert operation.status == "succeeded"
+    assert Incident.objects.get(cause="xid-79").state == "isolated"
+    assert queued == [operation.pk]  # the message went out all the same (a crash mid-cordon leaves it to a worker)
+    # ... and its delivery finds the operation done: nothing runs twice, nothing more is audited.
+    events = AuditEvent.objects.count()
+    assert execute_operation(operation.pk) is False
+    assert AuditEvent.objects.count() == events
+    assert sum(n.unschedulable for n in Node.objects.filter(cluster=fleet["cluster"])) == 1
+
+
+def test_without_it_the_cordon_waits_for_a_worker(fleet, settings, queued, django_capture_on_commit_callbacks):
+    settings.HEALTH_CORDON_INLINE = False
+    node, operation = _fault(fleet, django_capture_on_commit_callbacks)
+    assert operation.status == "pending" and queued == [operation.pk]
+    assert not Node.objects.get(cluster=fleet["cluster"], name=node).unschedulable
+    assert execute_operation(queued[0]) is True  # the worker's delivery
+    assert Node.objects.get(cluster=fleet["cluster"], name=node).unschedulable
+
+
+def test_a_failed_inline_cordon_leaves_the_operation_to_the_worker(
+    fleet, queued, monkeypatch, django_capture_on_commit_callbacks
+):
+    from apps.operations import runner
+
+    def crash(operation_id):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(runner, "execute_operation", crash)
+    node, operation = _fault(fleet, django_capture_on_commit_callbacks)  # the cycle itself does not fail
+    assert operation.status == "pending" and queued == [operation.pk]
+    assert not Node.objects.get(cluster=fleet["cluster"], name=node).unschedulable
