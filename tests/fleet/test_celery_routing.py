@@ -87,13 +87,20 @@ def test_worker_concurrency_setting(monkeypatch):
     )
     env = {"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "console.settings", "SECRET_KEY": "x" * 50}
     for value, expected in (("4", "4 4"), ("1", "1 1")):
-        result = subprocess.run(  # noqa: S603 - fixed argv
-            [sys.executable, "-c", code], env={**env, "CELERY_WORKER_CONCURRENCY": value}, capture_output=True,
-            text=True, check=True, cwd=settings.BASE_DIR,
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, "CELERY_WORKER_CONCURRENCY": value},
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=settings.BASE_DIR,
         )
         assert result.stdout.split("\n")[-2] == expected
-    bad = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", code], env={**env, "CELERY_WORKER_CONCURRENCY": "0"}, capture_output=True, text=True,
+    bad = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "CELERY_WORKER_CONCURRENCY": "0"},
+        capture_output=True,
+        text=True,
         cwd=settings.BASE_DIR,
     )
     assert bad.returncode != 0 and "CELERY_WORKER_CONCURRENCY" in bad.stderr

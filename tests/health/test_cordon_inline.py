@@ -67,3 +67,42 @@ def test_a_failed_inline_cordon_leaves_the_operation_to_the_worker(
     node, operation = _fault(fleet, django_capture_on_commit_callbacks)  # the cycle itself does not fail
     assert operation.status == "pending" and queued == [operation.pk]
     assert not Node.objects.get(cluster=fleet["cluster"], name=node).unschedulable
+
+
+def test_a_node_goes_to_the_incident_service_as_soon_as_it_is_evaluated(fleet, monkeypatch):
+    """Not after the rules ran over the whole fleet: its cordon does not wait for every other node."""
+    from apps.health import ingest
+    from apps.health.services import incidents
+
+    cluster, nodes = fleet["cluster"], sorted(fleet["nodes"], key=lambda n: n.name)
+    cycle(cluster)
+    inject(cluster, nodes[0].name, "xid79", 1)
+    calls: list[tuple[str, str]] = []
+    evaluate, record = ingest.evaluate_gpu, incidents.record_findings
+
+    def evaluating(compiled, node, *args, **kwargs):
+        calls.append(("rules", node))
+        return evaluate(compiled, node, *args, **kwargs)
+
+    def recording(node_id, *args, **kwargs):
+        calls.append(("incident", Node.objects.get(pk=node_id).name))
+        return record(node_id, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "evaluate_gpu", evaluating)
+    monkeypatch.setattr(incidents, "record_findings", recording)
+    cycle(cluster)
+    first_incident = calls.index(("incident", nodes[0].name))
+    assert {node for kind, node in calls[:first_incident]} == {nodes[0].name}  # before any other node's rules
+    assert {node for kind, node in calls[first_incident:]} == {n.name for n in nodes}
+
+
+def test_the_cycle_reads_what_it_compares_with_before_the_scrape(fleet, monkeypatch):
+    from apps.health import ingest
+
+    calls: list[str] = []
+    load_state, collect = ingest.load_state, ingest.collect
+    monkeypatch.setattr(ingest, "load_state", lambda *a: calls.append("state") or load_state(*a))
+    monkeypatch.setattr(ingest, "collect", lambda *a: calls.append("scrape") or collect(*a))
+    cycle(fleet["cluster"])
+    assert calls == ["state", "scrape"]
+    assert cycle(fleet["cluster"]).nodes == 4 and calls == ["state", "scrape"] * 2
