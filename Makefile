@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml cli/pyproject.toml | sha
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test install lint clean bench
+.PHONY: demo test install lint clean bench bench-fleet-scale
 
 $(STAMP): pyproject.toml cli/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,3 +59,19 @@ bench: $(STAMP)
 	$(BIN)/python bench/render_bench.py
 	DATABASE_URL=$(BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/submit_bench.py
 	DATABASE_URL=$(OVERVIEW_BENCH_DATABASE_URL) SECRET_KEY=bench-only $(BIN)/python bench/overview_bench.py
+	$(MAKE) bench-fleet-scale
+
+# Issue 23 parts 1 and 2: XID to cordon (the cycle's own part, then end to end through a real worker at a 5 s
+# scrape), and ten clusters on two Celery workers. Each rebuilds its fleet: databases of their own. They start
+# Celery workers and beat on BENCH_BROKER_URL (its queues are purged: a Redis database nobody else uses).
+FLEET_SCALE_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console_fleet_scale
+CORDON_BENCH_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console_cordon_bench
+BENCH_BROKER_URL ?= redis://127.0.0.1:6379/11
+
+bench-fleet-scale: $(STAMP)
+	DATABASE_URL=$(CORDON_BENCH_DATABASE_URL) CELERY_BROKER_URL=memory:// SECRET_KEY=bench-only \
+		$(BIN)/python bench/cordon_bench.py
+	HEALTH_SCRAPE_INTERVAL_S=5 DATABASE_URL=$(CORDON_BENCH_DATABASE_URL) CELERY_BROKER_URL=$(BENCH_BROKER_URL) \
+		SECRET_KEY=bench-only $(BIN)/python bench/health_latency_bench.py
+	DATABASE_URL=$(FLEET_SCALE_DATABASE_URL) CELERY_BROKER_URL=$(BENCH_BROKER_URL) SECRET_KEY=bench-only \
+		$(BIN)/python bench/fleet_scale_bench.py

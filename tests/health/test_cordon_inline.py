@@ -106,3 +106,21 @@ def test_the_cycle_reads_what_it_compares_with_before_the_scrape(fleet, monkeypa
     cycle(fleet["cluster"])
     assert calls == ["state", "scrape"]
     assert cycle(fleet["cluster"]).nodes == 4 and calls == ["state", "scrape"] * 2
+
+
+@pytest.mark.parametrize(("took_ms", "again"), [(4_999, False), (5_000, True), (9_000, True)])
+def test_a_cycle_that_outlasts_the_interval_starts_the_next_at_once(settings, monkeypatch, took_ms, again):
+    """Beat's tick inside a long cycle is skipped (the lease): the next cycle starts when this one ends, not two
+    intervals later."""
+    from apps.health import tasks
+    from apps.health.ingest import CycleResult
+
+    settings.HEALTH_SCRAPE_INTERVAL_S = 5
+    sent: list[int] = []
+    monkeypatch.setattr(tasks, "run_cycle", lambda pk: CycleResult(cluster="c", duration_ms=took_ms))
+    monkeypatch.setattr(tasks.ingest_cluster_task, "delay", sent.append)
+    tasks.ingest_cluster_task(7)
+    assert sent == ([7] if again else [])
+    monkeypatch.setattr(tasks, "run_cycle", lambda pk: CycleResult(cluster="c", duration_ms=took_ms, skipped=True))
+    tasks.ingest_cluster_task(7)  # a skipped delivery (another cycle holds the lease) never chains one
+    assert sent == ([7] if again else [])
