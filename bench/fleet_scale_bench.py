@@ -24,6 +24,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import secrets
 import signal
 import statistics
 import subprocess
@@ -113,11 +114,13 @@ def seed() -> tuple[list, str]:
     import bench.overview_bench as ov
     from apps.accounts import services as accounts
     from apps.accounts.models import User
+    from apps.chargeback.models import UsageRecord
     from apps.health.models import IsolationPolicy
     from bench.fleet_bench import ensure_database
     from console.celery import app
 
     ensure_database()
+    UsageRecord.objects.all().delete()  # an earlier run's metering protects its queues and clusters
     app.conf.task_always_eager = True  # automatic isolation while seeding runs here, not later in the workers
     try:
         admin, _member, orgs, teams, queues, models = ov.seed_tenants()
@@ -290,7 +293,8 @@ def main() -> None:
     purge()
     LOGS.mkdir(parents=True, exist_ok=True)
     TASK_LOG.unlink(missing_ok=True)
-    env = {**os.environ, "BENCH_TASK_LOG": str(TASK_LOG)}
+    # gunicorn refuses a weak key (apps/core/checks.py): the processes get a strong one of their own
+    env = {**os.environ, "BENCH_TASK_LOG": str(TASK_LOG), "SECRET_KEY": secrets.token_hex(32)}
     env.pop("CELERY_TASK_ALWAYS_EAGER", None)
     celery = [sys.executable, "-m", "celery", "-A", "bench.fleet_scale_app"]
     workers = {
