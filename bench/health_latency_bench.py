@@ -8,6 +8,12 @@ It starts `celery worker` (prefork, 2 processes) and `celery beat` as child proc
 process group at the end), waits until the health cycle runs, then BENCH_FAULTS times: waits a random part
 of the interval (so faults land at every phase of the scrape cycle), injects XID 79 on a fresh node's GPU
 and polls the database until the node is cordoned. Target: ≤ one scrape interval + 5 s.
+
+Issue 23: with HEALTH_SCRAPE_INTERVAL_S=5 the target is a median ≤ 5 s and a max ≤ 8 s. BENCH_MODES ("1,0") runs the
+faults once per value of HEALTH_CORDON_INLINE, worker and beat restarted in between: 1, the cycle cordons itself; 0,
+the cordon waits for a free worker process (the way before issue 23), side by side in the same run. Every health
+cycle's duration in the worker is reported too (TelemetrySource.last_duration_ms), to show that a cycle fits the
+interval.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,9 +47,9 @@ NODES = int(os.environ.get("BENCH_NODES", "1280"))
 FAULTS = int(os.environ.get("BENCH_FAULTS", "8"))
 
 
-def start(argv: list[str], log: Path) -> subprocess.Popen:
+def start(argv: list[str], log: Path, env: dict) -> subprocess.Popen:
     return subprocess.Popen(  # noqa: S603 - fixed argv
-        argv, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, env=os.environ.copy()
+        argv, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, env=env
     )
 
 
@@ -59,10 +66,9 @@ def stop(children: list[subprocess.Popen]) -> None:
 
 
 def main() -> None:
-    from apps.backends.simulator.services import inject_fault
     from apps.fleet.models import Cluster, Node
     from apps.fleet.services import create_simulated_cluster, sync_inventory
-    from apps.health.models import Incident, IsolationPolicy, NodeHealth
+    from apps.health.models import IsolationPolicy, TelemetrySource
     from console.celery import app
 
     ensure_database()
@@ -77,29 +83,74 @@ def main() -> None:
     IsolationPolicy.objects.create(
         pool=None, cordon_severities=["critical", "fatal"], max_nodes_per_hour=1000, max_percent_per_hour=100
     )
-    with app.connection_for_write() as conn:
-        conn.default_channel.queue_purge("celery")
     logs = ROOT / "var" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(8)  # noqa: S311 - a reproducible schedule, not a secret
+    names = list(Node.objects.filter(cluster=cluster).order_by("name").values_list("name", flat=True))
+    rng.shuffle(names)
+    results = {}
+    for mode in os.environ.get("BENCH_MODES", "1,0").split(","):
+        with app.connection_for_write() as conn:
+            for queue in settings.CELERY_QUEUE_NAMES:
+                conn.default_channel.queue_purge(queue)
+        TelemetrySource.objects.filter(cluster=cluster).update(cycle_started_at=None)
+        faulted, names = names[:FAULTS], names[FAULTS:]
+        results[mode] = run_mode(mode, cluster, faulted, interval, rng, logs)
+    print(f"\nfleet {NODES} nodes × 8 GPUs; scrape interval {interval} s; {FAULTS} faults per mode; seconds")
+    print(
+        f"{'HEALTH_CORDON_INLINE':<22}{'cordoned median':>16}{'max':>8}{'incident median':>16}"
+        f"{'cycle median':>14}{'max':>8}"
+    )
+    for mode, (latencies, opened, cycles) in results.items():
+        print(
+            f"{mode:<22}{statistics.median(latencies):>16.2f}{max(latencies):>8.2f}{statistics.median(opened):>16.2f}"
+            f"{statistics.median(cycles):>14.2f}{max(cycles):>8.2f}"
+        )
+    load = os.getloadavg()
+    print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; nproc {os.cpu_count()}")
+
+
+def run_mode(mode: str, cluster, faulted: list[str], interval: int, rng, logs: Path):
+    from apps.backends.simulator.services import inject_fault
+    from apps.fleet.models import Node
+    from apps.health.models import Incident, NodeHealth, TelemetrySource
+
+    env = {**os.environ, "HEALTH_CORDON_INLINE": mode}
     celery = [sys.executable, "-m", "celery", "-A", "console"]
     children = [
         start(
-            [*celery, "worker", "--pool", "prefork", "--concurrency", "2", "--loglevel", "WARNING"], logs / "worker.log"
+            [*celery, "worker", "--pool", "prefork", "--concurrency", "2", "--loglevel", "WARNING"],
+            logs / f"worker-{mode}.log",
+            env,
         ),
-        start([*celery, "beat", "--loglevel", "WARNING", "--schedule", str(logs / "beat")], logs / "beat.log"),
+        start([*celery, "beat", "--loglevel", "WARNING"], logs / f"beat-{mode}.log", env),
     ]
+    cycles: list[float] = []
+    last_cycle = TelemetrySource.objects.filter(cluster=cluster).values_list("last_cycle_at", flat=True).first()
+
+    def note_cycle():
+        nonlocal last_cycle
+        at, ms = TelemetrySource.objects.filter(cluster=cluster).values_list("last_cycle_at", "last_duration_ms")[0]
+        if at != last_cycle:
+            last_cycle = at
+            cycles.append(ms / 1000)
+
     try:
         deadline = time.monotonic() + 120
-        while NodeHealth.objects.filter(node__cluster=cluster, scraped_at__isnull=False).count() < NODES:
+        since = time.time()
+        while not NodeHealth.objects.filter(
+            node__cluster=cluster, scraped_at__gte=datetime.fromtimestamp(since, tz=UTC)
+        ).exists():
             if time.monotonic() > deadline:
-                raise SystemExit("the health cycle never ran; see var/bench/worker.log and beat.log")
+                raise SystemExit(f"the health cycle never ran; see var/bench/worker-{mode}.log and beat-{mode}.log")
             time.sleep(0.5)
-        print(f"fleet: {NODES} nodes; scrape interval {interval} s; health cycle running")
-        rng = random.Random(8)  # noqa: S311 - a reproducible schedule, not a secret
-        names = list(Node.objects.filter(cluster=cluster).order_by("name").values_list("name", flat=True))
+        print(f"HEALTH_CORDON_INLINE={mode}: {NODES} nodes; scrape interval {interval} s; health cycle running")
         latencies, opened = [], []
-        for name in rng.sample(names, FAULTS):
-            time.sleep(rng.uniform(0, interval))
+        for name in faulted:
+            pause = time.monotonic() + rng.uniform(0, interval)
+            while time.monotonic() < pause:
+                note_cycle()
+                time.sleep(0.2)
             injected = time.monotonic()
             inject_fault(None, cluster, name, "xid79", rng.randrange(8), reason="latency benchmark")
             incident_at = None
@@ -110,14 +161,13 @@ def main() -> None:
                     break
                 if time.monotonic() - injected > 5 * interval:
                     raise SystemExit(f"{name} was not cordoned within {5 * interval} s")
+                note_cycle()
                 time.sleep(0.05)
             latencies.append(time.monotonic() - injected)
             opened.append(incident_at or latencies[-1])
             print(f"  {name}: incident after {opened[-1]:.2f} s, cordoned after {latencies[-1]:.2f} s")
-        print(
-            f"XID 79 → cordoned: median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s "
-            f"(target ≤ {interval + 5} s); incident opened: median {statistics.median(opened):.2f} s"
-        )
+        note_cycle()
+        return latencies, opened, cycles or [0.0]
     finally:
         stop(children)
 

@@ -16,7 +16,10 @@ app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-# Periodic work, declared once. Apps add entries here as they gain periodic tasks.
+# Periodic work, declared once. Apps add entries here as they gain periodic tasks. Work that grows with the fleet
+# is never one task for the whole fleet: its entry starts a small fan-out task (on the default queue, named in
+# "options") that sends one task per cluster to that kind's queue (settings.CELERY_TASK_ROUTES), so the
+# clusters spread over the workers. tests/fleet/test_celery_routing.py holds both to this.
 app.conf.beat_schedule = {
     # Admission pass, dispatch of admitted work, reclaim, outbox retries and status reconcile.
     "workloads-tick": {
@@ -26,11 +29,13 @@ app.conf.beat_schedule = {
     "sync-inventory": {
         "task": "apps.fleet.tasks.sync_all_clusters_task",
         "schedule": 60.0,
+        "options": {"queue": "celery"},  # the fan-out: sync_cluster_task per cluster, queue "inventory"
     },
     # Usage metering from every backend (idempotent per cluster watermark), fault credits, budget alerts.
     "chargeback-meter": {
         "task": "apps.chargeback.tasks.meter_usage_task",
         "schedule": 60.0,
+        "options": {"queue": "celery"},  # the fan-out: meter_cluster_task per cluster, queue "metering"
     },
     # What changed by hand on Kubernetes clusters against the console's quota state (an operation each).
     "kubernetes-quota-drift": {
@@ -50,6 +55,7 @@ app.conf.beat_schedule = {
     "health-cycle": {
         "task": "apps.health.tasks.health_cycle_task",
         "schedule": float(settings.HEALTH_SCRAPE_INTERVAL_S),
+        "options": {"queue": "celery"},  # the fan-out: ingest_cluster_task per cluster, queue "health"
     },
     # Close quiet incidents, resume what automation isolated once validated, resend lost notifications.
     "health-housekeeping": {
@@ -65,3 +71,7 @@ app.conf.beat_schedule = {
         "schedule": 24 * 3600.0,
     },
 }
+# Everything else periodic is small and runs on the default queue, named so that the schedule says where each
+# entry goes (django-celery-beat stores it as the periodic task's queue).
+for _entry in app.conf.beat_schedule.values():
+    _entry.setdefault("options", {"queue": settings.CELERY_TASK_DEFAULT_QUEUE})

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from console.env import READ as ENV_READ
 from console.env import env_bool, env_int, env_list, env_name_prefix, env_networks, env_str, parse_database_url
@@ -370,6 +371,22 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Queues and routing (docs/configuration.md, "Celery queues and workers"). Periodic work is fanned out by beat
+# into one task per cluster, and each kind of per-cluster work has a queue of its own, so that a deployment can
+# give a kind its own workers (`-Q health`) and a long inventory sync never sits in front of a health cycle in
+# one queue. A worker started without -Q consumes every queue below. The fan-outs themselves, operations, the
+# outbox and everything else stay on the default queue.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_QUEUE_NAMES = ["celery", "health", "inventory", "metering"]
+CELERY_TASK_QUEUES = [Queue(name, routing_key=name) for name in CELERY_QUEUE_NAMES]
+CELERY_TASK_ROUTES = {
+    "apps.health.tasks.ingest_cluster_task": {"queue": "health"},
+    "apps.fleet.tasks.sync_cluster_task": {"queue": "inventory"},
+    "apps.chargeback.tasks.meter_cluster_task": {"queue": "metering"},
+}
+# Processes per worker (prefork). Two workers of two processes each carry ten 10,240-GPU clusters in the
+# benchmark (bench/README.md, issue 23); more clusters want more workers, not more processes on one host.
+CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2, minimum=1)
 
 #
 # Console
@@ -433,6 +450,10 @@ API_MAX_JSON_DEPTH = env_int("API_MAX_JSON_DEPTH", 32, minimum=2, maximum=200)
 # GPU health (apps/health).
 HEALTH_SCRAPE_INTERVAL_S = env_int("HEALTH_SCRAPE_INTERVAL_S", 15, minimum=1)
 HEALTH_ROLLUP_DAYS = env_int("HEALTH_ROLLUP_DAYS", 30, minimum=1)
+# The health cycle applies the automatic cordons it decides itself, right after recording the incident, instead
+# of leaving them to the next free worker (the operation's message is still sent: whichever runs first claims it,
+# the other skips). Scrape finished to cordon applied then costs the rules and one backend call, not a queue wait.
+HEALTH_CORDON_INLINE = env_bool("HEALTH_CORDON_INLINE", True)
 # An incident whose cause stayed quiet this long is closed by automation where that is safe.
 HEALTH_QUIET_S = env_int("HEALTH_QUIET_S", 120, minimum=1)
 # Links in notifications (e.g. https://console.example.com); relative links when empty.

@@ -112,8 +112,11 @@ def run_cycle(cluster_id: int) -> CycleResult:
     try:
         compiled = compiled_rules()
         nodes = list(Node.objects.filter(cluster=cluster).exclude(state=NodeState.VANISHED).values_list("id", "name"))
+        # What the cycle compares with is read before the scrape, not after it: once the telemetry is in, only the
+        # rules stand between a fault and its cordon (issue 23: scrape finished → cordon applied ≤ 1 s).
+        state = load_state(cluster, [node_id for node_id, _ in nodes])
         outcomes = collect(source, cluster, [name for _, name in nodes], compiled.metrics)
-        result = ingest(cluster, nodes, outcomes, compiled, timezone.now())
+        result = ingest(cluster, nodes, outcomes, compiled, timezone.now(), state)
         result.duration_ms = int((time.monotonic() - started) * 1000)
         _record_source(source, result, outcomes)
         return result
@@ -174,12 +177,15 @@ def _rollup(acc: dict) -> dict:
     }
 
 
-def ingest(
-    cluster: Cluster, nodes: list[tuple[int, str]], outcomes: dict[str, Outcome], compiled: CompiledRules, at
-) -> CycleResult:
-    """Evaluate every node's outcome against the rules and persist the health rows, rollups and findings."""
-    result = CycleResult(cluster=cluster.name, nodes=len(nodes))
-    ids = [node_id for node_id, _ in nodes]
+@dataclass
+class CycleState:
+    """What a cycle compares the scrape with: each node's last health row and the GPUs the inventory expects."""
+
+    previous: dict[int, tuple]
+    expected: dict[int, dict[str, str]]
+
+
+def load_state(cluster: Cluster, ids: list[int]) -> CycleState:
     previous = {
         row[0]: row
         for row in NodeHealth.objects.filter(node_id__in=ids).values_list(
@@ -189,10 +195,30 @@ def ingest(
     expected: dict[int, dict[str, str]] = defaultdict(dict)
     for node_id, index, uuid in Gpu.objects.filter(node__cluster=cluster).values_list("node_id", "index", "uuid"):
         expected[node_id][str(index)] = uuid
+    return CycleState(previous, expected)
+
+
+def ingest(
+    cluster: Cluster,
+    nodes: list[tuple[int, str]],
+    outcomes: dict[str, Outcome],
+    compiled: CompiledRules,
+    at,
+    state: CycleState | None = None,
+) -> CycleResult:
+    """Evaluate every node's outcome against the rules and persist the health rows, rollups and findings.
+
+    A node with new findings goes to the incident service as soon as it is evaluated, not after the whole fleet:
+    its cordon (HEALTH_CORDON_INLINE) does not wait for the rules to run over every other node. `state` is read
+    here when the caller did not read it before the scrape."""
+    result = CycleResult(cluster=cluster.name, nodes=len(nodes))
+    if state is None:
+        state = load_state(cluster, [node_id for node_id, _ in nodes])
+    previous, expected = state.previous, state.expected
+    failed: set[int] = set()
     minute = _minute(at)
     rows: list[NodeHealth] = []
     rollups: list[NodeRollup] = []
-    new_by_node: dict[int, list[Finding]] = {}
     firing_causes: dict[int, set[str]] = {}
     silent: set[int] = set()
     for node_id, name in nodes:
@@ -275,9 +301,9 @@ def ingest(
         old = set(prev_firing)
         new = [f for f in findings if f.key not in old]
         if new:
-            new_by_node[node_id] = findings  # the whole picture of the node, not only what is new
             result.new_findings += len(new)
-    failed = _open_incidents(new_by_node, compiled.version, at)
+            # the whole picture of the node, not only what is new
+            failed |= _open_incidents({node_id: findings}, compiled.version, at)
     for row in rows:
         if row.node_id in failed:  # retry next cycle: keep what fired before as not yet handled
             row.firing = list(previous[row.node_id][5]) if row.node_id in previous else []

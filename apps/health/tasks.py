@@ -1,6 +1,7 @@
 """Celery tasks for GPU health: they take ids and call the ingestion cycle or a service."""
 
 from celery import shared_task
+from django.conf import settings
 
 from apps.fleet.models import Cluster
 from apps.health.ingest import run_cycle
@@ -20,6 +21,10 @@ def health_cycle_task() -> int:
 @shared_task(acks_late=True)
 def ingest_cluster_task(cluster_id: int) -> dict:
     result = run_cycle(cluster_id)
+    if not result.skipped and result.duration_ms >= settings.HEALTH_SCRAPE_INTERVAL_S * 1000:
+        # Beat's tick fell inside this cycle and was skipped (the cluster's cycle lease): without this the cluster
+        # would wait for the tick after next, two intervals. Start the next cycle now instead.
+        ingest_cluster_task.delay(cluster_id)
     return {
         "cluster": result.cluster,
         "nodes": result.nodes,

@@ -287,20 +287,26 @@ def _pipeline_families() -> list:
     oldest = GaugeMetricFamily("gpuc_outbox_oldest_seconds", "Age of the oldest waiting outbox entry (0: none)")
     oldest.add_metric([], (timezone.now() - outbox["oldest"]).total_seconds() if outbox["oldest"] else 0)
     families = [backlog, oldest]
-    depth = _celery_queue_depth()
-    if depth is not None:
+    depths = _celery_queue_depths()
+    if depths is not None:
         queue = GaugeMetricFamily("gpuc_celery_queue_depth", "Messages waiting in the Celery queue", labels=["queue"])
-        queue.add_metric(["celery"], depth)
+        for name, depth in depths.items():
+            queue.add_metric([name], depth)
         families.append(queue)
     return families
 
 
-def _celery_queue_depth() -> int | None:
+def _celery_queue_depths() -> dict[str, int] | None:
+    """Messages waiting per queue (settings.CELERY_QUEUE_NAMES: the default queue and the per-cluster ones)."""
     try:
         # The process's Celery app (console/celery.py makes it the default); observability sits below console.
         with current_app.connection_for_read() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
-            return conn.default_channel.queue_declare(queue="celery", durable=True, auto_delete=False).message_count
+            channel = conn.default_channel
+            return {
+                name: channel.queue_declare(queue=name, durable=True, auto_delete=False).message_count
+                for name in settings.CELERY_QUEUE_NAMES
+            }
     except Exception:  # a broker that does not answer leaves the series out (readyz says why)
         logger.warning("metrics: Celery queue depth unavailable", exc_info=True)
         return None

@@ -17,8 +17,11 @@ def worker(django_db_blocker):
         pytest.fail(
             f"integration tests need a Redis broker; CELERY_BROKER_URL is {app.conf.broker_url!r} (make test sets it)"
         )
-    with app.connection_for_write() as conn:  # start from an empty test queue
-        conn.default_channel.queue_purge("celery")
+    from django.conf import settings
+
+    with app.connection_for_write() as conn:  # start from empty test queues
+        for queue in settings.CELERY_QUEUE_NAMES:
+            conn.default_channel.queue_purge(queue)
     with django_db_blocker.unblock(), start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING"):
         yield
 

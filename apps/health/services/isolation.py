@@ -8,9 +8,12 @@ touches a node a human isolated (see `NodeHealth.isolated_by`).
 
 from __future__ import annotations
 
+import logging
 import math
 from datetime import timedelta
+from functools import partial
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -32,6 +35,7 @@ from apps.health.services.incidents import add_event, advance_incident, set_wait
 
 BUDGET_WINDOW = timedelta(hours=1)
 DEFAULT_CORDON = [Severity.CRITICAL, Severity.FATAL]
+logger = logging.getLogger(__name__)
 
 
 def default_policy() -> IsolationPolicy:
@@ -220,4 +224,17 @@ def consider_isolation(incident_id: int) -> str:
             reason=reason,
         )
         add_event(incident, None, "action", AUTOMATION_STARTED % {"kind": kind, "operation": operation.pk})
+        if kind == "health.cordon" and settings.HEALTH_CORDON_INLINE:
+            # A cordon is one backend call: apply it here, now, rather than after the next free worker's queue.
+            # The operation's message is sent as well; whichever delivery claims the operation first runs it.
+            transaction.on_commit(partial(_run_inline, operation.pk))
     return "isolating"
+
+
+def _run_inline(operation_id: int) -> None:
+    from apps.operations.runner import execute_operation
+
+    try:
+        execute_operation(operation_id)
+    except Exception:  # the queued delivery is still there to run it; the cycle carries on with other nodes
+        logger.exception("inline cordon (operation %s) failed; left to the queued delivery", operation_id)
