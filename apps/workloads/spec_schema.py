@@ -1,0 +1,1012 @@
+"""STAND-IN, to be deleted: the JSON Schema of each spec kind, until `apps.workloads.specs.json_schema` lands.
+
+The submit form is generated from `apps.workloads.specs.json_schema(kind)` (pydantic's `model_json_schema`, draft
+2020-12), which the `schema` branch adds with the pydantic spec models. Until it is on main, `schema_for` answers
+with this copy of that function's output as the branch produced it (titles and descriptions marked for translation
+here, as the models mark them there). Once it lands `schema_for` uses it and this module goes.
+"""
+
+
+from __future__ import annotations
+
+from apps.core.text import gettext_noop as N
+
+
+def schema_for(kind: str) -> dict:
+    """The JSON Schema of `kind` ("training" or "inference") that the form is generated from."""
+    import copy
+
+    from apps.workloads import specs
+
+    generated = getattr(specs, "json_schema", None)
+    if generated is not None:
+        return generated(kind)
+    return copy.deepcopy(_TRAINING if kind == "training" else _INFERENCE)
+
+
+_TRAINING = {
+    "$defs": {
+        "ElasticModel": {
+            "additionalProperties": False,
+            "properties": {
+                "min_workers": {
+                    "description": N("torchrun keeps running down to this many"),
+                    "maximum": 10000,
+                    "minimum": 1,
+                    "title": N("Minimum workers"),
+                    "type": "integer",
+                    "x-group": "resources",
+                },
+                "max_workers": {
+                    "description": N("torchrun grows up to this many"),
+                    "maximum": 10000,
+                    "minimum": 1,
+                    "title": N("Maximum workers"),
+                    "type": "integer",
+                    "x-group": "resources",
+                },
+                "checkpoint_path": {
+                    "description": N("Where the job saves and resumes from (on a volume); set as CHECKPOINT_PATH"),
+                    "maxLength": 1024,
+                    "title": N("Checkpoint path"),
+                    "type": "string",
+                    "x-group": "resources",
+                },
+            },
+            "required": ["min_workers", "max_workers", "checkpoint_path"],
+            "title": N("Elastic"),
+            "type": "object",
+        },
+        "SecretEnvModel": {
+            "additionalProperties": False,
+            "properties": {
+                "name": {
+                    "description": N("The environment variable, e.g. HF_TOKEN"),
+                    "maxLength": 128,
+                    "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+                    "title": N("Variable"),
+                    "type": "string",
+                    "x-group": "container",
+                },
+                "secret": {
+                    "description": N("The Secret's name in the workload's namespace"),
+                    "maxLength": 253,
+                    "title": N("Secret"),
+                    "type": "string",
+                    "x-group": "container",
+                },
+                "key": {
+                    "description": N("The key in the Secret's data"),
+                    "maxLength": 253,
+                    "title": N("Key"),
+                    "type": "string",
+                    "x-group": "container",
+                },
+            },
+            "required": ["name", "secret", "key"],
+            "title": N("SecretEnv"),
+            "type": "object",
+        },
+        "SharingModel": {
+            "additionalProperties": False,
+            "properties": {
+                "mode": {
+                    "default": "whole",
+                    "description": N(
+                        "whole GPUs; mig: one MIG instance; time-slice: a time-sliced replica; hami: a HAMi vGPU"
+                    ),
+                    "enum": ["whole", "mig", "time-slice", "hami"],
+                    "title": N("Mode"),
+                    "type": "string",
+                    "x-group": "sharing",
+                },
+                "mig_profile": {
+                    "default": "",
+                    "description": N("With mig: a profile of the GPU model, e.g. 1g.10gb"),
+                    "maxLength": 32,
+                    "title": N("MIG profile"),
+                    "type": "string",
+                    "x-group": "sharing",
+                },
+                "replicas": {
+                    "anyOf": [
+                        {
+                            "maximum": 64,
+                            "minimum": 2,
+                            "type": "integer",
+                        },
+                        {
+                            "type": "null",
+                        },
+                    ],
+                    "default": None,
+                    "description": N("With time-slice: the replicas per GPU the node pool advertises"),
+                    "title": N("Replicas per GPU"),
+                    "x-group": "sharing",
+                },
+                "gpumem_mib": {
+                    "anyOf": [
+                        {
+                            "maximum": 1048576,
+                            "minimum": 1,
+                            "type": "integer",
+                        },
+                        {
+                            "type": "null",
+                        },
+                    ],
+                    "default": None,
+                    "description": N("With hami: device memory per worker"),
+                    "title": N("vGPU memory (MiB)"),
+                    "x-group": "sharing",
+                },
+                "gpucores": {
+                    "anyOf": [
+                        {
+                            "maximum": 100,
+                            "minimum": 1,
+                            "type": "integer",
+                        },
+                        {
+                            "type": "null",
+                        },
+                    ],
+                    "default": None,
+                    "description": N("With hami: percent of the GPU's compute"),
+                    "title": N("vGPU compute (%)"),
+                    "x-group": "sharing",
+                },
+            },
+            "title": N("Sharing"),
+            "type": "object",
+        },
+        "TolerationModel": {
+            "additionalProperties": False,
+            "properties": {
+                "key": {
+                    "description": N("The key of the taint to tolerate, e.g. dedicated or example.com/spot"),
+                    "maxLength": 317,
+                    "title": N("Taint key"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+                "operator": {
+                    "default": "Equal",
+                    "description": N("Equal: the taint with this key and value; Exists: any value of the key"),
+                    "enum": ["Equal", "Exists"],
+                    "title": N("Operator"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+                "value": {
+                    "default": "",
+                    "description": N("With Equal; empty with Exists"),
+                    "maxLength": 63,
+                    "title": N("Taint value"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+                "effect": {
+                    "default": "",
+                    "description": N("The taint effect tolerated; empty: every effect"),
+                    "enum": ["", "NoSchedule", "PreferNoSchedule", "NoExecute"],
+                    "title": N("Effect"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+            },
+            "required": ["key"],
+            "title": N("Toleration"),
+            "type": "object",
+        },
+        "VolumeModel": {
+            "additionalProperties": False,
+            "properties": {
+                "claim": {
+                    "description": N("A PersistentVolumeClaim in the workload's namespace"),
+                    "maxLength": 63,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                    "title": N("Claim"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+                "mount_path": {
+                    "description": N("An absolute, normalised path in the container"),
+                    "maxLength": 1024,
+                    "title": N("Mount path"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+                "read_only": {
+                    "default": False,
+                    "description": N("Mount it read-only"),
+                    "title": N("Read-only"),
+                    "type": "boolean",
+                    "x-group": "advanced",
+                },
+            },
+            "required": ["claim", "mount_path"],
+            "title": N("Volume"),
+            "type": "object",
+        },
+    },
+    "additionalProperties": False,
+    "description": N(
+        "A distributed training job: `workers` pods (or Slurm nodes), each running torchrun over its GPUs."
+    ),
+    "properties": {
+        "kind": {
+            "const": "training",
+            "default": "training",
+            "description": N("training or inference; when given, the same as the kind it is submitted as"),
+            "title": N("Kind"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "name": {
+            "description": N("The workload's name: a DNS-1123 label, unique in its queue"),
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "title": N("Name"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "tenant": {
+            "description": N("The slug of the tenant it runs for"),
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "title": N("Tenant"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "queue": {
+            "description": N("The tenant's queue whose quota it uses"),
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "title": N("Queue"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "tier": {
+            "default": "training",
+            "description": N("Decides its priority and whether it may be preempted"),
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "title": N("Priority tier"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "cluster": {
+            "default": "",
+            "description": N("One of the queue's clusters; empty: placement picks one"),
+            "maxLength": 63,
+            "title": N("Cluster"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "image": {
+            "description": N("A pinned image reference: [registry[:port]/]repository:tag or @sha256: digest"),
+            "maxLength": 512,
+            "title": N("Container image"),
+            "type": "string",
+            "x-group": "container",
+        },
+        "command": {
+            "description": N('The program and its arguments, e.g. ["python", "train.py"]'),
+            "items": {
+                "maxLength": 8192,
+                "type": "string",
+            },
+            "maxItems": 256,
+            "minItems": 1,
+            "title": N("Command"),
+            "type": "array",
+            "x-group": "container",
+        },
+        "args": {
+            "default": [],
+            "description": N("Appended to the command"),
+            "items": {
+                "maxLength": 8192,
+                "type": "string",
+            },
+            "maxItems": 256,
+            "title": N("Arguments"),
+            "type": "array",
+            "x-group": "container",
+        },
+        "env": {
+            "default": {},
+            "description": N(
+                "Variables NAME: value set in every container; names the console sets itself are reserved"
+            ),
+            "maxProperties": 128,
+            "patternProperties": {
+                "^[A-Za-z_][A-Za-z0-9_]*$": {
+                    "maxLength": 32768,
+                    "type": "string",
+                },
+            },
+            "propertyNames": {
+                "maxLength": 128,
+            },
+            "title": N("Environment"),
+            "type": "object",
+            "x-group": "container",
+        },
+        "secret_env": {
+            "default": [],
+            "description": N(
+                "Variables whose values stay in Kubernetes Secrets of the workload's namespace: {name, secret, key}"
+            ),
+            "items": {
+                "$ref": "#/$defs/SecretEnvModel",
+            },
+            "maxItems": 64,
+            "title": N("Secret environment"),
+            "type": "array",
+            "x-group": "container",
+        },
+        "gpu_model": {
+            "description": N("A GPU model code of the catalog, e.g. h100"),
+            "maxLength": 64,
+            "title": N("GPU model"),
+            "type": "string",
+            "x-group": "resources",
+        },
+        "workers": {
+            "default": 1,
+            "description": N("Pods (or Slurm nodes), each running torchrun"),
+            "maximum": 10000,
+            "minimum": 1,
+            "title": N("Workers"),
+            "type": "integer",
+            "x-group": "resources",
+        },
+        "gpus_per_worker": {
+            "default": 1,
+            "description": N("Whole GPUs of one node; 1 when the GPU is shared"),
+            "maximum": 64,
+            "minimum": 1,
+            "title": N("GPUs per worker"),
+            "type": "integer",
+            "x-group": "resources",
+        },
+        "gang_min": {
+            "anyOf": [
+                {
+                    "maximum": 10000,
+                    "minimum": 1,
+                    "type": "integer",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("Workers admitted together before any starts; empty: all workers, or the elastic minimum"),
+            "title": N("Gang minimum"),
+            "x-group": "resources",
+        },
+        "topology": {
+            "default": "any",
+            "description": N(
+                "any; node: every worker on one node; nvlink: in one NVLink domain; leaf: under one leaf switch"
+            ),
+            "enum": ["any", "node", "nvlink", "leaf"],
+            "title": N("Topology"),
+            "type": "string",
+            "x-group": "resources",
+        },
+        "elastic": {
+            "anyOf": [
+                {
+                    "$ref": "#/$defs/ElasticModel",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("torchrun's elastic range, resuming from checkpoints; empty: a fixed size"),
+            "title": N("Elastic range"),
+            "x-group": "resources",
+        },
+        "cpu": {
+            "anyOf": [
+                {
+                    "maximum": 1024,
+                    "minimum": 1,
+                    "type": "integer",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("Per worker or pod; empty: the renderer's default"),
+            "title": N("CPU cores"),
+            "x-group": "resources",
+        },
+        "memory_gib": {
+            "anyOf": [
+                {
+                    "maximum": 16384,
+                    "minimum": 1,
+                    "type": "integer",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("Per worker or pod; empty: the renderer's default"),
+            "title": N("Memory (GiB)"),
+            "x-group": "resources",
+        },
+        "max_runtime_s": {
+            "default": 86400,
+            "description": N("The run ends TIMED_OUT when it reaches it"),
+            "maximum": 31536000,
+            "minimum": 60,
+            "title": N("Maximum runtime (s)"),
+            "type": "integer",
+            "x-group": "resources",
+        },
+        "sharing": {
+            "$ref": "#/$defs/SharingModel",
+            "default": {
+                "mode": "whole",
+                "mig_profile": "",
+                "replicas": None,
+                "gpumem_mib": None,
+                "gpucores": None,
+            },
+            "description": N('How a worker holds its GPU; "mig" is short for {"mode": "mig"}'),
+            "title": N("GPU sharing"),
+            "x-group": "sharing",
+        },
+        "retries": {
+            "default": 3,
+            "description": N("Restarts after a failure"),
+            "maximum": 100,
+            "minimum": 0,
+            "title": N("Retries"),
+            "type": "integer",
+            "x-group": "advanced",
+        },
+        "volumes": {
+            "default": [],
+            "description": N("PersistentVolumeClaims mounted into every worker"),
+            "items": {
+                "$ref": "#/$defs/VolumeModel",
+            },
+            "maxItems": 16,
+            "title": N("Volumes"),
+            "type": "array",
+            "x-group": "advanced",
+        },
+        "tolerations": {
+            "default": [],
+            "description": N("Taints it tolerates besides its node pool's, as Kubernetes takes them"),
+            "items": {
+                "$ref": "#/$defs/TolerationModel",
+            },
+            "maxItems": 16,
+            "title": N("Tolerations"),
+            "type": "array",
+            "x-group": "advanced",
+        },
+    },
+    "required": ["name", "tenant", "queue", "image", "command", "gpu_model"],
+    "title": N("TrainingJobSpec"),
+    "type": "object",
+}
+
+
+_INFERENCE = {
+    "$defs": {
+        "AutoscalingModel": {
+            "additionalProperties": False,
+            "properties": {
+                "enabled": {
+                    "default": False,
+                    "description": N("Replicas follow the engine's waiting requests (KEDA and Prometheus)"),
+                    "title": N("Enabled"),
+                    "type": "boolean",
+                    "x-group": "serving",
+                },
+                "min_replicas": {
+                    "default": 1,
+                    "description": N("At least 1: one stays warm"),
+                    "maximum": 1000,
+                    "minimum": 0,
+                    "title": N("Minimum replicas"),
+                    "type": "integer",
+                    "x-group": "serving",
+                },
+                "max_replicas": {
+                    "anyOf": [
+                        {
+                            "maximum": 1000,
+                            "minimum": 1,
+                            "type": "integer",
+                        },
+                        {
+                            "type": "null",
+                        },
+                    ],
+                    "default": None,
+                    "description": N("Required when autoscaling is enabled"),
+                    "title": N("Maximum replicas"),
+                    "x-group": "serving",
+                },
+                "waiting_threshold": {
+                    "default": 5,
+                    "description": N("Waiting requests per replica before another replica is added"),
+                    "maximum": 100000,
+                    "minimum": 1,
+                    "title": N("Waiting threshold"),
+                    "type": "integer",
+                    "x-group": "serving",
+                },
+                "prometheus_server_address": {
+                    "default": "http://prometheus-operated.monitoring.svc:9090",
+                    "description": N("Where KEDA reads the engine's metrics"),
+                    "maxLength": 2048,
+                    "title": N("Prometheus address"),
+                    "type": "string",
+                    "x-group": "serving",
+                },
+            },
+            "title": N("Autoscaling"),
+            "type": "object",
+        },
+        "ReadinessModel": {
+            "additionalProperties": False,
+            "properties": {
+                "initial_delay_s": {
+                    "default": 600,
+                    "description": N("How long loading the weights may take"),
+                    "maximum": 7200,
+                    "minimum": 0,
+                    "title": N("Initial delay (s)"),
+                    "type": "integer",
+                    "x-group": "serving",
+                },
+                "period_s": {
+                    "default": 10,
+                    "description": N("How often health is checked"),
+                    "maximum": 300,
+                    "minimum": 1,
+                    "title": N("Period (s)"),
+                    "type": "integer",
+                    "x-group": "serving",
+                },
+            },
+            "title": N("Readiness"),
+            "type": "object",
+        },
+        "SecretEnvModel": {
+            "additionalProperties": False,
+            "properties": {
+                "name": {
+                    "description": N("The environment variable, e.g. HF_TOKEN"),
+                    "maxLength": 128,
+                    "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+                    "title": N("Variable"),
+                    "type": "string",
+                    "x-group": "container",
+                },
+                "secret": {
+                    "description": N("The Secret's name in the workload's namespace"),
+                    "maxLength": 253,
+                    "title": N("Secret"),
+                    "type": "string",
+                    "x-group": "container",
+                },
+                "key": {
+                    "description": N("The key in the Secret's data"),
+                    "maxLength": 253,
+                    "title": N("Key"),
+                    "type": "string",
+                    "x-group": "container",
+                },
+            },
+            "required": ["name", "secret", "key"],
+            "title": N("SecretEnv"),
+            "type": "object",
+        },
+        "ShutdownModel": {
+            "additionalProperties": False,
+            "properties": {
+                "termination_grace_period_s": {
+                    "default": 120,
+                    "description": N("From SIGTERM to the end of the pod"),
+                    "maximum": 3600,
+                    "minimum": 1,
+                    "title": N("Termination grace period (s)"),
+                    "type": "integer",
+                    "x-group": "serving",
+                },
+                "drain_seconds": {
+                    "default": 60,
+                    "description": N("For the requests in flight; at least 10 s less than the grace period"),
+                    "maximum": 3600,
+                    "minimum": 0,
+                    "title": N("Drain (s)"),
+                    "type": "integer",
+                    "x-group": "serving",
+                },
+            },
+            "title": N("Shutdown"),
+            "type": "object",
+        },
+        "TolerationModel": {
+            "additionalProperties": False,
+            "properties": {
+                "key": {
+                    "description": N("The key of the taint to tolerate, e.g. dedicated or example.com/spot"),
+                    "maxLength": 317,
+                    "title": N("Taint key"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+                "operator": {
+                    "default": "Equal",
+                    "description": N("Equal: the taint with this key and value; Exists: any value of the key"),
+                    "enum": ["Equal", "Exists"],
+                    "title": N("Operator"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+                "value": {
+                    "default": "",
+                    "description": N("With Equal; empty with Exists"),
+                    "maxLength": 63,
+                    "title": N("Taint value"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+                "effect": {
+                    "default": "",
+                    "description": N("The taint effect tolerated; empty: every effect"),
+                    "enum": ["", "NoSchedule", "PreferNoSchedule", "NoExecute"],
+                    "title": N("Effect"),
+                    "type": "string",
+                    "x-group": "advanced",
+                },
+            },
+            "required": ["key"],
+            "title": N("Toleration"),
+            "type": "object",
+        },
+        "WeightsModel": {
+            "additionalProperties": False,
+            "properties": {
+                "claim": {
+                    "description": N("A PersistentVolumeClaim in the workload's namespace"),
+                    "maxLength": 63,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                    "title": N("Claim"),
+                    "type": "string",
+                    "x-group": "serving",
+                },
+                "mount_path": {
+                    "default": "/models",
+                    "description": N("An absolute, normalised path in the container"),
+                    "maxLength": 1024,
+                    "title": N("Mount path"),
+                    "type": "string",
+                    "x-group": "serving",
+                },
+            },
+            "required": ["claim"],
+            "title": N("Weights"),
+            "type": "object",
+        },
+    },
+    "additionalProperties": False,
+    "description": N("An OpenAI-compatible serving deployment of one model with vLLM or SGLang."),
+    "properties": {
+        "kind": {
+            "const": "inference",
+            "default": "inference",
+            "description": N("training or inference; when given, the same as the kind it is submitted as"),
+            "title": N("Kind"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "name": {
+            "description": N("The workload's name: a DNS-1123 label, unique in its queue"),
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "title": N("Name"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "tenant": {
+            "description": N("The slug of the tenant it runs for"),
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "title": N("Tenant"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "queue": {
+            "description": N("The tenant's queue whose quota it uses"),
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "title": N("Queue"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "tier": {
+            "default": "online-inference",
+            "description": N("Decides its priority and whether it may be preempted"),
+            "maxLength": 63,
+            "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            "title": N("Priority tier"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "cluster": {
+            "default": "",
+            "description": N("One of the queue's clusters; empty: placement picks one"),
+            "maxLength": 63,
+            "title": N("Cluster"),
+            "type": "string",
+            "x-group": "basics",
+        },
+        "engine": {
+            "default": "vllm",
+            "description": N("The serving engine"),
+            "enum": ["vllm", "sglang"],
+            "title": N("Engine"),
+            "type": "string",
+            "x-group": "serving",
+        },
+        "model": {
+            "description": N("A Hugging Face model id (org/name) or an absolute path under the weights volume"),
+            "maxLength": 1024,
+            "title": N("Model"),
+            "type": "string",
+            "x-group": "serving",
+        },
+        "image": {
+            "default": "vllm/vllm-openai:v0.11.0",
+            "description": N("A pinned image reference; by default the engine's pinned release"),
+            "maxLength": 512,
+            "title": N("Container image"),
+            "type": "string",
+            "x-group": "container",
+        },
+        "env": {
+            "default": {},
+            "description": N(
+                "Variables NAME: value set in every container; names the console sets itself are reserved"
+            ),
+            "maxProperties": 128,
+            "patternProperties": {
+                "^[A-Za-z_][A-Za-z0-9_]*$": {
+                    "maxLength": 32768,
+                    "type": "string",
+                },
+            },
+            "propertyNames": {
+                "maxLength": 128,
+            },
+            "title": N("Environment"),
+            "type": "object",
+            "x-group": "container",
+        },
+        "secret_env": {
+            "default": [],
+            "description": N(
+                "Variables whose values stay in Kubernetes Secrets of the workload's namespace: {name, secret, key}"
+            ),
+            "items": {
+                "$ref": "#/$defs/SecretEnvModel",
+            },
+            "maxItems": 64,
+            "title": N("Secret environment"),
+            "type": "array",
+            "x-group": "container",
+        },
+        "gpu_model": {
+            "description": N("A GPU model code of the catalog, e.g. h100"),
+            "maxLength": 64,
+            "title": N("GPU model"),
+            "type": "string",
+            "x-group": "resources",
+        },
+        "tensor_parallel": {
+            "default": 1,
+            "description": N("GPUs a layer is split over"),
+            "maximum": 256,
+            "minimum": 1,
+            "title": N("Tensor parallel"),
+            "type": "integer",
+            "x-group": "serving",
+        },
+        "pipeline_parallel": {
+            "default": 1,
+            "description": N("Stages the layers are split into"),
+            "maximum": 64,
+            "minimum": 1,
+            "title": N("Pipeline parallel"),
+            "type": "integer",
+            "x-group": "serving",
+        },
+        "data_parallel": {
+            "default": 1,
+            "description": N("SGLang only: engine copies within a replica"),
+            "maximum": 64,
+            "minimum": 1,
+            "title": N("Data parallel"),
+            "type": "integer",
+            "x-group": "serving",
+        },
+        "replicas": {
+            "default": 1,
+            "description": N("Independent copies of the service"),
+            "maximum": 1000,
+            "minimum": 1,
+            "title": N("Replicas"),
+            "type": "integer",
+            "x-group": "serving",
+        },
+        "max_model_len": {
+            "anyOf": [
+                {
+                    "maximum": 10000000,
+                    "minimum": 16,
+                    "type": "integer",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("Tokens; empty: the model's own"),
+            "title": N("Maximum context length"),
+            "x-group": "serving",
+        },
+        "gpu_memory_utilization": {
+            "default": 0.9,
+            "description": N("The share of GPU memory the engine may use"),
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "title": N("GPU memory utilization"),
+            "type": "number",
+            "x-group": "serving",
+        },
+        "port": {
+            "default": 8000,
+            "description": N("The OpenAI-compatible API's port"),
+            "maximum": 65535,
+            "minimum": 1,
+            "title": N("Port"),
+            "type": "integer",
+            "x-group": "serving",
+        },
+        "readiness": {
+            "$ref": "#/$defs/ReadinessModel",
+            "default": {
+                "initial_delay_s": 600,
+                "period_s": 10,
+            },
+            "description": N("When a replica counts as ready"),
+            "x-group": "serving",
+        },
+        "autoscaling": {
+            "$ref": "#/$defs/AutoscalingModel",
+            "default": {
+                "enabled": False,
+                "min_replicas": 1,
+                "max_replicas": None,
+                "waiting_threshold": 5,
+                "prometheus_server_address": "http://prometheus-operated.monitoring.svc:9090",
+            },
+            "description": N("Replicas follow the engine's queue"),
+            "x-group": "serving",
+        },
+        "shutdown": {
+            "$ref": "#/$defs/ShutdownModel",
+            "default": {
+                "termination_grace_period_s": 120,
+                "drain_seconds": 60,
+            },
+            "description": N("Graceful stop: drain, then exit"),
+            "x-group": "serving",
+        },
+        "weights": {
+            "anyOf": [
+                {
+                    "$ref": "#/$defs/WeightsModel",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("A PersistentVolumeClaim with the weights, mounted read-only"),
+            "title": N("Weights volume"),
+            "x-group": "serving",
+        },
+        "extra_args": {
+            "default": [],
+            "description": N("Passed to the engine as they are; not the flags the console sets from these fields"),
+            "items": {
+                "maxLength": 8192,
+                "type": "string",
+            },
+            "maxItems": 64,
+            "title": N("Extra engine arguments"),
+            "type": "array",
+            "x-group": "serving",
+        },
+        "cpu": {
+            "anyOf": [
+                {
+                    "maximum": 1024,
+                    "minimum": 1,
+                    "type": "integer",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("Per worker or pod; empty: the renderer's default"),
+            "title": N("CPU cores"),
+            "x-group": "resources",
+        },
+        "memory_gib": {
+            "anyOf": [
+                {
+                    "maximum": 16384,
+                    "minimum": 1,
+                    "type": "integer",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("Per worker or pod; empty: the renderer's default"),
+            "title": N("Memory (GiB)"),
+            "x-group": "resources",
+        },
+        "max_runtime_s": {
+            "anyOf": [
+                {
+                    "maximum": 31536000,
+                    "minimum": 60,
+                    "type": "integer",
+                },
+                {
+                    "type": "null",
+                },
+            ],
+            "default": None,
+            "description": N("The run ends TIMED_OUT when it reaches it"),
+            "title": N("Maximum runtime (s)"),
+            "x-group": "resources",
+        },
+        "tolerations": {
+            "default": [],
+            "description": N("Taints it tolerates besides its node pool's, as Kubernetes takes them"),
+            "items": {
+                "$ref": "#/$defs/TolerationModel",
+            },
+            "maxItems": 16,
+            "title": N("Tolerations"),
+            "type": "array",
+            "x-group": "advanced",
+        },
+    },
+    "required": ["name", "tenant", "queue", "model", "gpu_model"],
+    "title": N("InferenceServiceSpec"),
+    "type": "object",
+}
