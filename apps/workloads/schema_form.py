@@ -52,6 +52,7 @@ class FormField:
     step: str = ""
     max_length: int | None = None
     choices: list[tuple[str, str]] = field(default_factory=list)
+    option_data: dict[str, str] = field(default_factory=dict)  # choice value -> its option's data-queues
     children: list[FormField] = field(default_factory=list)  # a fieldset's fields; rows: one template row
     rows: list[list[FormField]] = field(default_factory=list)  # rows: each row's fields
     value: Any = ""
@@ -61,6 +62,16 @@ class FormField:
     @property
     def input_id(self) -> str:
         return "f-" + self.name.replace(".", "-")
+
+    @property
+    def choice_values(self) -> list[str]:
+        return [value for value, _label in self.choices]
+
+    @property
+    def options(self) -> list[tuple[str, str, str]]:
+        """(value, label, data) of each choice: data is what the option says for the page's script (the queues
+        bound to a cluster)."""
+        return [(value, label, self.option_data.get(value, "")) for value, label in self.choices]
 
     @property
     def is_group(self) -> bool:
@@ -94,11 +105,13 @@ class SchemaForm:
         data: Mapping[str, Any] | None = None,
         *,
         choices: dict[str, list[tuple[str, str]]] | None = None,
+        option_data: dict[str, dict[str, str]] | None = None,
         skip: tuple[str, ...] = (),
     ) -> None:
         self.schema = schema
         self.data = data or {}
         self.choices = choices or {}
+        self.option_data = option_data or {}
         self.skip = skip
 
     # --- the schema --------------------------------------------------------------------------------------------
@@ -164,6 +177,8 @@ class SchemaForm:
         return [f.name for top in self.fields() for f in top.walk()]
 
     def _field(self, name: str, raw: dict, required: bool, group: str | None = None) -> FormField:
+        """One property as a field; a nested object's fields are required only where the object is (the fields of
+        an optional object are required once it is given: the API says so then)."""
         node = self.resolve(raw)
         leaf = name.rsplit(".", 1)[-1]
         out = FormField(
@@ -181,8 +196,9 @@ class SchemaForm:
         default = node.get("default")
         if default not in (None, "", [], {}) and not isinstance(default, dict | list):
             out.placeholder = str(default).lower() if isinstance(default, bool) else str(default)
-        if leaf in self.choices or name in self.choices:
-            out.widget, out.choices = "select", list(self.choices.get(name) or self.choices[leaf])
+        if name in self.choices:
+            out.widget, out.choices = "select", list(self.choices[name])
+            out.option_data = self.option_data.get(name, {})
         elif "enum" in node:
             out.widget, out.choices = "select", [(str(v), str(v)) for v in node["enum"] if v is not None]
         elif kind in {"integer", "number"}:
@@ -195,7 +211,8 @@ class SchemaForm:
         elif kind == "object" and "properties" in node:
             out.widget = "fieldset"
             out.children = [
-                self._field(f"{name}.{child}", prop, req, out.group) for child, prop, req in self._properties(node)
+                self._field(f"{name}.{child}", prop, req and required, out.group)
+                for child, prop, req in self._properties(node)
             ]
         elif kind == "object":
             out.widget = "keyvalue"
@@ -352,9 +369,7 @@ def _fill(f: FormField, value, data: dict[str, str]) -> None:
         data[f.name] = "\n".join(str(v) for v in value) if isinstance(value, list) else str(value)
         return
     if f.widget == "keyvalue":
-        data[f.name] = (
-            "\n".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
-        )
+        data[f.name] = "\n".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
         return
     data[f.name] = str(value).lower() if isinstance(value, bool) else str(value)
 

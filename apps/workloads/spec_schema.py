@@ -6,7 +6,6 @@ with this copy of that function's output as the branch produced it (titles and d
 here, as the models mark them there). Once it lands `schema_for` uses it and this module goes.
 """
 
-
 from __future__ import annotations
 
 from apps.core.text import gettext_noop as N

@@ -12,7 +12,7 @@ The cost preview is chargeback's (above workloads): it registers itself as a sub
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.utils.translation import gettext as _
 
@@ -82,8 +82,10 @@ def rendering_preview(prepared: PreparedSubmission, cluster: Cluster) -> Renderi
     renderer = backend_class(cluster.kind).renderer
     preview = RenderingPreview(cluster=cluster, title=workload_title(renderer))
     workload = probe_workload(prepared, cluster)
+    # Not submitted: no id yet (the names and the workload label carry it once it is).
+    context = replace(render_context(workload), workload_id="new")
     try:
-        rendered = get_backend(cluster).render(prepared.parsed_for(cluster), render_context(workload))
+        rendered = get_backend(cluster).render(prepared.parsed_for(cluster), context)
     except (BackendError, ValueError, TypeError) as exc:  # RenderError is a ValueError; it was checked already
         preview.error = str(exc)
         return preview
