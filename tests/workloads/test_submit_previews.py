@@ -211,3 +211,35 @@ def test_the_form_offers_only_the_users_queues(fleet, personas, client):
     assert 'data-queues="a/train"' in page  # the cluster choice knows which queues are bound to it
     client.force_login(fresh(personas.viewer_a))
     assert 'data-testid="no-queues"' in client.get(reverse("workloads:workload_submit")).content.decode()
+
+
+def test_a_slurm_cluster_receives_an_sbatch_script(fleet, personas, client):
+    """The preview renders for the cluster placement would choose; on Slurm that is the sbatch script, which has no
+    schema to validate against (what Slurm cannot run is refused when rendering)."""
+    from apps.fleet.models import Cluster, Node, NodeState
+
+    admin = fresh(personas.platform_admin)
+    slurm = Cluster.objects.create(
+        name="hpc",
+        kind="slurm",
+        connection={
+            "partition": "gpu",
+            "output_dir": "/shared/out",
+            "gres_models": {"h100": "h100"},
+            "containers": "pyxis",
+        },
+    )
+    Node.objects.create(
+        cluster=slurm, name="h1", gpu_model=fleet["h100"], state=NodeState.READY, gpu_count=8, gpu_allocatable=8
+    )
+    queue = tenancy.create_queue(admin, tenant=personas.a, name="hpc")
+    tenancy.bind_queue(admin, queue, cluster=slurm, namespaces=[], slurm_account="a_hpc")
+    tenancy.set_quota(admin, queue=fleet["queue"], gpu_model=fleet["h100"], guaranteed=8)
+    tenancy.set_quota(admin, queue=queue, gpu_model=fleet["h100"], guaranteed=8)
+    client.force_login(fresh(personas.member_a))
+    body = preview(client, "rendering", fields(queue="a/hpc")).content.decode()
+    assert "sbatch script" in body and "for hpc" in body
+    assert "#SBATCH --account=a_hpc" in body and "#SBATCH --gres=gpu:h100:8" in body
+    assert "An sbatch script has no schema to validate against" in body
+    admission = preview(client, "admission", fields(queue="a/hpc")).content.decode()
+    assert "Would start now, within guarantee." in admission and "On hpc." in admission
