@@ -228,14 +228,14 @@ class SpecForm:
     def add_errors(self, fields: dict) -> None:
         """Errors by spec path (InvalidInput.fields, SpecError.fields) placed at the inputs they belong to; in YAML
         mode all of them at the box, each with its path."""
-        from apps.workloads.schema_form import place_errors
+        from apps.workloads.schema_form import field_message, place_errors
 
         paths = {path: messages if isinstance(messages, list) else [messages] for path, messages in fields.items()}
         if "tenant" in paths:  # the tenant is chosen with the queue
             paths.setdefault("queue", []).extend(paths.pop("tenant"))
         if self.mode == self.YAML:
             self.errors.setdefault("spec", []).extend(
-                f"{path}: {m}" if path not in ("", "spec") else str(m) for path, ms in paths.items() for m in ms
+                field_message(path, m) if path not in ("", "spec") else str(m) for path, ms in paths.items() for m in ms
             )
             return
         placed, general = place_errors(paths, self._schema_form().field_names())

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext
 
 GROUPS = ("basics", "container", "resources", "sharing", "serving", "advanced")
 MAX_ROWS_SHOWN = 2  # empty rows offered under a list of objects (secret_env, volumes): more come with "Add a row"
@@ -380,6 +380,13 @@ def replace_name(f: FormField, name: str) -> FormField:
     return replace(f, name=name)
 
 
+def field_message(path: str, message) -> str:
+    """A message for a field the form does not show where it is, led by the field's path (as apps/core/forms.py
+    shows a service's errors: a code, quoted in Chinese)."""
+    shown = pgettext("a field the form does not show, and its message", "%(field)s: %(message)s")
+    return shown % {"field": path, "message": message}
+
+
 def place_errors(paths: Mapping[str, list[str]], names: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     """Errors by spec path ("sharing.mig_profile", "env.FOO", "volumes[0].claim", "command[0]") placed at the
     form's inputs: the input of the same name, else the nearest enclosing one ("env", "volumes"); what has no input
@@ -396,7 +403,7 @@ def place_errors(paths: Mapping[str, list[str]], names: list[str]) -> tuple[dict
                 target = ".".join(parts[:end])
                 break
         if target is None:
-            general.extend(f"{path}: {m}" if path and path != "spec" else str(m) for m in messages)
+            general.extend(field_message(path, m) if path and path != "spec" else str(m) for m in messages)
         else:
             placed.setdefault(target, []).extend(str(m) for m in messages)
     return placed, general

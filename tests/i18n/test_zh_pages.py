@@ -50,6 +50,12 @@ ALLOWED = {
     "exporter",
     "Tensor",
     "kubeconfig",
+    # Kubernetes objects and values kept as they are: a Secret, a toleration's operator Equal or Exists
+    "Secret",
+    "Equal",
+    "Exists",
+    "Hugging",  # Hugging Face, where models come from
+    "Face",
     # units
     "ms",
     # the language switcher names English in English
