@@ -35,5 +35,6 @@ RUN SECRET_KEY="$COLLECTSTATIC_SECRET_KEY" python manage.py collectstatic --noin
 USER console
 
 EXPOSE 8000
-# Workers: WEB_CONCURRENCY (gunicorn reads it). Put a TLS-terminating proxy in front for browsers.
-CMD ["gunicorn", "console.wsgi", "--bind", "0.0.0.0:8000", "--access-logfile", "-"]
+# Workers: WEB_CONCURRENCY (gunicorn reads it), 8 threads each: a followed workload log holds one thread, not
+# a whole worker (docs/logs.md). Put a TLS-terminating proxy in front for browsers.
+CMD ["gunicorn", "console.wsgi", "--bind", "0.0.0.0:8000", "--threads", "8", "--access-logfile", "-"]

@@ -5,16 +5,18 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+# The stamp names both packages' pyproject.toml: a change to either reinstalls.
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml cli/pyproject.toml | sha1sum | cut -c1-12)
 
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: demo test install lint clean bench
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml cli/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e ./cli
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -398,6 +398,13 @@ CHARGEBACK_IDLE_UTILIZATION_PCT = env_int("CHARGEBACK_IDLE_UTILIZATION_PCT", 5, 
 INFERENCE_SCRAPE_INTERVAL_S = env_int("INFERENCE_SCRAPE_INTERVAL_S", 15, minimum=1)
 INFERENCE_SCRAPE_TIMEOUT_S = env_int("INFERENCE_SCRAPE_TIMEOUT_S", 3, minimum=1, maximum=60)
 INFERENCE_TELEMETRY_RETENTION_DAYS = env_int("INFERENCE_TELEMETRY_RETENTION_DAYS", 8, minimum=1)
+# Workload logs streamed from the clusters (docs/logs.md). A followed log holds one web server thread (and one
+# connection to the cluster per worker) while it lasts: it ends after LOGS_FOLLOW_MAX_S at the latest, a process
+# serves at most LOGS_FOLLOW_MAX_STREAMS of them at once (more: 429), and following every worker of a gang at once
+# is refused above LOGS_FOLLOW_MAX_WORKERS workers (as kubectl's --max-log-requests does).
+LOGS_FOLLOW_MAX_S = env_int("LOGS_FOLLOW_MAX_S", 3600, minimum=1, maximum=86_400)
+LOGS_FOLLOW_MAX_STREAMS = env_int("LOGS_FOLLOW_MAX_STREAMS", 4, minimum=1)
+LOGS_FOLLOW_MAX_WORKERS = env_int("LOGS_FOLLOW_MAX_WORKERS", 8, minimum=1, maximum=64)
 # /metrics answers requests from these networks, or with `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 METRICS_ALLOWED_NETWORKS = [

@@ -13,6 +13,7 @@ its own telemetry, whether the cluster is a simulation), each with a default tha
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ from apps.backends.types import (
     ConnectionReport,
     DrainResult,
     Inventory,
+    LogSource,
     MetricsAnswer,
     PushResult,
     SubmitResult,
@@ -64,6 +66,19 @@ class PermanentBackendError(BackendError):
 
 class NotFoundError(PermanentBackendError):
     """The node, GPU or workload named does not exist in the backend."""
+
+
+class LogsUnavailable(PermanentBackendError):
+    """This cluster cannot stream a workload's log: its backend has no way to, or its settings say not to."""
+
+
+class LogsNotReady(PermanentBackendError):
+    """There is no log to read now: the workload has not started where its log is written (a pending pod, a
+    container waiting to start, a job not running yet), or what held its log is gone (pods deleted after the end)."""
+
+
+class LogWorkerError(PermanentBackendError):
+    """The `worker` asked for is not one whose log this backend can give on its own (its message says which are)."""
 
 
 class Backend(ABC):
@@ -118,6 +133,20 @@ class Backend(ABC):
     @abstractmethod
     def cancel(self, backend_id: str) -> WorkloadStatus:
         """Cancel and return the state afterwards; cancelling a finished workload is not an error."""
+
+    def stream_logs(
+        self, source: LogSource, *, tail: int, follow: bool, worker: int | None, until: float | None = None
+    ) -> Iterator[str]:
+        """The log of `source` as lines (without their newline): the last `tail` lines of each worker's log, then,
+        with `follow`, each line as it is written until the workload stops running or `until` (a `time.monotonic()`
+        value) passes. `worker` picks one worker (0 .. source.workers - 1; an inference service's replica, read from
+        its leader); None takes every one, each line prefixed as `LogSource.prefix` says.
+
+        What can be refused is refused before this returns (LogsNotReady, LogWorkerError, LogsUnavailable, the
+        cluster's own errors), so the caller answers it as an error; an error while streaming is raised by the
+        iterator. Closing the iterator stops every read it started. Nothing is stored: the lines come from the
+        cluster each time."""
+        raise LogsUnavailable(f"cluster {self.cluster.name}: {self.kind or 'this'} clusters cannot stream logs")
 
     # Node operations
 

@@ -238,6 +238,27 @@ class WorkloadLogs:
 
 
 @dataclass(frozen=True)
+class LogSource:
+    """The workload whose log `Backend.stream_logs` streams, in the backend's terms.
+
+    `workers` is what the stream's `worker` chooses among: a training job's workers (its pods, or its ranks), or an
+    inference service's replicas, whose log is their leader's (the pod or node the engine's API server runs on).
+    """
+
+    name: str  # the backend id: the current run's name on the cluster
+    workload_id: str  # the console's id, which Kubernetes objects carry as a label
+    kind: str = "training"  # "training" or "inference"
+    workers: int = 1
+    namespace: str = ""  # where it runs, for backends that are `namespaced`
+
+    def prefix(self, worker: int, asked: int | None) -> str:
+        """What each line of `worker` starts with when the stream's `worker` argument was `asked`: "[worker K] "
+        when the stream holds every worker of several (as `kubectl logs --prefix` names the pod), nothing when one
+        worker was asked for or there is only one."""
+        return f"[worker {worker}] " if asked is None and self.workers > 1 else ""
+
+
+@dataclass(frozen=True)
 class UtilizationSpan:
     """A GPU's DCGM utilization (DCGM_FI_DEV_GPU_UTIL, %) over [start, end), as 1-minute rollups give it."""
 

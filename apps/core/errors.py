@@ -16,6 +16,7 @@ class ServiceError(Exception):
 
     status_code = 400
     code = "invalid"
+    retry_after: int | None = None  # seconds: the API says when trying again may succeed (Retry-After)
 
     def __init__(
         self,
@@ -23,8 +24,11 @@ class ServiceError(Exception):
         fields: dict[str, list[str] | str] | None = None,
         code: str | None = None,
         data: dict | None = None,
+        retry_after: int | None = None,
     ):
         super().__init__(message)
+        if retry_after is not None:
+            self.retry_after = retry_after
         self.message = message
         self.data = data or {}  # extra structured detail for API clients, e.g. a preemption impact
         self.fields = {key: value if isinstance(value, list) else [value] for key, value in (fields or {}).items()}

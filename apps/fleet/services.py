@@ -79,6 +79,10 @@ def _validated(cluster: Cluster) -> None:
             _("connection.logs_url: %(problem)s") % {"problem": problem},
             {"connection": _("logs_url: %(problem)s") % {"problem": problem}},
         )
+    stream_logs = (cluster.connection or {}).get("stream_logs", True)
+    if not isinstance(stream_logs, bool):
+        message = _("stream_logs: true or false (whether the console streams its workloads' logs).")
+        raise InvalidInput(_("connection.%(message)s") % {"message": message}, {"connection": message})
     metrics_url = (cluster.connection or {}).get("inference_metrics_url")
     if metrics_url is not None and (
         problem := url_template_error(metrics_url, METRICS_URL_PLACEHOLDERS) or template_outbound_error(metrics_url)

@@ -176,6 +176,13 @@ def _(personas, api, client):
     return _api(api, personas, "tenant_admin_a").delete(f"/api/v1/memberships/{m.pk}/")
 
 
+@case("api:user-allow-sso-link", "post")
+def _(personas, api, client):
+    return _api(api, personas).post(
+        f"/api/v1/users/{personas.member_a.username}/allow-sso-link/", {"reason": "moving to SSO"}, format="json"
+    )
+
+
 @case("api:group-mapping-list", "post")
 def _(personas, api, client):
     return _api(api, personas, "platform_admin").post(

@@ -21,7 +21,7 @@ from apps.workloads.models import Workload
 from tests.e2e import world
 from tests.e2e.browser import PageProblems, log_in, main_nav, screenshot
 from tests.utils.personas import fresh
-from tests.utils.simulator import runs_to_the_end
+from tests.utils.simulator import full_runs, runs_to_the_end
 
 pytestmark = pytest.mark.e2e
 
@@ -72,8 +72,10 @@ def body_for(name: str, runtime_s: int) -> str:
 
 
 def test_ci_submits_waits_and_cancels_with_a_token_from_the_browser(
-    page: Page, problems: PageProblems, live_server, queue_for_ci
+    page: Page, problems: PageProblems, live_server, queue_for_ci, monkeypatch
 ):
+    # The smoke run must succeed: its simulated run may start after runs_to_the_end below (the outbox sends it).
+    full_runs(monkeypatch)
     # The token: created for the team's service account, shown once.
     log_in(page, "ta-a")
     page.get_by_role("button", name="ta-a").click()  # the user menu

@@ -217,9 +217,17 @@ def check_no_leak(persona: str, text: str, sent: str, where: str) -> None:
     assert not leaks, f"{where}\nshows another tenant's {leaks}"
 
 
+def body_text(response) -> str:
+    """The answer's body as text, a streamed one (a workload's log) read to its end once and kept."""
+    if getattr(response, "streaming", False):
+        if not hasattr(response, "_matrix_text"):
+            response._matrix_text = b"".join(response.streaming_content).decode(errors="replace")
+        return response._matrix_text
+    return response.content.decode(errors="replace") if hasattr(response, "content") else ""
+
+
 def describe(response) -> str:
-    body = response.content[:600].decode(errors="replace") if hasattr(response, "content") else ""
-    return f"{response.status_code} {response.get('Location', '')} {body}"
+    return f"{response.status_code} {response.get('Location', '')} {body_text(response)[:600]}"
 
 
 #

@@ -397,6 +397,11 @@ TABLE: dict[str, Spec] = {
     ),
     "GET /api/v1/workloads/{id}/": Spec(VIEW, obj=lambda w, s: {"id": s.training.pk}),
     "GET /api/v1/workloads/{id}/rendered/": Spec(VIEW, obj=lambda w, s: {"id": s.training.pk}),
+    # The log, streamed from the (simulated) cluster: its lines name the workload and its nodes, never the other's.
+    "GET /api/v1/workloads/{id}/logs/": Spec(VIEW, obj=lambda w, s: {"id": s.training.pk}),
+    "GET /api/v1/workloads/{id}/logs/#one-worker": Spec(
+        VIEW, obj=lambda w, s: {"id": s.training.pk}, query="worker=0&tail=5"
+    ),
     "POST /api/v1/workloads/{id}/cancel/": _write(
         view_and(SUBMIT), ok=(200,), obj=lambda w, s: {"id": s.training.pk}, body=lambda w, s: {"reason": "x"}
     ),

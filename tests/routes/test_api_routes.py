@@ -17,6 +17,7 @@ from tests.routes.matrix import (
     OWN,
     WRITE_METHODS,
     api_client,
+    body_text,
     cases,
     check_effects,
     check_no_leak,
@@ -68,7 +69,7 @@ def check_operation(world, spec, route: str, persona: str, target: str) -> None:
         check_effects(world, spec, expected, events, where)
 
     if spec.tenant_view:
-        check_no_leak(persona, response.content.decode(errors="replace"), f"{path} {body}", where)
+        check_no_leak(persona, body_text(response), f"{path} {body}", where)
 
 
 def test_every_table_entry_names_an_operation():

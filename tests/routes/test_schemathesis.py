@@ -69,6 +69,7 @@ def api_schema(world, db, settings):
     application = get_wsgi_application()
 
     settings.ALLOWED_HOSTS = ["localhost"]  # where schemathesis' WSGI client says it is
+    settings.LOGS_FOLLOW_MAX_S = 1  # a generated follow=true reads a running workload's log for a second, not an hour
     admin = world.personas.platform_admin
     _token, raw = accounts.issue_token(admin, user=admin, name="schemathesis", role=Role.PLATFORM_ADMIN)
     # Django closes the database connection at the end of a request it serves through WSGI; here that

@@ -11,6 +11,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 
+def full_runs(monkeypatch) -> None:
+    """Every simulated run started from now on lasts exactly its runtime limit and completes, whatever its name
+    draws: for a run that may not exist yet when the test could call `runs_to_the_end` (a submission the outbox
+    sends later, in another thread)."""
+    from apps.backends.simulator import engine
+    from apps.backends.simulator.specs import RunPlan
+
+    monkeypatch.setattr(engine, "run_plan", lambda seed, spec: RunPlan(spec.max_runtime_s, None, spec.max_runtime_s))
+
+
 def runs_to_the_end(*workloads) -> None:
     """Every given console workload's simulated run (or, with none given, every simulated run) finishes its course:
     it does not fail, and under a runtime limit its work takes the whole limit (and completes), so its length is

@@ -18,14 +18,13 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.backends.simulator import engine
-from apps.backends.simulator.specs import RunPlan
 from apps.fleet.models import GpuModel
 from apps.fleet.services import create_simulated_cluster, sync_inventory
 from apps.tenancy import services as tenancy
 from apps.workloads import services
 from apps.workloads.models import Workload
 from apps.workloads.services.reconcile import tick
+from tests.utils import simulator
 from tests.utils.personas import fresh
 from tests.workloads.conftest import training_spec
 
@@ -51,7 +50,7 @@ def clock(monkeypatch):
 @pytest.fixture
 def full_runs(monkeypatch):
     """Every simulated run lasts exactly its runtime limit, whatever its name draws."""
-    monkeypatch.setattr(engine, "run_plan", lambda seed, spec: RunPlan(spec.max_runtime_s, None, spec.max_runtime_s))
+    simulator.full_runs(monkeypatch)
 
 
 @pytest.fixture

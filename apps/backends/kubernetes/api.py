@@ -147,6 +147,25 @@ class KubeApi:
                 f"cluster {self.cluster_name}: {what}: the API server's answer is not JSON ({exc})"
             ) from exc
 
+    def stream(self, path: str, what: str, *, query: dict | None = None, follow: bool = False):
+        """GET `path` and return the open response, its body unread (a pod's log): the status is checked (an error
+        is translated as `request` does), the body is the caller's to read and close. A followed stream has no read
+        timeout (it is quiet while the pod is); the caller stops it (`shutdown()` from another thread)."""
+        read = None if follow else self.timeout
+        try:
+            return self.client.call_api(
+                path,
+                "GET",
+                query_params=[(k, v) for k, v in (query or {}).items() if v not in (None, "")],
+                header_params={"Accept": "text/plain, */*"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=(float(self.timeout), read),
+            )
+        except (ApiException, urllib3.exceptions.HTTPError, OSError, OutboundRefused) as exc:
+            raise translate(exc, what, self.cluster_name) from exc
+
     def _timeout(self, seconds: float | None) -> tuple[float, float]:
         # (connect, read): the client ignores a plain float, and an int would be a total that cuts off a
         # slow but progressing list page.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
@@ -54,6 +55,7 @@ from apps.backends.types import (
     ConnectionReport,
     DrainResult,
     Inventory,
+    LogSource,
     PushResult,
     SubmitResult,
     Taint,
@@ -362,6 +364,14 @@ class KubernetesBackend(Backend):
                     self._delete(kind, item["metadata"]["name"], ns, "Background")
         self._delete(kind_of(obj), name, ns, "Foreground")
         return WorkloadStatus(backend_id, BackendState.CANCELLED, "deleted: its pods are stopping", finished_at=now)
+
+    def stream_logs(
+        self, source: LogSource, *, tail: int, follow: bool, worker: int | None, until: float | None = None
+    ) -> Iterator[str]:
+        """Its pods' logs through the API server (apps/backends/kubernetes/logs.py)."""
+        from apps.backends.kubernetes.logs import PodLogs
+
+        return PodLogs(self.api, source).stream(tail=tail, follow=follow, worker=worker, until=until)
 
     def _delete(self, kind: Kind, name: str, ns: str, propagation: str) -> None:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}

@@ -6,6 +6,7 @@ Each method is one `Engine.open()` block (lock, load, tick, act, save). Times th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 
 from django.urls import reverse
@@ -18,11 +19,13 @@ from apps.backends.render.workload import RenderedWorkload, WorkloadContext, kub
 from apps.backends.simulator import history, reports
 from apps.backends.simulator.controls import Simulation
 from apps.backends.simulator.engine import Engine
+from apps.backends.simulator.logs import SimulatedLog
 from apps.backends.simulator.models import SimCluster
 from apps.backends.types import (
     ConnectionReport,
     DrainResult,
     Inventory,
+    LogSource,
     MetricsAnswer,
     PushResult,
     SubmitResult,
@@ -81,6 +84,15 @@ class SimulatorBackend(Backend):
     def cancel(self, backend_id: str) -> WorkloadStatus:
         with Engine.open(self.cluster) as engine:
             return reports.workload_status(engine, engine.cancel(backend_id))
+
+    def stream_logs(
+        self, source: LogSource, *, tail: int, follow: bool, worker: int | None, until: float | None = None
+    ) -> Iterator[str]:
+        """The simulated run and what its program prints (apps/backends/simulator/logs.py)."""
+        log = SimulatedLog(self.cluster, source, worker)
+        if not follow:
+            return log.read(tail)
+        return log.follow(tail, until, finish=lambda: self.status([source.name]))
 
     def cordon(self, node: str, reason: str = "") -> None:
         with Engine.open(self.cluster) as engine:

@@ -50,7 +50,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         body = error_body(exc.message, exc.code, exc.fields)
         if exc.data:
             body["detail"] = exc.data
-        return Response(body, status=exc.status_code)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        return Response(body, status=exc.status_code, headers=headers)
     if isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {}
         fields = {("non_field_errors" if key == "__all__" else key): value for key, value in fields.items()}

@@ -2,8 +2,9 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework import serializers
 
+from apps.backends.shares import gpus_number
 from apps.core.api.serializers import StrictSerializer
-from apps.workloads.logs import logs_for
+from apps.workloads.logs import TAIL_DEFAULT, TAIL_MAX, logs_for
 from apps.workloads.models import Workload, WorkloadEvent, WorkloadKind, WorkloadTemplate
 
 
@@ -50,15 +51,23 @@ class WorkloadSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_admission(self, workload) -> dict | None:
-        claim = workload.admission
-        if claim is None:
-            return None
-        return {
-            "state": claim.state,
-            "decision": claim.decision,
-            "reason": claim.reason,
-            "borrowed_from": claim.borrowed_from,
-        }
+        return _admission(workload.admission)
+
+
+def _admission(claim) -> dict | None:
+    """The workload's claim as its page shows it: the decision and its reason, and for a waiting head of its queue
+    the reservation it holds ("holds 8 × H100; expected start ...")."""
+    if claim is None:
+        return None
+    return {
+        "state": claim.state,
+        "decision": claim.decision,
+        "reason": claim.reason,
+        "borrowed_from": claim.borrowed_from,
+        "reserved_gpus": gpus_number(claim.reserved_units),
+        "expected_start": _when(claim.expected_start),
+        "holds_cluster": claim.holds_cluster,
+    }
 
 
 def _when(value) -> str | None:
@@ -88,14 +97,7 @@ def short_form(workload: Workload) -> dict:
         "state_reason": workload.state_reason,
         "backend_name": workload.backend_name,
         "placements": workload.placements,
-        "admission": None
-        if claim is None
-        else {
-            "state": claim.state,
-            "decision": claim.decision,
-            "reason": claim.reason,
-            "borrowed_from": claim.borrowed_from,
-        },
+        "admission": _admission(claim),
         "requeues": workload.requeues,
         "idempotency_key": workload.idempotency_key,
         "created_by": workload.created_by.username if workload.created_by_id else None,
@@ -124,6 +126,28 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "command": logs.command or None,
             "page": request.build_absolute_uri(page) if request else page,
         }
+
+
+class LogsQuerySerializer(serializers.Serializer):
+    """The query of GET /api/v1/workloads/{id}/logs/ (docs/logs.md)."""
+
+    tail = serializers.IntegerField(
+        min_value=0,
+        max_value=TAIL_MAX,
+        default=TAIL_DEFAULT,
+        help_text=f"Lines from the end of each worker's log (0 to {TAIL_MAX}; default {TAIL_DEFAULT}).",
+    )
+    follow = serializers.BooleanField(
+        default=False,
+        help_text="Keep the answer open and send lines as they are written, until the workload stops or the "
+        "server's limit (LOGS_FOLLOW_MAX_S) is reached.",
+    )
+    worker = serializers.IntegerField(
+        min_value=0,
+        required=False,
+        help_text="One worker of the gang (an inference service's replica, read from its leader). Left out: every "
+        "worker, each line prefixed `[worker K] `; an inference service's leaders.",
+    )
 
 
 class WorkloadSubmitSerializer(StrictSerializer):

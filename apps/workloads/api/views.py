@@ -1,14 +1,20 @@
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from apps.accounts.models import Tenant
+from apps.core.api.schema import ErrorSerializer
 from apps.core.api.views import ScopedViewSetMixin
 from apps.core.errors import NotFound
 from apps.workloads import services
 from apps.workloads.api.serializers import (
     CancelSerializer,
+    LogsQuerySerializer,
     TemplateSaveSerializer,
     TemplateSerializer,
     TemplateSubmitSerializer,
@@ -18,6 +24,7 @@ from apps.workloads.api.serializers import (
     short_form,
 )
 from apps.workloads.filtersets import WorkloadFilterSet
+from apps.workloads.logs import LogStream, open_log_stream
 from apps.workloads.models import Workload, WorkloadTemplate
 
 IDEMPOTENCY = OpenApiParameter(
@@ -29,6 +36,15 @@ IDEMPOTENCY = OpenApiParameter(
 )
 
 
+def log_response(stream: LogStream) -> StreamingHttpResponse:
+    """A log as a chunked text answer, each line sent as it comes (never buffered by a proxy that honours
+    X-Accel-Buffering, as nginx does, nor cached)."""
+    response = StreamingHttpResponse(stream, content_type="text/plain; charset=utf-8")
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
 def _submitted(workload: Workload, created: bool) -> Response:
     body = short_form(workload)  # WorkloadSerializer's fields; the timeline is at GET /workloads/{id}/
     return Response(
@@ -36,6 +52,43 @@ def _submitted(workload: Workload, created: bool) -> Response:
         status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         headers={"Idempotent-Replayed": "false" if created else "true"},
     )
+
+
+class JsonErrors(BaseContentNegotiation):
+    """The log's errors are JSON whatever the client accepts: its lines are a text/plain stream no renderer
+    touches, and a client that asks for text/plain (`gpuc logs`) must still read an error in the API's one shape."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        renderer = next((r for r in renderers if isinstance(r, JSONRenderer)), renderers[0])
+        return renderer, renderer.media_type
+
+
+def _error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+LOG_RESPONSES = {
+    (200, "text/plain"): OpenApiResponse(
+        OpenApiTypes.STR,
+        description="The log, one line per line, streamed (chunked) as it is read from the cluster: the last `tail` "
+        "lines of each worker, then with `follow` each new line, until the workload stops or the server's limit. "
+        "Every worker's lines start with `[worker K] ` when `worker` is left out and there are several. If the "
+        "cluster fails once lines are sent, the last line starts with `[gpu-console] ` and says why.",
+    ),
+    409: _error(
+        "No log to read: `logs_not_ready` (not on its cluster yet, its pods or job not started; `Retry-After`), "
+        "`logs_gone` (ended, and its cluster keeps no log of it; `detail.url`: the cluster's log system)."
+    ),
+    501: _error(
+        "`logs_not_streamable`: the cluster cannot stream logs, or is set not to (`detail.url`: its log system, "
+        "`detail.command`: how to read them on the cluster)."
+    ),
+    502: _error("`backend_error`: the cluster refused (its message says why)."),
+    503: _error("`backend_unavailable`: the cluster did not answer; `Retry-After` says when to try again."),
+}
 
 
 class WorkloadViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -80,6 +133,15 @@ class WorkloadViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Read
         body.is_valid(raise_exception=True)
         workload = services.cancel_workload(request.user, self.get_object(), **body.validated_data)
         return Response(WorkloadSerializer(workload).data)
+
+    @extend_schema(parameters=[LogsQuerySerializer], responses=LOG_RESPONSES)
+    @action(detail=True, methods=["get"], content_negotiation_class=JsonErrors)
+    def logs(self, request, pk=None):
+        """The workload's log, streamed from its cluster as text (docs/logs.md). Nothing is stored by the console."""
+        workload = self.get_object()  # outside the caller's view: 404, before anything else is said
+        query = LogsQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        return log_response(open_log_stream(workload, **query.validated_data))
 
     @extend_schema(responses={200: None})
     @action(detail=True, methods=["get"])

@@ -26,7 +26,7 @@ class Resource:
 
 RESOURCES = (
     Resource("", "v1", "nodes", "Node", False, subresources=("status",)),
-    Resource("", "v1", "pods", "Pod", True, subresources=("status", "eviction")),
+    Resource("", "v1", "pods", "Pod", True, subresources=("status", "eviction", "log")),
     Resource("", "v1", "namespaces", "Namespace", False, subresources=("status",)),
     Resource("", "v1", "resourcequotas", "ResourceQuota", True, subresources=("status",)),
     Resource("", "v1", "services", "Service", True, subresources=("status",)),

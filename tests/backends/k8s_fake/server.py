@@ -7,13 +7,15 @@
     fake.requests                   # every request: method, path, query, content type, body
     fake.fail(500, times=1, method="GET", path="/api/v1/nodes")   # inject errors, hangs (fake.hang(...))
     fake.advance(30)                # let 30 s of fake time pass (the control plane runs)
+    fake.write_log("ns", "pod-0", "step 1")   # a running container prints lines: GET .../pods/pod-0/log reads them
     fake.stop()                     # connection refused from now on
 
 What it emulates: discovery (/version, /api, /apis, APIResourceLists with the installed add-ons' groups),
 get / list (label and field selectors, limit / continue) / create / PUT / delete (propagation, grace) for
 the resources in `resources.py`, JSON, merge and (partly) strategic merge patch with resourceVersion
 preconditions (409), server-side apply with field managers, conflicts and force, dryRun=All, the Eviction
-subresource with PodDisruptionBudgets (429), bearer-token authentication (401), and a semantic model of the
+subresource with PodDisruptionBudgets (429), the pod log subresource with `tailLines` and `follow` (logs.py),
+bearer-token authentication (401), and a semantic model of the
 control plane (`cluster.py`: Kueue, Volcano, kube-scheduler, HAMi, LWS, KEDA, with the admission webhooks and
 plugins they install). What it does not: watch, RBAC, CEL, schema validation (tests validate what the backend
 sends separately), protobuf, server-side table output.
@@ -26,6 +28,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,7 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tests.backends.k8s_fake import hami, patching
+from tests.backends.k8s_fake import hami, logs, patching
 from tests.backends.k8s_fake.cluster import ControlPlane
 from tests.backends.k8s_fake.kueue import KueueConfig
 from tests.backends.k8s_fake.resources import ADDONS, Resource, find, served
@@ -125,6 +128,9 @@ class FakeKubernetes:
         self.record = True
         self.faults: list[Fault] = []
         self._stopping = threading.Event()
+        # What each container wrote, by (pod uid, container): the kubelet keeps a container's log with its pod.
+        self.logs: dict[tuple[str, str], list[str]] = {}
+        self.log_written = threading.Condition(self.lock)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         if "volcano" in self.addons:
@@ -164,6 +170,8 @@ class FakeKubernetes:
     def stop(self) -> None:
         """Stop listening: new connections are refused. Wakes any request hanging on an injected fault."""
         self._stopping.set()
+        with self.log_written:
+            self.log_written.notify_all()  # followed logs end
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -408,6 +416,37 @@ class FakeKubernetes:
             self.store.put(pods, pod)
             self.tick()
 
+    def write_log(self, ns: str, name: str, *lines: str, container: str = "") -> None:
+        """Running pod `name`'s container (its only one, or `container`) prints `lines`, as the program in it would:
+        the pod log endpoint serves them, and a followed log sends them at once."""
+        with self.lock:
+            pod = self.store.bucket(self.resource("", "v1", "pods")).get((ns, name))
+            assert pod is not None, f"no pod {ns}/{name}"
+            container = container or pod["spec"]["containers"][0]["name"]
+            assert logs.is_running(pod, container), f"container {container} of {ns}/{name} is not running"
+            self.logs.setdefault((pod["metadata"]["uid"], container), []).extend(lines)
+            self.log_written.notify_all()
+
+    def pod_log(self, ns: str, name: str, query: dict[str, str]) -> tuple[bytes, Iterator[bytes] | None]:
+        """The pod log subresource (logs.py): (what is there to send now, the followed rest or None), or the
+        ApiError the API server answers instead."""
+        with self.lock:
+            self.tick()
+            logs.unsupported(query)
+            tail = logs.tail_lines(query, name)
+            pod = self.store.get(self.resource("", "v1", "pods"), ns, name)
+            container = logs.container_for(pod, query.get("container", ""))
+            if not (pod.get("spec") or {}).get("nodeName"):
+                return b"", None  # not bound: no kubelet to ask, an empty log
+            logs.check_started(pod, container)
+            uid = pod["metadata"]["uid"]
+            written = list(self.logs.get((uid, container), []))
+            shown = written[len(written) - tail :] if tail is not None else written
+            rest = None
+            if query.get("follow") == "true" and logs.is_running(pod, container):
+                rest = logs.follow(self, uid, (ns, name, container), len(written))
+            return logs.encode(shown), rest
+
     def reset_requests(self) -> None:
         with self.lock:
             self.requests = []
@@ -417,9 +456,12 @@ class FakeKubernetes:
 
     # request handling
 
-    def handle(self, method: str, path: str, query: dict[str, str], headers: dict, body: object) -> tuple[int, dict]:
+    def authenticate(self, headers: dict) -> None:
         if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
             raise ApiError(401, "Unauthorized", "Unauthorized")
+
+    def handle(self, method: str, path: str, query: dict[str, str], headers: dict, body: object) -> tuple[int, dict]:
+        self.authenticate(headers)
         path = path.rstrip("/") or "/"
         with self.lock:
             self.tick()
@@ -473,8 +515,8 @@ class FakeKubernetes:
                 {"name": r.plural, "singularName": "", "namespaced": r.namespaced, "kind": r.kind, "verbs": verbs}
             )
             for sub in r.subresources:
-                sub_verbs = ["create"] if sub == "eviction" else ["get", "patch", "update"]
-                kind = "Eviction" if sub == "eviction" else r.kind
+                sub_verbs = {"eviction": ["create"], "log": ["get"]}.get(sub, ["get", "patch", "update"])
+                kind = {"eviction": "Eviction", "log": "Pod"}.get(sub, r.kind)
                 entries.append(
                     {
                         "name": f"{r.plural}/{sub}",
@@ -509,6 +551,8 @@ class FakeKubernetes:
 
     def _resource_request(self, method, group, version, rest, query, headers, body) -> tuple[int, dict]:
         resource, ns, name, sub = self._locate(group, version, rest)
+        if sub == "log":  # GET is served by pod_log; the subresource has no other verb
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         dry_run = query.get("dryRun") == "All"
         store = self.store
         if method == "GET" and not name:
@@ -700,10 +744,15 @@ class _Handler(BaseHTTPRequestHandler):
             fake._stopping.wait(fault.seconds)
             self.close_connection = True
             return
+        log = logs.LOG_PATH.fullmatch(url.path) if self.command == "GET" else None
         try:
             if fault is not None:
                 reason = fault.reason or REASONS.get(fault.code, "Unknown")
                 raise ApiError(fault.code, reason, fault.message, fault.details)
+            if log is not None:
+                fake.authenticate(headers)
+                self._send_log(*fake.pod_log(log["ns"], log["name"], query))
+                return
             code, payload = fake.handle(self.command, url.path, query, headers, body)
         except ApiError as exc:
             code, payload = exc.code, exc.status()
@@ -717,6 +766,29 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", "1")
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_log(self, now: bytes, rest: Iterator[bytes] | None) -> None:
+        """A log answer as the API server sends it: text, chunked (it may stay open while the log is followed)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            self._chunk(now)
+            if rest is not None:
+                for chunk in rest:
+                    self._chunk(chunk)
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):  # the client went away: stop following
+            self.close_connection = True
+        finally:
+            if rest is not None:
+                rest.close()
+
+    def _chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 

@@ -1,0 +1,5 @@
+import sys
+
+from gpuc.main import main
+
+sys.exit(main())
