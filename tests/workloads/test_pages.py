@@ -156,7 +156,7 @@ def test_a_template_fills_the_submit_form_and_is_recorded(fleet, personas, clien
     client.force_login(fresh(personas.member_a))
     page = client.get(reverse("workloads:workload_submit"), {"template": template.pk}).content.decode()
     assert "filled from template a/nightly 8xH100, version 1" in page
-    assert 'name="name" value="nightly"' in page and 'name="max_runtime_s" value="1800"' in page
+    assert 'id="f-name" aria-required="true" value="nightly"' in page and 'id="f-max_runtime_s" value="1800"' in page
     assert '<option value="a/train" selected>' in page  # the template's tenant and queue: one choice
     plain = client.get(reverse("workloads:workload_submit")).content.decode()
     assert 'data-testid="template-card"' not in plain
