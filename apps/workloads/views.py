@@ -178,6 +178,8 @@ def _example(kind: str, choices: SubmitChoices) -> dict:
     example = dict(EXAMPLES.get(kind, EXAMPLES["training"]))
     if choices.queues:
         example["tenant"], example["queue"] = choices.queues[0][0].split("/", 1)
+    else:  # no queue to offer: none chosen (the previews ask for one)
+        del example["tenant"], example["queue"]
     models = [code for code, _label in choices.gpu_models]
     if models and example["gpu_model"] not in models:
         example["gpu_model"] = models[0]
@@ -280,6 +282,8 @@ def submit_preview(request, key: str):
     spec = form.spec()
     if spec is None:
         context["fix"] = True
+    elif not spec.get("tenant") or not spec.get("queue"):  # nothing to decide on yet: not another tenant's
+        context["choose_queue"] = True
     else:
         try:
             prepared = preview_submission(request.user, form.kind, spec)
