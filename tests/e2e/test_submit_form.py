@@ -123,3 +123,24 @@ def test_a_job_is_filled_in_previewed_and_submitted_without_json(page: Page, pro
     expect(page.get_by_role("heading", level=1)).to_contain_text("form-job")
     assert workload.spec["command"] == ["python", "train.py"] and workload.gpus == 8
     problems.assert_clean("the submission")
+
+
+def test_the_service_form_reads_in_chinese(page: Page, problems: PageProblems, fleet):
+    log_in(page, "member-a")
+    page.get_by_test_id("language-switcher").get_by_role("combobox").select_option("zh-hans")
+    expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
+    page.goto("/workloads/new/?kind=inference")
+    form = page.get_by_test_id("submit-form")
+    expect(form.get_by_test_id("section-serving")).to_contain_text("推理服务")
+    form.get_by_label("名称", exact=True).fill("chat")
+    form.get_by_label("GPU 型号", exact=True).select_option("h100")
+    form.get_by_label("优先级层级", exact=True).select_option("online-inference")
+    expect(page.get_by_test_id("preview-admission").get_by_test_id("admission-headline")).to_have_text(
+        "会立即启动，在保证额度内。"
+    )
+    expect(page.get_by_test_id("preview-cost").get_by_test_id("cost-runtime")).to_contain_text("没有运行时间上限")
+    expect(page.get_by_test_id("preview-rendering").get_by_test_id("rendering-validation")).to_contain_text(
+        "严格校验通过"
+    )
+    screenshot(page, "submit-form-service-zh")
+    problems.assert_clean("the service form in Chinese")

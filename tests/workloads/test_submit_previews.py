@@ -243,3 +243,32 @@ def test_a_slurm_cluster_receives_an_sbatch_script(fleet, personas, client):
     assert "An sbatch script has no schema to validate against" in body
     admission = preview(client, "admission", fields(queue="a/hpc")).content.decode()
     assert "Would start now, within guarantee." in admission and "On hpc." in admission
+
+
+def test_an_inference_service_is_previewed_from_its_fields(fleet, lender, personas, client):
+    client.force_login(fresh(personas.member_a))
+    page = client.get(reverse("workloads:workload_submit"), {"kind": "inference"}).content.decode()
+    assert 'data-testid="section-serving"' in page and 'name="autoscaling.enabled"' in page
+    data = {
+        "kind": "inference",
+        "mode": "fields",
+        "name": "chat",
+        "queue": "a/train",
+        "tier": "online-inference",
+        "engine": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_model": "h100",
+        "tensor_parallel": "2",
+        "replicas": "2",
+        "autoscaling.enabled": "on",
+        "autoscaling.min_replicas": "1",
+        "autoscaling.max_replicas": "3",
+    }
+    admission = preview(client, "admission", data).content.decode()
+    assert "Would start now, within guarantee." in admission and "within guarantee (4 of 8)" in admission
+    rendering = preview(client, "rendering", data).content.decode()
+    assert "kind: Deployment" in rendering and "ScaledObject" in rendering and "Strict validation passed" in rendering
+    cost = preview(client, "cost", data).content.decode()
+    assert (
+        "10.00 USD</strong> per hour" in cost and "No runtime limit: it runs until cancelled, 240.00 USD a day." in cost
+    )
