@@ -1,3 +1,6 @@
+"""The submit page's form: the spec's fields generated from its JSON Schema (apps/workloads/schema_form.py) or the
+same spec as YAML, and the choices it offers (the user's queues, their clusters, the catalog, the tiers)."""
+
 from __future__ import annotations
 
 import json
@@ -9,43 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from apps.accounts.roles import Action
 from apps.core.jsondepth import BoundedJSONDecoder, json_problem, too_deep_message
-from apps.workloads.models import WorkloadKind, WorkloadTemplate
-
-
-class SubmitForm(forms.Form):
-    """Submit a spec as JSON, or instantiate a template with overrides (JSON)."""
-
-    kind = forms.ChoiceField(label=_("Kind"), choices=WorkloadKind.choices)
-    template = forms.ModelChoiceField(
-        label=_("Template"),
-        queryset=WorkloadTemplate.objects.none(),
-        required=False,
-        empty_label=_("(no template: write the spec)"),
-    )
-    spec = forms.CharField(
-        label=_("Spec"),
-        widget=forms.Textarea(attrs={"rows": 14, "class": "font-monospace"}),
-        required=False,
-        help_text=_("JSON. With a template: only the fields to override."),
-    )
-
-    def __init__(self, *args, user, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["template"].queryset = WorkloadTemplate.objects.for_user(user, "view").select_related("tenant")
-
-    def clean_spec(self):
-        raw = self.cleaned_data.get("spec") or "{}"
-        try:
-            value = json.loads(raw, cls=BoundedJSONDecoder)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                _("Not valid JSON: %(error)s at line %(line)s, column %(column)s.")
-                % {"error": exc.msg, "line": exc.lineno, "column": exc.colno}
-            ) from exc
-        if not isinstance(value, dict):
-            raise forms.ValidationError(_("The spec is a JSON object."))
-        return value
-
+from apps.workloads.models import WorkloadKind
 
 MAX_SPEC_TEXT = 256 * 1024  # characters of the YAML/JSON box: a spec is a few hundred
 
