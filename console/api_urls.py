@@ -51,7 +51,7 @@ from apps.tenancy.api.quota_views import (
     TierViewSet,
 )
 from apps.tenancy.api.views import TenantViewSet
-from apps.workloads.api.views import TemplateViewSet, WorkloadViewSet
+from apps.workloads.api.views import TemplateViewSet, WorkloadSpecSchemaView, WorkloadViewSet
 
 router = DefaultRouter()
 # Workloads first: CI submits and polls them, and URL resolution tries patterns in order.
@@ -99,6 +99,7 @@ urlpatterns = [
     path("analytics/why-pending/", WhyPendingView.as_view(), name="analytics-why-pending"),
     path("admission/preview/", AdmissionPreviewView.as_view(), name="admission-preview"),
     path("simulator/advance/", AdvanceView.as_view(), name="sim-advance"),
+    path("workload-specs/<str:kind>/schema/", WorkloadSpecSchemaView.as_view(), name="workload-spec-schema"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its start-up script as a file: the Content-Security-Policy allows no inline script.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),

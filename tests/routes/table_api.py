@@ -406,6 +406,7 @@ TABLE: dict[str, Spec] = {
         view_and(SUBMIT), ok=(200,), obj=lambda w, s: {"id": s.training.pk}, body=lambda w, s: {"reason": "x"}
     ),
     "GET /api/v1/templates/": Spec(LOGGED_IN),
+    "GET /api/v1/workload-specs/{kind}/schema/": Spec(LOGGED_IN, shared=lambda w: {"kind": "training"}),
     "POST /api/v1/templates/": _write(
         view_and(SUBMIT),
         obj=lambda w, s: {},

@@ -1,26 +1,22 @@
 """The submit form generated from a spec's JSON Schema (apps/workloads/schema_form.py), and its way back.
 
-The schemas under fixtures/ are what `apps.workloads.specs.json_schema(kind)` answers (pydantic's
-model_json_schema, draft 2020-12: `$defs`/`$ref`, optional fields as anyOf with null, "x-group" per property), so
-the renderer is tested against the real format; `test_the_page_uses_the_api_schema` ties the page to the function.
+The schemas are the API's own, `apps.workloads.specs.json_schema(kind)` (pydantic's model_json_schema, draft
+2020-12: `$defs`/`$ref`, optional fields as anyOf with null, "x-group" per property), so a field added to the spec
+models is tested here too; `test_the_page_uses_the_api_schema` ties the page to the function.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apps.workloads.schema_form import GROUPS, SchemaForm, place_errors
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from apps.workloads.specs import json_schema
 
 
 def schema(kind: str) -> dict:
-    return json.loads((FIXTURES / f"spec_schema_{kind}.json").read_text())
+    return json_schema(kind)
 
 
 def by_name(form: SchemaForm) -> dict:
@@ -51,7 +47,7 @@ def test_each_type_gets_its_input():
     fields = by_name(SchemaForm(schema("training")))
     workers = fields["workers"]
     assert (workers.widget, workers.minimum, workers.maximum, workers.step) == ("number", 1, 10000, "1")
-    assert workers.label == "Workers" and workers.help.startswith("Pods (or Slurm nodes)")
+    assert workers.label == "Workers" and workers.help.startswith("Pods or Slurm nodes")
     assert workers.placeholder == "1"  # the default, shown: empty means the default applies
     gang = fields["gang_min"]  # optional: anyOf integer/null, bounds inside the integer branch
     assert (gang.widget, gang.minimum, gang.maximum) == ("number", 1, 10000)
@@ -209,11 +205,8 @@ def test_round_trip_over_generated_specs(workers, command, env, topology, read_o
 
 
 def test_the_page_uses_the_api_schema():
-    """The page's schema is the API's: `json_schema` once the pydantic models are on main; until then the stand-in
-    copy of its output (apps/workloads/spec_schema.py), equal to the fixtures here."""
-    from apps.workloads import specs
+    """The page's form is generated from the API's schema, not a copy of it."""
     from apps.workloads.spec_schema import schema_for
 
     for kind in ("training", "inference"):
-        expected = specs.json_schema(kind) if hasattr(specs, "json_schema") else schema(kind)
-        assert schema_for(kind) == expected
+        assert schema_for(kind) == json_schema(kind)

@@ -7,7 +7,7 @@ them to a backend, which renders them with `apps.backends.render.workload`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -22,6 +22,13 @@ DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"  # kube-pr
 
 
 # --- the specs --------------------------------------------------------------------------------------------
+
+
+class _Fields:
+    """A flat part of a spec whose dict form is its fields, in their order."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -59,35 +66,25 @@ class GpuSharing:
 
 
 @dataclass(frozen=True)
-class Volume:
+class Volume(_Fields):
     """A PersistentVolumeClaim mounted into every worker (data, checkpoints, weights)."""
 
     claim: str
     mount_path: str
     read_only: bool = False
 
-    def to_dict(self) -> dict:
-        return {"claim": self.claim, "mount_path": self.mount_path, "read_only": self.read_only}
-
 
 @dataclass(frozen=True)
-class Elastic:
+class Elastic(_Fields):
     """torchrun's elastic range: the job keeps running with min..max workers and resumes from checkpoints."""
 
     min_workers: int
     max_workers: int
     checkpoint_path: str
 
-    def to_dict(self) -> dict:
-        return {
-            "min_workers": self.min_workers,
-            "max_workers": self.max_workers,
-            "checkpoint_path": self.checkpoint_path,
-        }
-
 
 @dataclass(frozen=True)
-class Toleration:
+class Toleration(_Fields):
     """A toleration the spec adds to its node pool's, as Kubernetes has it: `Equal` tolerates the taint with this
     key and value, `Exists` any value of the key; an empty `effect` tolerates every effect
     (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)."""
@@ -97,12 +94,9 @@ class Toleration:
     value: str = ""
     effect: str = ""
 
-    def to_dict(self) -> dict:
-        return {"key": self.key, "operator": self.operator, "value": self.value, "effect": self.effect}
-
 
 @dataclass(frozen=True)
-class SecretEnv:
+class SecretEnv(_Fields):
     """An environment variable whose value is one key of a Kubernetes Secret in the workload's namespace
     (env valueFrom.secretKeyRef: https://kubernetes.io/docs/concepts/configuration/secret/). The console keeps
     this reference only; the value stays in the cluster."""
@@ -110,9 +104,6 @@ class SecretEnv:
     name: str  # the variable, e.g. HF_TOKEN
     secret: str  # the Secret's name
     key: str  # the key in the Secret's data
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "secret": self.secret, "key": self.key}
 
 
 @dataclass(frozen=True)
@@ -204,18 +195,15 @@ class TrainingJobSpec:
 
 
 @dataclass(frozen=True)
-class Readiness:
+class Readiness(_Fields):
     """How long weights may take to load (initial_delay_s) and how often health is checked."""
 
     initial_delay_s: int = 600
     period_s: int = 10
 
-    def to_dict(self) -> dict:
-        return {"initial_delay_s": self.initial_delay_s, "period_s": self.period_s}
-
 
 @dataclass(frozen=True)
-class Autoscaling:
+class Autoscaling(_Fields):
     """Replicas follow the engine's waiting-request count (KEDA + Prometheus); min 1 keeps one warm."""
 
     enabled: bool = False
@@ -224,36 +212,21 @@ class Autoscaling:
     waiting_threshold: int = 5  # waiting requests per replica before another replica is added
     prometheus_server_address: str = DEFAULT_PROMETHEUS
 
-    def to_dict(self) -> dict:
-        return {
-            "enabled": self.enabled,
-            "min_replicas": self.min_replicas,
-            "max_replicas": self.max_replicas,
-            "waiting_threshold": self.waiting_threshold,
-            "prometheus_server_address": self.prometheus_server_address,
-        }
-
 
 @dataclass(frozen=True)
-class Shutdown:
+class Shutdown(_Fields):
     """Graceful stop: drain_seconds for in-flight requests, within terminationGracePeriodSeconds."""
 
     termination_grace_period_s: int = 120
     drain_seconds: int = 60
 
-    def to_dict(self) -> dict:
-        return {"termination_grace_period_s": self.termination_grace_period_s, "drain_seconds": self.drain_seconds}
-
 
 @dataclass(frozen=True)
-class Weights:
+class Weights(_Fields):
     """A PVC holding the model weights (or a Hugging Face cache), mounted read-only."""
 
     claim: str
     mount_path: str = "/models"
-
-    def to_dict(self) -> dict:
-        return {"claim": self.claim, "mount_path": self.mount_path}
 
 
 @dataclass(frozen=True)

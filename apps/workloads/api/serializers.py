@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from apps.backends.shares import gpus_number
 from apps.core.api.serializers import StrictSerializer
+from apps.workloads.api.spec_schema import SpecField
 from apps.workloads.logs import TAIL_DEFAULT, TAIL_MAX, logs_for
 from apps.workloads.models import Workload, WorkloadEvent, WorkloadKind, WorkloadTemplate
 
@@ -152,7 +153,10 @@ class LogsQuerySerializer(serializers.Serializer):
 
 class WorkloadSubmitSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=WorkloadKind.choices)
-    spec = serializers.DictField(help_text="The training job or inference service spec (see docs/workloads.md)")
+    spec = SpecField(
+        help_text="The training job or inference service spec, of its kind "
+        "(JSON Schema: GET /api/v1/workload-specs/{kind}/schema/; docs/api.md)"
+    )
 
 
 class TemplateSerializer(serializers.ModelSerializer):
@@ -170,11 +174,15 @@ class TemplateSaveSerializer(StrictSerializer):
     name = serializers.CharField(max_length=100)
     kind = serializers.ChoiceField(choices=WorkloadKind.choices)
     description = serializers.CharField(required=False, allow_blank=True, max_length=300, default="")
-    spec = serializers.DictField()
+    spec = SpecField(help_text="A spec of its kind; `tenant` may be left out (the template's tenant is used)")
 
 
 class TemplateSubmitSerializer(StrictSerializer):
-    overrides = serializers.DictField(required=False, default=dict)
+    overrides = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text="Merged into the template's spec: objects merge, lists and values replace, null removes a field",
+    )
 
 
 class CancelSerializer(StrictSerializer):

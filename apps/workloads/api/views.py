@@ -6,6 +6,7 @@ from rest_framework.decorators import action
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from apps.accounts.models import Tenant
 from apps.core.api.schema import ErrorSerializer
@@ -26,6 +27,7 @@ from apps.workloads.api.serializers import (
 from apps.workloads.filtersets import WorkloadFilterSet
 from apps.workloads.logs import LogStream, open_log_stream
 from apps.workloads.models import Workload, WorkloadTemplate
+from apps.workloads.specs import KINDS, json_schema
 
 IDEMPOTENCY = OpenApiParameter(
     "Idempotency-Key",
@@ -186,3 +188,17 @@ class TemplateViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Read
             idempotency_key=request.headers.get("Idempotency-Key"),
         )
         return _submitted(workload, created)
+
+
+class WorkloadSpecSchemaView(APIView):
+    """The JSON Schema (draft 2020-12) of a training job or inference service spec: every field with its type,
+    bounds, choices, default, title, help text and form section (`x-group`). What POST /workloads/ validates."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("kind", str, OpenApiParameter.PATH, enum=list(KINDS))],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request, kind: str):
+        if kind not in KINDS:
+            raise NotFound(f"No spec kind {kind!r}: one of {', '.join(KINDS)}.", {"kind": "Not found."})
+        return Response(json_schema(kind))

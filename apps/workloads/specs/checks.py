@@ -1,13 +1,13 @@
-"""Value checks shared by the training and inference parsers: names, image references, paths, env, MIG."""
+"""Value checks of the spec fields: names, image references, paths, env, model ids, MIG. Each says why a value
+is refused (an apps.core.text Text) or returns None; `apps.workloads.specs.fields.Check` attaches them to fields."""
 
 from __future__ import annotations
 
 import re
 
-from apps.backends.render.names import path_error
+from apps.backends.render.names import is_dns_subdomain, path_error
 from apps.core.text import N_, Text
 from apps.workloads.specs.model import (
-    MAX_ENV,
     MAX_ENV_VALUE,
     MIG_COMPUTE_SLICES,
     MIG_MEMORY_SLICES,
@@ -16,13 +16,13 @@ from apps.workloads.specs.model import (
     RESERVED_ENV_PREFIXES,
     RESERVED_MOUNTS,
 )
-from apps.workloads.specs.reader import Errors, Reader, is_text, type_name
 
 # Patterns are used with fullmatch: "$" alone would let a trailing newline through.
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _HF_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?")
+_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 # Image references, after github.com/distribution/reference (regexp.go).
 _PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _DOMAIN = re.compile(
@@ -31,26 +31,52 @@ _DOMAIN = re.compile(
 )
 _TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)  # Go's \w is ASCII-only
 _DIGEST = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}")
-_IMAGE_NAME_MAX = 255
+IMAGE_NAME_MAX = 255
 
 
 def is_dns_label(value: str) -> bool:
-    return len(value) <= NAME_MAX and bool(_DNS_LABEL.fullmatch(value))
+    return len(value) <= NAME_MAX and bool(re.fullmatch(DNS_LABEL, value))
 
 
-def check_dns_label(errors: Errors, path: str, value: str | None, what: Text | None = None) -> None:
-    """`what` names the value in the message ("tenant slug"), marked with N_; "name" by default."""
-    if value is not None and not is_dns_label(value):
-        errors.add(
-            path,
-            N_(
-                "%(value)r is not a valid %(what)s: use 1 to %(max)s lower-case letters, digits and '-', starting "
-                "and ending with a letter or digit (a DNS-1123 label)",
-                value=value,
-                what=what if what is not None else N_("name"),
-                max=NAME_MAX,
-            ),
+def dns_label_error(what: Text):
+    """A check that `value` is a DNS-1123 label; `what` names it in the message ("tenant slug"), marked with N_."""
+
+    def check(value: str) -> Text | None:
+        if is_dns_label(value):
+            return None
+        return N_(
+            "%(value)r is not a valid %(what)s: use 1 to %(max)s lower-case letters, digits and '-', starting "
+            "and ending with a letter or digit (a DNS-1123 label)",
+            value=value,
+            what=what,
+            max=NAME_MAX,
         )
+
+    return check
+
+
+def is_text(value: str) -> bool:
+    """False for strings JSON can carry but UTF-8 cannot (lone surrogates such as "\\ud800")."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def argument_error(value: str) -> Text | None:
+    """One command-line argument (command, args, extra_args): passed as it is, so text without NUL."""
+    if "\x00" in value:
+        return N_("a NUL character cannot be passed in an argument")
+    if not is_text(value):
+        return N_("is not valid Unicode text (a lone surrogate)")
+    return None
+
+
+def program_error(command: list[str]) -> Text | None:
+    if command and (not command[0] or command[0].startswith("-")):
+        return N_("the program name cannot be empty or start with '-'")
+    return None
 
 
 def image_error(image: str) -> Text | None:
@@ -74,8 +100,8 @@ def image_error(image: str) -> Text | None:
                 "%(tag)r is not a valid tag (letters, digits, '_', '.', '-'; at most 128, not starting with . or -)",
                 tag=tag,
             )
-    if len(name) > _IMAGE_NAME_MAX:
-        return N_("the repository name is longer than %(max)s characters", max=_IMAGE_NAME_MAX)
+    if len(name) > IMAGE_NAME_MAX:
+        return N_("the repository name is longer than %(max)s characters", max=IMAGE_NAME_MAX)
     first, sep, rest = name.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"):
         if not _DOMAIN.fullmatch(first):
@@ -105,9 +131,9 @@ def under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def env_name_error(name: object) -> Text | None:
+def env_name_error(name: str) -> Text | None:
     """Why `name` cannot be an environment variable of a workload (not a name, or one the console sets)."""
-    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name) or len(name) > 128:
+    if not re.fullmatch(ENV_NAME, name) or len(name) > 128:
         return N_("%(name)r is not a variable name: letters, digits and '_', not starting with a digit", name=name)
     if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
         reserved = ", ".join(RESERVED_ENV_PREFIXES)
@@ -115,47 +141,63 @@ def env_name_error(name: object) -> Text | None:
     return None
 
 
-def check_env(errors: Errors, reader: Reader) -> dict[str, str]:
-    value, present = reader.get("env", {})
-    if not present:
-        return {}
-    if not isinstance(value, dict):
-        errors.add(
-            reader.path("env"), N_("must be an object of NAME: value strings, not %(type)s", type=type_name(value))
-        )
-        return {}
-    if len(value) > MAX_ENV:
-        errors.add(reader.path("env"), N_("at most %(max)s variables, not %(count)s", max=MAX_ENV, count=len(value)))
-    out = {}
-    for name, item in value.items():
-        where = f"{reader.path('env')}.{name}"
-        if problem := env_name_error(name):
-            errors.add(where, problem)
-        elif not isinstance(item, str):
-            errors.add(where, N_("must be a string, not %(type)s", type=type_name(item)))
-        elif "\x00" in item or len(item) > MAX_ENV_VALUE or not is_text(item):
-            errors.add(where, N_("at most %(max)s characters of text, without NUL", max=MAX_ENV_VALUE))
-        else:
-            out[name] = item
-    return out
+def env_value_error(value: str) -> Text | None:
+    if "\x00" in value or len(value) > MAX_ENV_VALUE or not is_text(value):
+        return N_("at most %(max)s characters of text, without NUL", max=MAX_ENV_VALUE)
+    return None
 
 
-def check_volume(errors: Errors, where: str, claim: str | None, mount_path: str | None) -> None:
-    check_dns_label(errors, f"{where}.claim", claim, N_("PersistentVolumeClaim name"))
-    if mount_path is None:
-        return
-    problem = path_error(mount_path)
-    if problem:
-        errors.add(f"{where}.mount_path", problem)
-    elif mount_path == "/" or any(under(mount_path, r) for r in RESERVED_MOUNTS):
-        errors.add(
-            f"{where}.mount_path",
-            N_(
-                "%(path)r would hide part of the container; reserved: /, %(reserved)s",
-                path=mount_path,
-                reserved=", ".join(RESERVED_MOUNTS),
-            ),
+def mount_error(mount_path: str) -> Text | None:
+    """A volume's mount path: a clean absolute path that hides nothing the container needs."""
+    if problem := path_error(mount_path):
+        return problem
+    if mount_path == "/" or any(under(mount_path, r) for r in RESERVED_MOUNTS):
+        return N_(
+            "%(path)r would hide part of the container; reserved: /, %(reserved)s",
+            path=mount_path,
+            reserved=", ".join(RESERVED_MOUNTS),
         )
+    return None
+
+
+def model_error(model: str) -> Text | None:
+    """A Hugging Face id ("org/name" or "name") or an absolute path (weights on a volume)."""
+    if model.startswith("/"):
+        return path_error(model)
+    parts = model.split("/")
+    if len(parts) > 2 or not all(_HF_PART.fullmatch(p) for p in parts) or ".." in model:
+        return N_(
+            "%(model)r is neither a Hugging Face model id (org/name: letters, digits, '.', '_', '-') nor an "
+            "absolute path",
+            model=model,
+        )
+    return None
+
+
+def url_error(address: str) -> Text | None:
+    if not URL.fullmatch(address):
+        return N_("%(address)r is not an http(s)://host[:port][/path] URL", address=address)
+    return None
+
+
+def secret_name_error(secret: str) -> Text | None:
+    if is_dns_subdomain(secret):
+        return None
+    return N_(
+        "%(secret)r is not a Secret name: lower-case letters, digits, '-' and '.', at most 253 characters",
+        secret=secret,
+    )
+
+
+def secret_key_error(key: str) -> Text | None:
+    """A key of a Secret's data, as the API server validates it (IsConfigMapKey)."""
+    if _SECRET_KEY.fullmatch(key) and key not in (".", "..") and not key.startswith(".."):
+        return None
+    return N_(
+        "%(key)r is not a key of a Secret: letters, digits, '-', '_' and '.', at most 253 characters, "
+        "not . or .. nor starting with ..",
+        key=key,
+    )
 
 
 def mig_profiles(entry: dict) -> dict[str, tuple[int, int]]:
@@ -168,21 +210,3 @@ def mig_per_gpu(profile: tuple[int, int], memory_gb: int) -> int:
     slices, gb = profile
     memory_slices = max(1, round(gb / (memory_gb / MIG_MEMORY_SLICES))) if memory_gb else 1
     return max(1, min(MIG_COMPUTE_SLICES // slices, MIG_MEMORY_SLICES // memory_slices))
-
-
-def check_model(errors: Errors, model: str) -> None:
-    """A Hugging Face id ("org/name" or "name") or an absolute path (weights on a volume)."""
-    if model.startswith("/"):
-        if problem := path_error(model):
-            errors.add("model", problem)
-        return
-    parts = model.split("/")
-    if len(parts) > 2 or not all(_HF_PART.fullmatch(p) for p in parts) or ".." in model:
-        errors.add(
-            "model",
-            N_(
-                "%(model)r is neither a Hugging Face model id (org/name: letters, digits, '.', '_', '-') nor an "
-                "absolute path",
-                model=model,
-            ),
-        )

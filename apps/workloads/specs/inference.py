@@ -1,10 +1,15 @@
-"""Inference service fields: engine, parallelism that fits whole nodes, probes, autoscaling, shutdown, weights."""
+"""The inference service spec: engine, parallelism that fits whole nodes, probes, autoscaling, shutdown, weights."""
 
 from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import ConfigDict, ValidationInfo, field_validator, model_validator
 
 from apps.backends.render.spec import (
     DEFAULT_IMAGES,
     DEFAULT_PROMETHEUS,
+    DEFAULT_TIERS,
     Autoscaling,
     InferenceServiceSpec,
     Readiness,
@@ -12,193 +17,234 @@ from apps.backends.render.spec import (
     Weights,
 )
 from apps.core.text import N_
-from apps.workloads.specs.checks import URL, check_model, check_volume, image_error, under
-from apps.workloads.specs.model import CONSOLE_PORTS, ENGINE_FLAGS, ENGINES, MAX_EXTRA_ARGS, MAX_ITEM, MAX_RUNTIME_S
-from apps.workloads.specs.reader import Errors, Reader
+from apps.workloads.specs.checks import model_error, under, url_error
+from apps.workloads.specs.common import Claim, Image, Kind, MountPath, Tier, WorkloadModel
+from apps.workloads.specs.fields import Check, Problems, SpecModel, described, gpus_per_node, null_is_default, serving
+from apps.workloads.specs.model import CONSOLE_PORTS, ENGINE_FLAGS, ENGINES, MAX_EXTRA_ARGS
+from apps.workloads.specs.training import Arg
 
 
-def parse_inference(
-    reader: Reader, errors: Errors, common: dict, catalog: dict[str, dict], gpus_per_node: int
-) -> InferenceServiceSpec | None:
-    engine = reader.string("engine", "vllm")
-    if engine is not None and engine not in ENGINES:
-        errors.add("engine", N_("%(value)r is not one of %(allowed)s", value=engine, allowed=", ".join(ENGINES)))
-        engine = None
-    image = reader.string("image", DEFAULT_IMAGES.get(engine or "vllm"))
-    if image is not None and (problem := image_error(image)):
-        errors.add("image", problem)
-    model = reader.string("model")
-    if model is not None:
-        check_model(errors, model)
-    tp = reader.integer("tensor_parallel", 1, lo=1, hi=256)
-    pp = reader.integer("pipeline_parallel", 1, lo=1, hi=64)
-    dp = reader.integer("data_parallel", 1, lo=1, hi=64)
-    replicas = reader.integer("replicas", 1, lo=1, hi=1000)
-    max_len = reader.integer("max_model_len", None, lo=16, hi=10_000_000, nullable=True)
-    utilization = reader.number("gpu_memory_utilization", 0.9)
-    if utilization is not None and not 0 < utilization <= 1:
-        errors.add(
-            "gpu_memory_utilization", N_("must be above 0 and at most 1, not %(value)s", value=f"{utilization:g}")
-        )
-    port = reader.integer("port", 8000, lo=1, hi=65535)
-    max_runtime = reader.integer("max_runtime_s", None, lo=60, hi=MAX_RUNTIME_S, nullable=True)
-    readiness = _parse_readiness(reader)
-    shutdown = _parse_shutdown(reader, errors)
-    weights = _parse_weights(reader, errors)
-    extra_args = reader.strings("extra_args", max_items=MAX_EXTRA_ARGS, max_len=MAX_ITEM)
-    if engine is not None and extra_args:
-        for i, arg in enumerate(extra_args):
-            flag = arg.split("=", 1)[0].replace("_", "-")
-            if flag in ENGINE_FLAGS[engine]:
-                errors.add(
-                    f"extra_args[{i}]", N_("%(flag)s is set by the console from the spec's own fields", flag=flag)
-                )
+class ReadinessModel(SpecModel):
+    model_config = ConfigDict(title="Readiness")
+    SPEC = Readiness
 
-    if engine == "vllm" and dp not in (None, 1):
-        errors.add("data_parallel", N_("data_parallel is an SGLang option; with vLLM scale out with replicas"))
-    gpus = None
-    if tp is not None and pp is not None and dp is not None and engine is not None:
-        gpus = tp * pp * (dp if engine == "sglang" else 1)
-        product = "tensor_parallel x pipeline_parallel" + (" x data_parallel" if engine == "sglang" else "")
-        if gpus > gpus_per_node and gpus % gpus_per_node:
-            errors.add(
+    initial_delay_s: int = described(
+        N_("Initial delay (s)"), N_("How long loading the weights may take"), 600, ge=0, le=7200
+    )
+    period_s: int = described(N_("Period (s)"), N_("How often health is checked"), 10, ge=1, le=300)
+
+
+class AutoscalingModel(SpecModel):
+    model_config = ConfigDict(title="Autoscaling")
+    SPEC = Autoscaling
+
+    enabled: bool = described(N_("Enabled"), N_("Replicas follow the engine's waiting requests (KEDA)"), False)
+    min_replicas: int = described(N_("Minimum replicas"), N_("At least 1: one stays warm"), 1, ge=0, le=1000)
+    max_replicas: int | None = described(N_("Maximum replicas"), N_("Required when enabled"), None, ge=1, le=1000)
+    waiting_threshold: int = described(
+        N_("Waiting threshold"), N_("Waiting requests per replica before one more is added"), 5, ge=1, le=100_000
+    )
+    prometheus_server_address: Annotated[str, Check(url_error, (("maxLength", 2048),))] = described(
+        N_("Prometheus address"), N_("Where KEDA reads the engine's metrics"), DEFAULT_PROMETHEUS
+    )
+
+    @model_validator(mode="after")
+    def _range(self) -> AutoscalingModel:
+        problems, low, high = Problems(), self.min_replicas, self.max_replicas
+        if low == 0:
+            # With no replica, no engine reports a waiting queue: the metric stays 0 and the service never wakes.
+            problems.add("min_replicas", N_("at least 1: scaling on the engine's own queue cannot wake from zero"))
+        if self.enabled and high is None:
+            problems.add("max_replicas", N_("required when autoscaling is enabled"))
+        if low and high is not None and low > high:
+            problems.add(
+                "max_replicas", N_("must be at least min_replicas (%(low)s), not %(high)s", low=low, high=high)
+            )
+        problems.check()
+        return self
+
+
+class ShutdownModel(SpecModel):
+    model_config = ConfigDict(title="Shutdown")
+    SPEC = Shutdown
+
+    termination_grace_period_s: int = described(
+        N_("Termination grace period (s)"), N_("From SIGTERM to the end of the pod"), 120, ge=1, le=3600
+    )
+    drain_seconds: int = described(N_("Drain (s)"), N_("For the requests in flight"), 60, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _drain_within_grace(self) -> ShutdownModel:
+        problems, grace, drain = Problems(), self.termination_grace_period_s, self.drain_seconds
+        if drain + 10 > grace:
+            problems.add(
+                "drain_seconds",
+                N_(
+                    "must leave at least 10 s of the %(grace)s s termination grace period for the engine to exit "
+                    "after SIGTERM: at most %(most)s, not %(drain)s",
+                    grace=grace,
+                    most=max(grace - 10, 0),
+                    drain=drain,
+                ),
+            )
+        problems.check()
+        return self
+
+
+class WeightsModel(SpecModel):
+    model_config = ConfigDict(title="Weights")
+    SPEC = Weights
+
+    claim: Claim
+    mount_path: MountPath = "/models"
+
+
+class InferenceServiceModel(WorkloadModel):
+    """An OpenAI-compatible serving deployment of one model with vLLM or SGLang."""
+
+    model_config = ConfigDict(title="InferenceServiceSpec")
+    KIND = "inference"
+    SPEC = InferenceServiceSpec
+    # Nested fields someone may write at the top level; the unknown-field message points at the right place.
+    HINTS: ClassVar[dict[str, str]] = {
+        **{key: f"autoscaling.{key}" for key in ("min_replicas", "max_replicas", "waiting_threshold")},
+        "initial_delay_s": "readiness.initial_delay_s",
+        **{key: f"shutdown.{key}" for key in ("drain_seconds", "termination_grace_period_s")},
+    }
+
+    kind: Annotated[Literal["inference"], Kind] = "inference"
+    tier: Tier = DEFAULT_TIERS["inference"]
+    image: Image = DEFAULT_IMAGES["vllm"]  # or the engine's: see _engine_image
+    engine: Literal[ENGINES] = serving(N_("Engine"), N_("The serving engine"), "vllm")  # type: ignore[valid-type]
+    model: Annotated[str, Check(model_error)] = serving(
+        N_("Model"),
+        N_("A Hugging Face model id (org/name), or an absolute path on the weights volume"),
+        schema={"maxLength": 1024},
+    )
+    tensor_parallel: int = serving(N_("Tensor parallel"), N_("GPUs each layer is split over"), 1, ge=1, le=256)
+    pipeline_parallel: int = serving(N_("Pipeline parallel"), N_("Stages the layers are split into"), 1, ge=1, le=64)
+    data_parallel: int = serving(N_("Data parallel"), N_("SGLang: engine copies in a replica"), 1, ge=1, le=64)
+    replicas: int = serving(N_("Replicas"), N_("Independent copies of the service"), 1, ge=1, le=1000)
+    max_model_len: int | None = serving(
+        N_("Maximum context length"), N_("In tokens; empty: the model's own"), None, ge=16, le=10_000_000
+    )
+    gpu_memory_utilization: float = serving(
+        N_("GPU memory utilization"), N_("The share of GPU memory the engine may use"), 0.9, gt=0, le=1
+    )
+    port: int = serving(N_("Port"), N_("The port of its OpenAI-compatible API"), 8000, ge=1, le=65535)
+    readiness: ReadinessModel = serving(N_("Readiness"), N_("When a replica counts as ready"), ReadinessModel())
+    autoscaling: AutoscalingModel = serving(
+        N_("Autoscaling"), N_("Replicas follow the engine's queue"), AutoscalingModel()
+    )
+    shutdown: ShutdownModel = serving(N_("Shutdown"), N_("Graceful stop: drain, then exit"), ShutdownModel())
+    weights: WeightsModel | None = serving(
+        N_("Weights volume"), N_("A claim with the weights, mounted read-only"), None
+    )
+    extra_args: list[Arg] = serving(
+        N_("Extra engine arguments"),
+        N_("Passed as they are; not the flags these fields set"),
+        [],
+        max_length=MAX_EXTRA_ARGS,
+    )
+
+    _null_objects = field_validator("readiness", "autoscaling", "shutdown", mode="before")(null_is_default)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_image(cls, data: Any) -> Any:
+        """Without an image, the engine's pinned release."""
+        if isinstance(data, dict) and "image" not in data and isinstance(data.get("engine"), str):
+            return {**data, "image": DEFAULT_IMAGES.get(data["engine"], DEFAULT_IMAGES["vllm"])}
+        return data
+
+    @field_validator("data_parallel")
+    @classmethod
+    def _replica_on_whole_nodes(cls, dp: int, info: ValidationInfo) -> int:
+        """A replica larger than a node uses whole nodes (a LeaderWorkerSet group); data_parallel is SGLang's."""
+        problems, engine, per_node = Problems(), info.data.get("engine"), gpus_per_node(info)
+        if engine == "vllm" and dp != 1:
+            problems.add("data_parallel", N_("data_parallel is an SGLang option; with vLLM scale out with replicas"))
+        gpus = _gpus_per_replica(info.data, dp)
+        if gpus is not None and gpus > per_node and gpus % per_node:
+            product = "tensor_parallel x pipeline_parallel" + (" x data_parallel" if engine == "sglang" else "")
+            problems.add(
                 "tensor_parallel",
                 N_(
                     "%(product)s = %(gpus)s GPUs per replica spans nodes of %(per_node)s GPUs: a multi-node replica "
                     "uses whole nodes, so it must be a multiple of %(per_node)s",
                     product=product,
                     gpus=gpus,
-                    per_node=gpus_per_node,
+                    per_node=per_node,
                 ),
             )
-        elif engine == "sglang" and gpus > gpus_per_node and dp > 1:
-            errors.add(
+        elif gpus is not None and gpus > per_node and engine == "sglang" and dp > 1:
+            problems.add(
                 "data_parallel", N_("a multi-node SGLang replica runs with data_parallel 1; scale out with replicas")
             )
-        if gpus > gpus_per_node and port in CONSOLE_PORTS:
-            errors.add("port", N_("%(port)s is %(use)s; pick another port", port=port, use=CONSOLE_PORTS[port]))
-    if weights is not None and model is not None and model.startswith("/") and not under(model, weights.mount_path):
-        errors.add(
-            "model",
-            N_(
-                "%(model)r is not under the weights volume's mount path %(mount)r",
-                model=model,
-                mount=weights.mount_path,
-            ),
-        )
-    autoscaling = _parse_autoscaling(reader, errors, replicas)
-    if errors.fields:
+        problems.check(info)
+        return dp
+
+    @field_validator("port")
+    @classmethod
+    def _not_the_engines_own(cls, port: int, info: ValidationInfo) -> int:
+        """A multi-node replica's engine listens on its own ports too."""
+        problems, gpus = Problems(), _gpus_per_replica(info.data, info.data.get("data_parallel"))
+        if gpus is not None and gpus > gpus_per_node(info) and port in CONSOLE_PORTS:
+            problems.add("port", N_("%(port)s is %(use)s; pick another port", port=port, use=CONSOLE_PORTS[port]))
+        problems.check(info)
+        return port
+
+    @field_validator("autoscaling")
+    @classmethod
+    def _holds_the_replicas(cls, scaling: AutoscalingModel, info: ValidationInfo) -> AutoscalingModel:
+        problems, replicas = Problems(), info.data.get("replicas")
+        low, high = scaling.min_replicas, scaling.max_replicas
+        if scaling.enabled and replicas is not None and not low <= replicas <= high:  # type: ignore[operator]
+            problems.add(
+                "replicas",
+                N_(
+                    "the starting replicas must be within autoscaling's %(low)s..%(high)s, not %(replicas)s",
+                    low=low,
+                    high=high,
+                    replicas=replicas,
+                ),
+            )
+        problems.check(info)
+        return scaling
+
+    @field_validator("weights")
+    @classmethod
+    def _holds_the_model(cls, weights: WeightsModel | None, info: ValidationInfo) -> WeightsModel | None:
+        problems, model = Problems(), info.data.get("model")
+        if weights is not None and model is not None and model.startswith("/") and not under(model, weights.mount_path):
+            problems.add(
+                "model",
+                N_(
+                    "%(model)r is not under the weights volume's mount path %(mount)r",
+                    model=model,
+                    mount=weights.mount_path,
+                ),
+            )
+        problems.check(info)
+        return weights
+
+    @field_validator("extra_args")
+    @classmethod
+    def _not_the_consoles_flags(cls, args: list[str], info: ValidationInfo) -> list[str]:
+        problems, flags = Problems(), ENGINE_FLAGS.get(info.data.get("engine"), frozenset())
+        for i, arg in enumerate(args):
+            if (flag := arg.split("=", 1)[0].replace("_", "-")) in flags:
+                problems.add((i,), N_("%(flag)s is set by the console from the spec's own fields", flag=flag))
+        problems.check()
+        return args
+
+    def to_spec(self, gpus_per_node: int) -> InferenceServiceSpec:
+        return self.spec(gpus_per_node=gpus_per_node)
+
+
+def _gpus_per_replica(data: dict, dp: int | None) -> int | None:
+    """tensor_parallel x pipeline_parallel (x data_parallel with SGLang), or None while one of them is invalid."""
+    engine, tp, pp = data.get("engine"), data.get("tensor_parallel"), data.get("pipeline_parallel")
+    if engine is None or tp is None or pp is None or (engine == "sglang" and dp is None):
         return None
-    return InferenceServiceSpec(
-        name=common["name"],
-        tenant=common["tenant"],
-        queue=common["queue"],
-        tier=common["tier"],
-        engine=engine,  # type: ignore[arg-type]
-        model=model,  # type: ignore[arg-type]
-        image=image,  # type: ignore[arg-type]
-        gpu_model=common["gpu_model"],
-        tensor_parallel=tp,  # type: ignore[arg-type]
-        pipeline_parallel=pp,  # type: ignore[arg-type]
-        data_parallel=dp,  # type: ignore[arg-type]
-        replicas=replicas,  # type: ignore[arg-type]
-        max_model_len=max_len,
-        gpu_memory_utilization=utilization,  # type: ignore[arg-type]
-        port=port,  # type: ignore[arg-type]
-        readiness=readiness,  # type: ignore[arg-type]
-        autoscaling=autoscaling,  # type: ignore[arg-type]
-        shutdown=shutdown,  # type: ignore[arg-type]
-        weights=weights,
-        extra_args=extra_args,  # type: ignore[arg-type]
-        env=common["env"],
-        cpu=common["cpu"],
-        memory_gib=common["memory_gib"],
-        tolerations=common["tolerations"],  # type: ignore[arg-type]
-        secret_env=common["secret_env"],  # type: ignore[arg-type]
-        max_runtime_s=max_runtime,
-        gpus_per_node=gpus_per_node,
-        cluster=common["cluster"],
-    )
-
-
-def _parse_readiness(reader: Reader) -> Readiness | None:
-    sub = reader.obj("readiness", ("initial_delay_s", "period_s"))
-    if sub is None:
-        return Readiness()
-    delay = sub.integer("initial_delay_s", Readiness.initial_delay_s, lo=0, hi=7200)
-    period = sub.integer("period_s", Readiness.period_s, lo=1, hi=300)
-    return Readiness(delay, period) if delay is not None and period is not None else None
-
-
-def _parse_shutdown(reader: Reader, errors: Errors) -> Shutdown | None:
-    sub = reader.obj("shutdown", ("termination_grace_period_s", "drain_seconds"))
-    if sub is None:
-        return Shutdown()
-    grace = sub.integer("termination_grace_period_s", Shutdown.termination_grace_period_s, lo=1, hi=3600)
-    drain = sub.integer("drain_seconds", Shutdown.drain_seconds, lo=0, hi=3600)
-    if grace is None or drain is None:
-        return None
-    if drain + 10 > grace:
-        errors.add(
-            "shutdown.drain_seconds",
-            N_(
-                "must leave at least 10 s of the %(grace)s s termination grace period for the engine to exit after "
-                "SIGTERM: at most %(most)s, not %(drain)s",
-                grace=grace,
-                most=max(grace - 10, 0),
-                drain=drain,
-            ),
-        )
-        return None
-    return Shutdown(grace, drain)
-
-
-def _parse_weights(reader: Reader, errors: Errors) -> Weights | None:
-    sub = reader.obj("weights", ("claim", "mount_path"))
-    if sub is None or not sub.ok:
-        return None
-    claim, mount = sub.string("claim"), sub.string("mount_path", Weights.mount_path)
-    check_volume(errors, "weights", claim, mount)
-    return Weights(claim, mount) if claim is not None and mount is not None else None
-
-
-def _parse_autoscaling(reader: Reader, errors: Errors, replicas: int | None) -> Autoscaling | None:
-    sub = reader.obj(
-        "autoscaling", ("enabled", "min_replicas", "max_replicas", "waiting_threshold", "prometheus_server_address")
-    )
-    if sub is None:
-        return Autoscaling()
-    enabled = sub.boolean("enabled", False)
-    low = sub.integer("min_replicas", 1, lo=0, hi=1000)
-    high = sub.integer("max_replicas", None, lo=1, hi=1000, nullable=True)
-    threshold = sub.integer("waiting_threshold", Autoscaling.waiting_threshold, lo=1, hi=100_000)
-    address = sub.string("prometheus_server_address", DEFAULT_PROMETHEUS)
-    if address is not None and not URL.fullmatch(address):
-        errors.add(
-            "autoscaling.prometheus_server_address",
-            N_("%(address)r is not an http(s)://host[:port][/path] URL", address=address),
-        )
-    if low == 0:
-        # With no replica, no engine reports a waiting queue: the metric stays 0 and the service never wakes.
-        errors.add(
-            "autoscaling.min_replicas", N_("at least 1: scaling on the engine's own queue cannot wake from zero")
-        )
-    if enabled and high is None and "max_replicas" not in sub.data:
-        errors.add("autoscaling.max_replicas", N_("required when autoscaling is enabled"))
-    if low and high is not None and low > high:
-        errors.add(
-            "autoscaling.max_replicas", N_("must be at least min_replicas (%(low)s), not %(high)s", low=low, high=high)
-        )
-    elif enabled and low and high is not None and replicas is not None and not low <= replicas <= high:
-        errors.add(
-            "replicas",
-            N_(
-                "the starting replicas must be within autoscaling's %(low)s..%(high)s, not %(replicas)s",
-                low=low,
-                high=high,
-                replicas=replicas,
-            ),
-        )
-    if None in (enabled, low, threshold, address):
-        return None
-    return Autoscaling(enabled, low, high, threshold, address)  # type: ignore[arg-type]
+    return tp * pp * (dp if engine == "sglang" else 1)

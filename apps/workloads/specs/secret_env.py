@@ -10,78 +10,42 @@ whose Secret or key is missing does not start (CreateContainerConfigError) rathe
 
 from __future__ import annotations
 
-import re
+from typing import Annotated
 
-from apps.backends.render.names import is_dns_subdomain
+from pydantic import ConfigDict
+
 from apps.backends.render.spec import SecretEnv
 from apps.core.text import N_
-from apps.workloads.specs.checks import env_name_error
-from apps.workloads.specs.reader import Errors, Reader, type_name
+from apps.workloads.specs.checks import ENV_NAME, env_name_error, secret_key_error, secret_name_error
+from apps.workloads.specs.fields import Check, Problems, SpecModel, described
 
 MAX_SECRET_ENV = 64
-_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 
 
-def is_secret_key(key: str) -> bool:
-    """A key of a Secret's data, as the API server validates it (IsConfigMapKey)."""
-    return bool(_SECRET_KEY.fullmatch(key)) and key not in (".", "..") and not key.startswith("..")
+class SecretEnvModel(SpecModel):
+    model_config = ConfigDict(title="SecretEnv")
+    SPEC = SecretEnv
+
+    name: Annotated[str, Check(env_name_error, (("maxLength", 128), ("pattern", f"^{ENV_NAME}$")))] = described(
+        N_("Variable"), N_("e.g. HF_TOKEN")
+    )
+    secret: Annotated[str, Check(secret_name_error, (("maxLength", 253),))] = described(
+        N_("Secret"), N_("The Secret's name in its namespace")
+    )
+    key: Annotated[str, Check(secret_key_error, (("maxLength", 253),))] = described(
+        N_("Key"), N_("The key in the Secret's data")
+    )
 
 
-def parse_secret_env(reader: Reader, errors: Errors, env: dict[str, str]) -> list[SecretEnv] | None:
-    raw, present = reader.get("secret_env", [])
-    if not present or raw is None:
-        return []
-    if not isinstance(raw, list):
-        errors.add("secret_env", N_("must be a list of {name, secret, key}, not %(type)s", type=type_name(raw)))
-        return None
-    if len(raw) > MAX_SECRET_ENV:
-        errors.add("secret_env", N_("at most %(max)s items, not %(count)s", max=MAX_SECRET_ENV, count=len(raw)))
-        return None
-    out: list[SecretEnv] = []
+def secret_env_problems(problems: Problems, items: list[SecretEnvModel], env: dict[str, str]) -> None:
+    """A variable has one value: not also in env, not twice in secret_env."""
     seen: dict[str, int] = {}
-    valid = True
-    for i, item in enumerate(raw):
-        where = f"secret_env[{i}]"
-        sub = Reader(item, where, errors, ("name", "secret", "key"))
-        if not sub.ok:
-            valid = False
-            continue
-        name, secret, key = sub.string("name"), sub.string("secret"), sub.string("key")
-        if None in (name, secret, key):
-            valid = False
-            continue
-        problems = 0
-        if problem := env_name_error(name):
-            errors.add(f"{where}.name", problem)
-            problems += 1
-        elif name in env:
-            errors.add(f"{where}.name", N_("%(name)s is also in env: a variable has one value", name=name))
-            problems += 1
-        elif name in seen:
-            errors.add(f"{where}.name", N_("%(name)s is already secret_env[%(index)s]", name=name, index=seen[name]))
-            problems += 1
-        if not is_dns_subdomain(secret):
-            errors.add(
-                f"{where}.secret",
-                N_(
-                    "%(secret)r is not a Secret name: lower-case letters, digits, '-' and '.', at most 253 characters",
-                    secret=secret,
-                ),
+    for i, item in enumerate(items):
+        if item.name in env:
+            problems.add((i, "name"), N_("%(name)s is also in env: a variable has one value", name=item.name))
+        elif item.name in seen:
+            problems.add(
+                (i, "name"), N_("%(name)s is already secret_env[%(index)s]", name=item.name, index=seen[item.name])
             )
-            problems += 1
-        if not is_secret_key(key):
-            errors.add(
-                f"{where}.key",
-                N_(
-                    "%(key)r is not a key of a Secret: letters, digits, '-', '_' and '.', at most 253 characters, "
-                    "not . or .. nor starting with ..",
-                    key=key,
-                ),
-            )
-            problems += 1
-        if problems:
-            valid = False
-            continue
-        seen[name] = i
-        out.append(SecretEnv(name, secret, key))
-    return out if valid else None
+        else:
+            seen[item.name] = i

@@ -11,89 +11,62 @@ under pressure, about to be removed or awaiting a reset or RMA (`apps.fleet.inve
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, model_validator
+
 from apps.backends.render.names import is_label_value, is_qualified_name
 from apps.backends.render.spec import Toleration
-from apps.core.text import N_
+from apps.core.text import N_, Text
 from apps.fleet.inventory import is_node_state_taint
-from apps.workloads.specs.reader import Errors, Reader, type_name
+from apps.workloads.specs.fields import Check, Problems, SpecModel, described
 
 OPERATORS = ("Equal", "Exists")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 MAX_TOLERATIONS = 16
 
 
-def parse_tolerations(reader: Reader, errors: Errors) -> list[Toleration] | None:
-    raw, present = reader.get("tolerations", [])
-    if not present or raw is None:
-        return []
-    if not isinstance(raw, list):
-        errors.add(
-            "tolerations",
-            N_("must be a list of {key, operator, value, effect}, not %(type)s", type=type_name(raw)),
-        )
-        return None
-    if len(raw) > MAX_TOLERATIONS:
-        errors.add("tolerations", N_("at most %(max)s items, not %(count)s", max=MAX_TOLERATIONS, count=len(raw)))
-        return None
-    out: list[Toleration] = []
-    valid = True
-    for i, item in enumerate(raw):  # every item is read, so all their errors are reported at once
-        toleration = _parse_one(Reader(item, f"tolerations[{i}]", errors, ("key", "operator", "value", "effect")))
-        if toleration is None:
-            valid = False
-        elif toleration not in out:
-            out.append(toleration)
-    return out if valid else None
-
-
-def _parse_one(sub: Reader) -> Toleration | None:
-    if not sub.ok:
-        return None
-    where, errors = sub.prefix, sub.errors
-    key = sub.string("key")
-    operator = sub.string("operator", "Equal")
-    value = sub.string("value", "")
-    effect = sub.string("effect", "")
-    if None in (key, operator, value, effect):
-        return None
-    ok = True
-    if operator not in OPERATORS:
-        errors.add(
-            f"{where}.operator", N_("%(value)r is not one of %(allowed)s", value=operator, allowed=", ".join(OPERATORS))
-        )
-        ok = False
-    if effect and effect not in EFFECTS:
-        errors.add(
-            f"{where}.effect", N_("%(value)r is not one of %(allowed)s", value=effect, allowed=", ".join(EFFECTS))
-        )
-        ok = False
+def _key_error(key: str) -> Text | None:
     if not is_qualified_name(key):
-        errors.add(
-            f"{where}.key",
-            N_(
-                "%(key)r is not a taint key: [prefix/]name, the name at most 63 letters, digits, '-', '_' and '.'; "
-                "a toleration of every taint is not allowed",
-                key=key,
-            ),
+        return N_(
+            "%(key)r is not a taint key: [prefix/]name, the name at most 63 letters, digits, '-', '_' and '.'; "
+            "a toleration of every taint is not allowed",
+            key=key,
         )
-        ok = False
-    elif is_node_state_taint(key):
-        errors.add(
-            f"{where}.key",
-            N_(
-                "%(key)r marks a node's own state (cordoned, not ready, being removed, awaiting repair): work is "
-                "never placed past it",
-                key=key,
-            ),
+    if is_node_state_taint(key):
+        return N_(
+            "%(key)r marks a node's own state (cordoned, not ready, being removed, awaiting repair): work is "
+            "never placed past it",
+            key=key,
         )
-        ok = False
-    if operator == "Exists" and value:
-        errors.add(f"{where}.value", N_("must be empty with operator Exists (it matches every value of the key)"))
-        ok = False
-    elif not is_label_value(value):
-        errors.add(
-            f"{where}.value",
-            N_("%(value)r is not a taint value (at most 63 letters, digits, '-', '_' and '.')", value=value),
-        )
-        ok = False
-    return Toleration(key, operator, value, effect) if ok else None
+    return None
+
+
+def _value_error(value: str) -> Text | None:
+    if is_label_value(value):
+        return None
+    return N_("%(value)r is not a taint value (at most 63 letters, digits, '-', '_' and '.')", value=value)
+
+
+class TolerationModel(SpecModel):
+    model_config = ConfigDict(title="Toleration")
+    SPEC = Toleration
+
+    key: Annotated[str, Check(_key_error, (("maxLength", 317),))] = described(
+        N_("Taint key"), N_("e.g. dedicated or example.com/spot")
+    )
+    operator: Literal[OPERATORS] = described(  # type: ignore[valid-type]
+        N_("Operator"), N_("Equal: this key and value; Exists: any value of the key"), "Equal"
+    )
+    value: Annotated[str, Check(_value_error, (("maxLength", 63),))] = described(
+        N_("Taint value"), N_("Empty with Exists"), ""
+    )
+    effect: Literal[("", *EFFECTS)] = described(N_("Effect"), N_("Empty: every effect"), "")  # type: ignore[valid-type]
+
+    @model_validator(mode="after")
+    def _exists_has_no_value(self) -> TolerationModel:
+        problems = Problems()
+        if self.operator == "Exists" and self.value:
+            problems.add("value", N_("must be empty with operator Exists (it matches every value of the key)"))
+        problems.check()
+        return self

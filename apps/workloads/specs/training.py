@@ -1,330 +1,249 @@
-"""Training job fields: GPU sharing, gang and topology fit, elastic range, volumes."""
+"""The training job spec: its fields, and the checks between them (a worker's GPUs on one node, the gang, the
+elastic range, the "all on one node" topology)."""
 
 from __future__ import annotations
 
-from fractions import Fraction
+from typing import Annotated, Any, ClassVar, Literal
 
-from apps.backends.render.spec import Elastic, GpuSharing, TrainingJobSpec, Volume
-from apps.backends.shares import hami_share, mig_share, time_slice_share, to_units
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from apps.backends.render.spec import DEFAULT_TIERS, Elastic, TrainingJobSpec, Volume
 from apps.backends.types import Sharing, Topology
 from apps.core.text import N_
-from apps.workloads.specs.checks import check_volume, image_error, mig_per_gpu, mig_profiles, path_error
-from apps.workloads.specs.model import (
-    MAX_ITEM,
-    MAX_LIST,
-    MAX_RUNTIME_S,
-    MAX_VOLUMES,
-    MAX_WORKERS,
-    SHARING_MODES,
-    TOPOLOGIES,
+from apps.workloads.specs.checks import argument_error, path_error, program_error
+from apps.workloads.specs.common import Claim, Kind, MountPath, Runtime, Tier, WorkloadModel
+from apps.workloads.specs.fields import (
+    Check,
+    Problems,
+    SpecModel,
+    advanced,
+    catalog,
+    container,
+    described,
+    gpus_per_node,
+    resources,
 )
-from apps.workloads.specs.reader import Errors, Reader, type_name
+from apps.workloads.specs.model import MAX_ITEM, MAX_LIST, MAX_VOLUMES, MAX_WORKERS, TOPOLOGIES
+from apps.workloads.specs.sharing import SharingModel
+
+Arg = Annotated[str, Field(max_length=MAX_ITEM), Check(argument_error)]
 
 
-def _parse_sharing(reader: Reader, errors: Errors, catalog: dict[str, dict], model: str | None) -> GpuSharing | None:
-    entry = catalog.get(model) if model else None
-    raw, present = reader.get("sharing", None)
-    if not present or raw is None:
-        return GpuSharing()
-    if isinstance(raw, str):  # shorthand: "whole" == {"mode": "whole"}
-        raw = {"mode": raw}
-    sub = Reader(raw, "sharing", errors, ("mode", "mig_profile", "replicas", "gpumem_mib", "gpucores"))
-    if not sub.ok:
-        return None
-    mode = sub.string("mode", Sharing.WHOLE.value)
-    if mode not in SHARING_MODES:
-        if mode is not None:
-            errors.add(
-                "sharing.mode", N_("%(value)r is not one of %(allowed)s", value=mode, allowed=", ".join(SHARING_MODES))
-            )
-        return None
-    mig_profile = sub.string("mig_profile", "")
-    replicas = sub.integer("replicas", None, lo=2, hi=64, nullable=True)
-    gpumem = sub.integer("gpumem_mib", None, lo=1, hi=1 << 20, nullable=True)
-    gpucores = sub.integer("gpucores", None, lo=1, hi=100, nullable=True)
-    extra = {
-        Sharing.MIG: ("mig_profile",),
-        Sharing.TIME_SLICE: ("replicas",),
-        Sharing.HAMI: ("gpumem_mib", "gpucores"),
-        Sharing.WHOLE: (),
-    }
-    for key in ("mig_profile", "replicas", "gpumem_mib", "gpucores"):
-        if key in sub.data and sub.data[key] not in (None, "") and key not in extra[Sharing(mode)]:
-            errors.add(
-                f"sharing.{key}", N_("applies to %(applies)s sharing, not %(mode)r", applies=_mode_of(key), mode=mode)
-            )
-    share = Fraction(1)
-    if mode == Sharing.MIG:
-        profiles = mig_profiles(entry) if entry else {}
-        if entry is not None and not profiles:
-            capable = ", ".join(sorted(code for code, e in catalog.items() if e.get("mig_profiles"))) or N_("none")
-            errors.add(
-                "sharing.mode",
-                N_("%(model)s does not support MIG; MIG-capable models: %(capable)s", model=model, capable=capable),
-            )
-            return None
-        if not mig_profile:
-            errors.add("sharing.mig_profile", N_("required with MIG sharing, e.g. 1g.10gb or 3g.40gb"))
-            return None
-        if entry is not None and mig_profile not in profiles:
-            errors.add(
-                "sharing.mig_profile",
-                N_(
-                    "%(model)s has no MIG profile %(profile)r; profiles: %(profiles)s",
-                    model=model,
-                    profile=mig_profile,
-                    profiles=", ".join(profiles),
-                ),
-            )
-            return None
-        if entry is not None:
-            share = mig_share(entry.get("mig_profiles"), mig_profile)
-    elif mode == Sharing.TIME_SLICE:
-        if replicas is None:
-            if "replicas" not in sub.data:
-                errors.add(
-                    "sharing.replicas",
-                    N_("required with time-slice sharing: the replicas per GPU of the node pool (2-64)"),
-                )
-            return None
-        share = time_slice_share(replicas)
-    elif mode == Sharing.HAMI:
-        for key, value in (("gpumem_mib", gpumem), ("gpucores", gpucores)):
-            if value is None and key not in sub.data:
-                errors.add(
-                    f"sharing.{key}",
-                    N_("required with HAMi sharing (gpumem_mib: device memory in MiB; gpucores: percent)"),
-                )
-        if gpumem is None or gpucores is None:
-            return None
-        memory = int((entry or {}).get("memory_mib") or 0)
-        if memory and gpumem > memory:
-            errors.add(
-                "sharing.gpumem_mib",
-                N_(
-                    "%(gpumem)s MiB is more than the %(memory)s MiB of a %(model)s GPU",
-                    gpumem=gpumem,
-                    memory=memory,
-                    model=model,
-                ),
-            )
-            return None
-        share = hami_share(memory, gpumem, gpucores)
-    # One definition of the share (apps/backends/shares.py): what quota, admission and chargeback count.
-    return GpuSharing(mode, mig_profile or "", replicas, gpumem, gpucores, round(float(share), 6), to_units(share))
+class ElasticModel(SpecModel):
+    model_config = ConfigDict(title="Elastic")
+    SPEC = Elastic
 
-
-def _mode_of(key: str) -> str:
-    return {"mig_profile": "MIG", "replicas": N_("time-slice"), "gpumem_mib": "HAMi", "gpucores": "HAMi"}[key]
-
-
-def _per_gpu(sharing: GpuSharing, entry: dict | None) -> int:
-    """Workers of this sharing mode one GPU holds (for the "all on one node" check)."""
-    if sharing.mode == Sharing.MIG and entry:
-        profile = mig_profiles(entry).get(sharing.mig_profile)
-        return mig_per_gpu(profile, round(int(entry.get("memory_mib") or 0) / 1024)) if profile else 1
-    if sharing.mode == Sharing.TIME_SLICE:
-        return sharing.replicas or 1
-    if sharing.mode == Sharing.HAMI and entry and sharing.gpumem_mib and sharing.gpucores:
-        return max(1, min(int(entry.get("memory_mib") or 0) // sharing.gpumem_mib, 100 // sharing.gpucores))
-    return 1
-
-
-def parse_training(
-    reader: Reader, errors: Errors, common: dict, catalog: dict[str, dict], gpus_per_node: int
-) -> TrainingJobSpec | None:
-    model = common["gpu_model"]
-    entry = catalog.get(model) if model else None
-    image = reader.string("image")
-    if image is not None and (problem := image_error(image)):
-        errors.add("image", problem)
-    command = reader.strings("command", max_items=MAX_LIST, max_len=MAX_ITEM)
-    if command == [] and reader.ok:  # absent or empty
-        errors.add("command", N_('the program to run is required, e.g. ["python", "train.py"]'))
-    elif command and (not command[0] or command[0].startswith("-")):
-        errors.add("command[0]", N_("the program name cannot be empty or start with '-'"))
-    args = reader.strings("args", max_items=MAX_LIST, max_len=MAX_ITEM)
-    workers = reader.integer("workers", 1, lo=1, hi=MAX_WORKERS)
-    gpus_per_worker = reader.integer("gpus_per_worker", 1, lo=1, hi=64)
-    sharing = _parse_sharing(reader, errors, catalog, model)
-    topology = reader.string("topology", Topology.ANY.value)
-    if topology is not None and topology not in TOPOLOGIES:
-        errors.add("topology", N_("%(value)r is not one of %(allowed)s", value=topology, allowed=", ".join(TOPOLOGIES)))
-        topology = None
-    max_runtime = reader.integer("max_runtime_s", 86_400, lo=60, hi=MAX_RUNTIME_S)
-    retries = reader.integer("retries", 3, lo=0, hi=100)
-    elastic = _parse_elastic(reader, errors, workers)
-    volumes = _parse_volumes(reader, errors)
-    gang_min = reader.integer("gang_min", None, lo=1, hi=MAX_WORKERS, nullable=True)
-
-    if sharing is not None and gpus_per_worker is not None:
-        if sharing.mode != Sharing.WHOLE and gpus_per_worker != 1:
-            errors.add(
-                "gpus_per_worker",
-                N_(
-                    "with %(mode)s sharing each worker holds part of one GPU: gpus_per_worker must be 1",
-                    mode=str(sharing.mode),
-                ),
-            )
-        elif sharing.mode == Sharing.WHOLE and gpus_per_worker > gpus_per_node:
-            errors.add(
-                "gpus_per_worker",
-                N_(
-                    "a worker runs on one node: %(gpus)s GPUs exceed the %(per_node)s GPUs per node "
-                    "(%(model)s nodes); use more workers with fewer GPUs each",
-                    gpus=gpus_per_worker,
-                    per_node=gpus_per_node,
-                    model=model or "GPU",
-                ),
-            )
-    if workers is not None and gang_min is not None and gang_min > workers:
-        errors.add(
-            "gang_min", N_("at most the %(workers)s workers, not %(gang_min)s", workers=workers, gang_min=gang_min)
-        )
-    if elastic is not None and gang_min is not None and gang_min < elastic.min_workers:
-        errors.add(
-            "gang_min",
-            N_(
-                "torchrun cannot start below elastic.min_workers (%(min)s); got %(gang_min)s",
-                min=elastic.min_workers,
-                gang_min=gang_min,
-            ),
-        )
-    if (
-        topology == Topology.NODE
-        and workers
-        and sharing is not None
-        and gpus_per_worker
-        and not errors.has("gpus_per_worker")
-    ):
-        _check_one_node(errors, workers, gpus_per_worker, sharing, entry, model, gpus_per_node)
-    if errors.fields:
-        return None
-    assert workers is not None and sharing is not None  # no errors: every field parsed
-    resolved_gang = gang_min if gang_min is not None else (elastic.min_workers if elastic else workers)
-    return TrainingJobSpec(
-        name=common["name"],
-        tenant=common["tenant"],
-        queue=common["queue"],
-        tier=common["tier"],
-        image=image,  # type: ignore[arg-type]
-        command=command,  # type: ignore[arg-type]
-        args=args,  # type: ignore[arg-type]
-        env=common["env"],
-        workers=workers,
-        gpus_per_worker=gpus_per_worker,  # type: ignore[arg-type]
-        gpu_model=model,
-        sharing=sharing,
-        gang_min=resolved_gang,
-        topology=topology,  # type: ignore[arg-type]
-        max_runtime_s=max_runtime,  # type: ignore[arg-type]
-        elastic=elastic,
-        retries=retries,  # type: ignore[arg-type]
-        volumes=volumes,  # type: ignore[arg-type]
-        cpu=common["cpu"],
-        memory_gib=common["memory_gib"],
-        tolerations=common["tolerations"],  # type: ignore[arg-type]
-        secret_env=common["secret_env"],  # type: ignore[arg-type]
-        cluster=common["cluster"],
+    min_workers: int = described(N_("Minimum workers"), N_("torchrun runs on down to this many"), ge=1, le=MAX_WORKERS)
+    max_workers: int = described(N_("Maximum workers"), N_("torchrun grows up to this many"), ge=1, le=MAX_WORKERS)
+    checkpoint_path: Annotated[str, Check(path_error, (("maxLength", 1024),))] = described(
+        N_("Checkpoint path"), N_("Where it saves and resumes from (on a volume); set as CHECKPOINT_PATH")
     )
 
+    @model_validator(mode="after")
+    def _range(self) -> ElasticModel:
+        problems, low, high = Problems(), self.min_workers, self.max_workers
+        if low > high:
+            problems.add("max_workers", N_("must be at least min_workers (%(low)s), not %(high)s", low=low, high=high))
+        problems.check()
+        return self
 
-def _check_one_node(
-    errors: Errors,
-    workers: int,
-    gpus_per_worker: int,
-    sharing: GpuSharing,
-    entry: dict | None,
-    model: str | None,
-    gpus_per_node: int,
-) -> None:
-    """topology "node" puts the whole gang on one node: it must fit there."""
-    node = N_("%(per_node)s GPUs per node (%(model)s nodes)", per_node=gpus_per_node, model=model or "GPU")
-    if sharing.mode == Sharing.WHOLE:
-        if workers * gpus_per_worker > gpus_per_node:
-            errors.add(
-                "topology",
+
+class VolumeModel(SpecModel):
+    model_config = ConfigDict(title="Volume")
+    SPEC = Volume
+
+    claim: Claim
+    mount_path: MountPath
+    read_only: bool = described(N_("Read-only"), N_("Mount it read-only"), False)
+
+
+class TrainingJobModel(WorkloadModel):
+    """A distributed training job: `workers` pods (or Slurm nodes), each running torchrun over its GPUs."""
+
+    model_config = ConfigDict(title="TrainingJobSpec")
+    KIND = "training"
+    SPEC = TrainingJobSpec
+    # Nested fields someone may write at the top level; the unknown-field message points at the right place.
+    HINTS: ClassVar[dict[str, str]] = {
+        **{key: f"sharing.{key}" for key in ("mig_profile", "replicas", "gpumem_mib", "gpucores")},
+        **{key: f"elastic.{key}" for key in ("min_workers", "max_workers", "checkpoint_path")},
+    }
+
+    kind: Annotated[Literal["training"], Kind] = "training"
+    tier: Tier = DEFAULT_TIERS["training"]
+    max_runtime_s: Annotated[int, Runtime] = 86_400
+    command: list[Arg] = container(
+        N_("Command"),
+        N_('The program and its arguments, e.g. ["python", "train.py"]'),
+        min_length=1,
+        max_length=MAX_LIST,
+    )
+    args: list[Arg] = container(N_("Arguments"), N_("Appended to the command"), [], max_length=MAX_LIST)
+    workers: int = resources(N_("Workers"), N_("Pods or Slurm nodes, each running torchrun"), 1, ge=1, le=MAX_WORKERS)
+    gpus_per_worker: int = resources(N_("GPUs per worker"), N_("On one node; 1 with a shared GPU"), 1, ge=1, le=64)
+    sharing: SharingModel = described(
+        N_("GPU sharing"),
+        N_('How a worker holds its GPU; "mig" is short for {"mode": "mig"}'),
+        SharingModel(),
+        "sharing",
+    )
+    gang_min: int | None = resources(
+        N_("Gang minimum"),
+        N_("Workers started together; empty: all, or the elastic minimum"),
+        None,
+        ge=1,
+        le=MAX_WORKERS,
+    )
+    topology: Literal[TOPOLOGIES] = resources(  # type: ignore[valid-type]
+        N_("Topology"),
+        N_("node: all on one node; nvlink: one NVLink domain; leaf: one leaf switch"),
+        Topology.ANY.value,
+    )
+    elastic: ElasticModel | None = resources(
+        N_("Elastic range"), N_("torchrun's elastic range, resuming from checkpoints; empty: a fixed size"), None
+    )
+    retries: int = advanced(N_("Retries"), N_("Restarts after a failure"), 3, ge=0, le=100)
+    volumes: list[VolumeModel] = advanced(
+        N_("Volumes"), N_("PersistentVolumeClaims mounted into every worker"), [], max_length=MAX_VOLUMES
+    )
+
+    @field_validator("sharing", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {} if value is None else {"mode": value} if isinstance(value, str) else value
+
+    @field_validator("command")
+    @classmethod
+    def _program(cls, command: list[str]) -> list[str]:
+        problems = Problems()
+        if problem := program_error(command):
+            problems.add((0,), problem)
+        problems.check()
+        return command
+
+    @field_validator("volumes")
+    @classmethod
+    def _one_volume_per_path(cls, volumes: list[VolumeModel]) -> list[VolumeModel]:
+        problems, seen = Problems(), {}
+        for i, volume in enumerate(volumes):
+            if (mount := volume.mount_path) in seen:
+                used = N_("%(path)r is already the mount path of volumes[%(index)s]", path=mount, index=seen[mount])
+                problems.add((i, "mount_path"), used)
+            seen.setdefault(mount, i)
+        problems.check()
+        return volumes
+
+    @field_validator("sharing")
+    @classmethod
+    def _fits_the_gpus(cls, sharing: SharingModel, info: ValidationInfo) -> SharingModel:
+        """The GPU model can be shared this way, and a worker's GPUs are on one node."""
+        problems, model, gpus = Problems(), info.data.get("gpu_model"), info.data.get("gpus_per_worker")
+        if sharing.share(problems, model, catalog(info)) is not None and gpus is not None:
+            per_node = gpus_per_node(info)
+            if sharing.mode != Sharing.WHOLE and gpus != 1:
+                problems.add(
+                    "gpus_per_worker",
+                    N_(
+                        "with %(mode)s sharing each worker holds part of one GPU: gpus_per_worker must be 1",
+                        mode=sharing.mode,
+                    ),
+                )
+            elif sharing.mode == Sharing.WHOLE and gpus > per_node:
+                problems.add(
+                    "gpus_per_worker",
+                    N_(
+                        "a worker runs on one node: %(gpus)s GPUs exceed the %(per_node)s GPUs per node "
+                        "(%(model)s nodes); use more workers with fewer GPUs each",
+                        gpus=gpus,
+                        per_node=per_node,
+                        model=model or "GPU",
+                    ),
+                )
+        problems.check(info)
+        return sharing
+
+    @field_validator("gang_min")
+    @classmethod
+    def _within_the_workers(cls, gang: int | None, info: ValidationInfo) -> int | None:
+        problems, workers = Problems(), info.data.get("workers")
+        if gang is not None and workers is not None and gang > workers:
+            problems.add(
+                "gang_min", N_("at most the %(workers)s workers, not %(gang_min)s", workers=workers, gang_min=gang)
+            )
+        problems.check(info)
+        return gang
+
+    @field_validator("topology")
+    @classmethod
+    def _on_one_node(cls, topology: str, info: ValidationInfo) -> str:
+        """topology "node" puts the whole gang on one node: it must fit there."""
+        data, problems = info.data, Problems()
+        if topology == Topology.NODE and {"workers", "gpus_per_worker", "sharing"} <= set(data):
+            workers, gpus, sharing, model = (
+                data["workers"],
+                data["gpus_per_worker"],
+                data["sharing"],
+                data.get("gpu_model"),
+            )
+            per_node, entry = gpus_per_node(info), catalog(info).get(model) if model else None
+            node = N_("%(per_node)s GPUs per node (%(model)s nodes)", per_node=per_node, model=model or "GPU")
+            if sharing.mode == Sharing.WHOLE and workers * gpus > per_node:
+                problems.add(
+                    "topology",
+                    N_(
+                        "'node' puts all %(workers)s workers on one node: %(workers)s x %(gpus)s = %(total)s GPUs "
+                        "exceed the %(node)s",
+                        workers=workers,
+                        gpus=gpus,
+                        total=workers * gpus,
+                        node=node,
+                    ),
+                )
+            per_gpu = sharing.per_gpu(entry)
+            if sharing.mode != Sharing.WHOLE and workers > per_gpu * per_node:
+                problems.add(
+                    "topology",
+                    N_(
+                        "'node' puts all %(workers)s workers on one node, which holds at most %(most)s %(mode)s "
+                        "workers (%(per_gpu)s per GPU x %(node)s)",
+                        workers=workers,
+                        most=per_gpu * per_node,
+                        mode=sharing.mode,
+                        per_gpu=per_gpu,
+                        node=node,
+                    ),
+                )
+        problems.check(info)
+        return topology
+
+    @field_validator("elastic")
+    @classmethod
+    def _holds_the_workers(cls, elastic: ElasticModel | None, info: ValidationInfo) -> ElasticModel | None:
+        """An elastic job starts within its range, and its gang is not below the range."""
+        problems, workers, gang = Problems(), info.data.get("workers"), info.data.get("gang_min")
+        if elastic is not None and workers is not None and not elastic.min_workers <= workers <= elastic.max_workers:
+            problems.add(
+                "workers",
                 N_(
-                    "'node' puts all %(workers)s workers on one node: %(workers)s x %(gpus)s = %(total)s GPUs "
-                    "exceed the %(node)s",
+                    "an elastic job starts with %(low)s to %(high)s workers (its elastic range), not %(workers)s",
+                    low=elastic.min_workers,
+                    high=elastic.max_workers,
                     workers=workers,
-                    gpus=gpus_per_worker,
-                    total=workers * gpus_per_worker,
-                    node=node,
                 ),
             )
-        return
-    per_gpu = _per_gpu(sharing, entry)
-    if workers > per_gpu * gpus_per_node:
-        errors.add(
-            "topology",
-            N_(
-                "'node' puts all %(workers)s workers on one node, which holds at most %(most)s %(mode)s workers "
-                "(%(per_gpu)s per GPU x %(node)s)",
-                workers=workers,
-                most=per_gpu * gpus_per_node,
-                mode=str(sharing.mode),
-                per_gpu=per_gpu,
-                node=node,
-            ),
-        )
-
-
-def _parse_elastic(reader: Reader, errors: Errors, workers: int | None) -> Elastic | None:
-    sub = reader.obj("elastic", ("min_workers", "max_workers", "checkpoint_path"))
-    if sub is None or not sub.ok:
-        return None
-    low = sub.integer("min_workers", lo=1, hi=MAX_WORKERS)
-    high = sub.integer("max_workers", lo=1, hi=MAX_WORKERS)
-    checkpoint = sub.string("checkpoint_path")
-    if checkpoint is not None and (problem := path_error(checkpoint)):
-        errors.add("elastic.checkpoint_path", problem)
-    if low is not None and high is not None and low > high:
-        errors.add(
-            "elastic.max_workers", N_("must be at least min_workers (%(low)s), not %(high)s", low=low, high=high)
-        )
-        return None
-    if low is not None and high is not None and workers is not None and not low <= workers <= high:
-        errors.add(
-            "workers",
-            N_(
-                "an elastic job starts with %(low)s to %(high)s workers (its elastic range), not %(workers)s",
-                low=low,
-                high=high,
-                workers=workers,
-            ),
-        )
-    if low is None or high is None or checkpoint is None:
-        return None
-    return Elastic(low, high, checkpoint)
-
-
-def _parse_volumes(reader: Reader, errors: Errors) -> list[Volume] | None:
-    raw, present = reader.get("volumes", [])
-    if not present:
-        return []
-    if not isinstance(raw, list):
-        errors.add("volumes", N_("must be a list of {claim, mount_path, read_only}, not %(type)s", type=type_name(raw)))
-        return None
-    if len(raw) > MAX_VOLUMES:
-        errors.add("volumes", N_("at most %(max)s volumes, not %(count)s", max=MAX_VOLUMES, count=len(raw)))
-        return None
-    out: list[Volume] = []
-    seen: dict[str, int] = {}
-    for i, item in enumerate(raw):
-        where = f"volumes[{i}]"
-        sub = Reader(item, where, errors, ("claim", "mount_path", "read_only"))
-        if not sub.ok:
-            continue
-        claim, mount, read_only = sub.string("claim"), sub.string("mount_path"), sub.boolean("read_only", False)
-        check_volume(errors, where, claim, mount)
-        if mount is not None and mount in seen:
-            errors.add(
-                f"{where}.mount_path",
-                N_("%(path)r is already the mount path of volumes[%(index)s]", path=mount, index=seen[mount]),
+        if elastic is not None and gang is not None and gang < elastic.min_workers:
+            problems.add(
+                "gang_min",
+                N_(
+                    "torchrun cannot start below elastic.min_workers (%(min)s); got %(gang_min)s",
+                    min=elastic.min_workers,
+                    gang_min=gang,
+                ),
             )
-        if mount is not None:
-            seen.setdefault(mount, i)
-        if claim is not None and mount is not None and read_only is not None:
-            out.append(Volume(claim, mount, read_only))
-    return out if len(out) == len(raw) else None
+        problems.check(info)
+        return elastic
+
+    def to_spec(self, gpus_per_node: int) -> TrainingJobSpec:
+        """The renderers' spec: the share of a GPU and the gang size resolved (all workers, or the elastic minimum)."""
+        gang = self.gang_min or (self.elastic.min_workers if self.elastic else self.workers)
+        return self.spec(sharing=self.sharing.gpu_sharing(), gang_min=gang)
