@@ -15,6 +15,7 @@ from apps.backends.shares import SHARE_UNITS, format_share
 from apps.core.stored_text import translate_stored
 from apps.tenancy.admission import POOL, Decision
 from apps.tenancy.models import Queue
+from apps.tenancy.reservations import show_time
 from apps.workloads.services.previews import admission_preview, preview_cluster, rendering_preview
 
 ADMISSION_TITLE = gettext_noop("Admission now")
@@ -69,6 +70,8 @@ def admission_context(user, prepared) -> dict:
         "need": need,
         "model": model,
         "tier": prepared.tier,
+        # As the reasons write it (UTC, to the minute, never early), whatever the console's TIME_ZONE.
+        "start": show_time(dry.expected_start) if dry.expected_start else "",
     }
 
 

@@ -272,3 +272,22 @@ def test_an_inference_service_is_previewed_from_its_fields(fleet, lender, person
     assert (
         "10.00 USD</strong> per hour" in cost and "No runtime limit: it runs until cancelled, 240.00 USD a day." in cost
     )
+
+
+def test_work_that_would_head_its_queue_shows_its_reserved_start(
+    fleet, personas, client, django_capture_on_commit_callbacks
+):
+    """The queue's 16 H100 are held for an hour: 8 more would wait, and hold what they wait for from when that job
+    ends (the reservation the next admission pass gives it, in the pass's words)."""
+    from apps.tenancy.reservations import show_time
+
+    with django_capture_on_commit_callbacks(execute=True):
+        running, _ = services.submit_workload(
+            fresh(personas.member_a), kind="training", spec=training_spec(name="holder", workers=2)
+        )
+    running.refresh_from_db()
+    assert running.admission.state == "admitted"
+    client.force_login(fresh(personas.member_a))
+    body = preview(client, "admission", fields(max_runtime_s="600")).content.decode()
+    assert "Would wait: needs 8 × H100-80GB-HBM3, 0 free within guarantee." in body
+    assert f"Reserved start ~{show_time(running.admission.ends_at)}:" in body
