@@ -134,7 +134,7 @@ def test_the_service_form_reads_in_chinese(page: Page, problems: PageProblems, f
     expect(form.get_by_test_id("section-serving")).to_contain_text("推理服务")
     form.get_by_label("名称", exact=True).fill("chat")
     form.get_by_label("GPU 型号", exact=True).select_option("h100")
-    form.get_by_label("优先级层级", exact=True).select_option("online-inference")
+    form.get_by_label("优先级", exact=True).select_option("online-inference")
     expect(page.get_by_test_id("preview-admission").get_by_test_id("admission-headline")).to_have_text(
         "会立即启动，在保证额度内。"
     )
