@@ -26,7 +26,7 @@ page chooses).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.utils.translation import gettext, pgettext
@@ -359,7 +359,7 @@ def _fill(f: FormField, value, data: dict[str, str]) -> None:
                     for cell in f.children:
                         key = cell.name.rsplit(".", 1)[-1]
                         if key in item:
-                            _fill(replace_name(cell, f"{f.name}.{index}.{key}"), item[key], data)
+                            _fill(replace(cell, name=f"{f.name}.{index}.{key}"), item[key], data)
         return
     if f.widget == "checkbox":
         if value is True:
@@ -372,12 +372,6 @@ def _fill(f: FormField, value, data: dict[str, str]) -> None:
         data[f.name] = "\n".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
         return
     data[f.name] = str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def replace_name(f: FormField, name: str) -> FormField:
-    from dataclasses import replace
-
-    return replace(f, name=name)
 
 
 def field_message(path: str, message) -> str:
