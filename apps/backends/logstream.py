@@ -32,6 +32,29 @@ def lines_of(chunks: Iterable[bytes]) -> Iterator[str]:
         yield pending.removesuffix(b"\r").decode("utf-8", errors="replace")
 
 
+class Closing:
+    """Lines whose `close()` also runs `cleanup`: for a read opened before the first line is asked for, which
+    must be closed even if the lines are never read (a generator that never started runs no `finally`)."""
+
+    def __init__(self, lines: Iterator[str], cleanup: Callable[[], None]):
+        self._lines = lines
+        self._cleanup = cleanup
+
+    def __iter__(self) -> Closing:
+        return self
+
+    def __next__(self) -> str:
+        return next(self._lines)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._lines, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self._cleanup()
+
+
 @dataclass
 class Feed:
     """One worker's log: `read()` gives its lines, blocking while it waits for more; `stop()` makes a blocked

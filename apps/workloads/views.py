@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -20,7 +21,7 @@ from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
 from apps.workloads import services
 from apps.workloads.filtersets import TemplateFilterSet, WorkloadFilterSet
 from apps.workloads.forms import SpecForm, SubmitChoices
-from apps.workloads.logs import logs_for
+from apps.workloads.logs import logs_for, streams_logs, worker_count
 from apps.workloads.models import Workload, WorkloadTemplate
 from apps.workloads.panels import status_panels, submit_previews
 from apps.workloads.panels import submit_preview as submit_preview_named
@@ -150,14 +151,36 @@ def workload_detail(request, pk: int):
 @require_safe
 @login_required
 def workload_logs(request, pk: int):
-    """The workload's logs: a redirect to the cluster's log system, or how to read them (simulated: the log itself)."""
+    """The workload's log, a live tail streamed from its cluster by static/js/workload_logs.js (the API's
+    GET /api/v1/workloads/{id}/logs/), with a link to the cluster's log system or how to read them there."""
     workload = get_object_or_404(
         Workload.objects.for_user(request.user, "view").select_related("tenant", "queue", "cluster"), pk=pk
     )
-    logs = logs_for(workload)
-    if logs.url:
-        return redirect(logs.url)
-    return render(request, "workloads/workload_logs.html", {"workload": workload, "logs": logs})
+    workers = worker_count(workload)
+    inference = workload.kind == "inference"
+    labels = {
+        "following": _("Following the log as it is written…"),
+        "reading": _("Reading the log…"),
+        "ended": _("The log ends here."),
+        "limit": _("The server ended the stream at its time limit: following again."),
+        "broken": _("The connection to the server broke off: following again in a moment."),
+        "broken_read": _("The connection to the server broke off: change a setting to read again."),
+        "waiting": _("Asking again in %(seconds)s s."),
+        "paused": _("New lines keep coming below: scroll to the end to keep up with them."),
+    }
+    context = {
+        "workload": workload,
+        "logs": logs_for(workload),
+        "streams": streams_logs(workload),
+        "workers": range(workers),
+        "inference": inference,
+        "follow": not workload.is_finished,
+        # Following every worker of a wide gang is refused: the page then starts on worker 0.
+        "first_worker": "" if workers <= settings.LOGS_FOLLOW_MAX_WORKERS else "0",
+        "follow_max_s": settings.LOGS_FOLLOW_MAX_S,
+        "log_labels": labels,
+    }
+    return render(request, "workloads/workload_logs.html", context)
 
 
 @require_POST

@@ -33,11 +33,20 @@ def test_simulated_log_shows_the_run_in_order(workload, personas, client):
     client.force_login(personas.member_a)
     detail = client.get(reverse("workloads:workload_detail", args=[workload.pk])).content.decode()
     assert reverse("workloads:workload_logs", args=[workload.pk]) in detail
-    page = client.get(reverse("workloads:workload_logs", args=[workload.pk]))
-    assert page.status_code == 200 and "\n".join(lines) in page.content.decode()  # one line each
 
 
-def test_configured_log_system_is_a_redirect(workload, personas, client, api):
+def test_the_logs_page_is_a_live_tail_of_the_endpoint(workload, personas, client):
+    """The page holds no log: static/js/workload_logs.js reads the API (tests/e2e/test_workload_logs.py)."""
+    client.force_login(personas.member_a)
+    page = client.get(reverse("workloads:workload_logs", args=[workload.pk])).content.decode()
+    assert f'data-url="/api/v1/workloads/{workload.pk}/logs/"' in page
+    assert 'id="log-follow" name="follow" checked' in page  # running: followed
+    assert '<option value="0">0</option>' in page and "js/workload_logs.js" in page
+    assert 'id="log-labels" type="application/json"' in page
+    assert "submitted to sim" not in page
+
+
+def test_configured_log_system_is_linked_beside_the_live_tail(workload, personas, client, api):
     admin = fresh(personas.platform_admin)
     fleet_services.update_cluster(
         admin,
@@ -46,11 +55,13 @@ def test_configured_log_system_is_a_redirect(workload, personas, client, api):
     )
     client.force_login(personas.member_a)
     response = client.get(reverse("workloads:workload_logs", args=[workload.pk]))
-    assert response.status_code == 302
-    assert response["Location"] == f"https://logs.example/q?w={workload.backend_name}&t=a&x=a-train"
+    url = f"https://logs.example/q?w={workload.backend_name}&amp;t=a&amp;x=a-train"
+    page = response.content.decode()
+    assert response.status_code == 200 and f'href="{url}"' in page and 'data-testid="live-log"' in page
     body = api(fresh(personas.member_a)).get(f"/api/v1/workloads/{workload.pk}/").json()
-    assert body["logs"]["url"] == response["Location"]
+    assert body["logs"]["url"] == url.replace("&amp;", "&")
     assert body["logs"]["page"].endswith(f"/workloads/{workload.pk}/logs/")
+    assert body["logs"]["stream"] == f"http://testserver/api/v1/workloads/{workload.pk}/logs/"
 
 
 @pytest.mark.parametrize(

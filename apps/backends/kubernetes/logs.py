@@ -24,7 +24,7 @@ from apps.backends.base import BackendError, LogsNotReady
 from apps.backends.kubernetes import pods as podinfo
 from apps.backends.kubernetes.api import KubeApi
 from apps.backends.kubernetes.resources import POD
-from apps.backends.logstream import Feed, lines_of, merged
+from apps.backends.logstream import Closing, Feed, lines_of, merged
 from apps.backends.render.workload.common import WORKLOAD_LABEL, short_name
 from apps.backends.types import LogSource
 
@@ -64,9 +64,13 @@ def workers_of(pods: list[dict], kind: str) -> dict[int, dict]:
         numbered = [(_index(p, *INDEX_LABELS), p) for p in pods]
         if any(number is None for number, _ in numbered):
             numbered = list(enumerate(sorted(pods, key=_created)))
-    for number, pod in sorted(numbered, key=lambda item: _created(item[1])):
-        found[number] = pod  # the newest of a number wins
+    for number, pod in sorted(numbered, key=lambda item: (_live(item[1]), *_created(item[1]))):
+        found[number] = pod  # of several with one number, a live one wins over a finished one, then the newest
     return found
+
+
+def _live(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") not in podinfo.FINISHED
 
 
 def container_of(pod: dict) -> str:
@@ -161,9 +165,9 @@ class PodLogs:
                     for line in lines_of(iter(lambda r=response: r.read1(READ_BYTES), b"")):
                         yield prefix + line
                 finally:
-                    response.release_conn()
+                    response.close()  # never back to the pool half read (a reader that went away)
 
-        return lines()
+        return Closing(lines(), first.close)
 
     def _follow(self, pods: dict[int, dict], tail: int, worker: int | None, until: float | None) -> Iterator[str]:
         """Every pod's stream, opened before this returns and read on threads; the API server ends each when its
@@ -182,31 +186,28 @@ class PodLogs:
             raise
         if not responses:
             raise LogsNotReady(f"no container of {self.source.name} has started")
-        feeds = [
-            Feed(self.source.prefix(number, worker), _reader(response), _stopper(response))
-            for number, response in responses.items()
-        ]
-        return merged(feeds, until=until)
+        feeds = [_feed(self.source.prefix(number, worker), response) for number, response in responses.items()]
+        # Closed unread, the merge never starts (nor its `finally`): the streams opened here are closed all the same.
+        return Closing(merged(feeds, until=until), lambda: [feed.stop() for feed in feeds])
 
 
-def _reader(response):
+def _feed(prefix: str, response) -> Feed:
+    """One pod's followed log, read on the merge's thread; stopping it shuts the socket down under that read."""
+    stopped = []
+
     def read() -> Iterator[str]:
         try:
             yield from lines_of(iter(lambda: response.read1(READ_BYTES), b""))
         except Exception:
-            if getattr(response, "_stopped", False):
+            if stopped:
                 return  # the merge stopped it: an interrupted read is the expected end
             raise
 
-    return read
-
-
-def _stopper(response):
     def stop() -> None:
-        response._stopped = True
+        stopped.append(True)
         with contextlib.suppress(Exception):
             response.shutdown()  # unblocks a read waiting on the socket in another thread
         with contextlib.suppress(Exception):
             response.close()
 
-    return stop
+    return Feed(prefix, read, stop)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cached_property
 
@@ -37,6 +38,7 @@ from apps.backends.types import (
     ConnectionReport,
     DrainResult,
     Inventory,
+    LogSource,
     PushResult,
     SubmitResult,
     Taint,
@@ -306,6 +308,14 @@ class SlurmBackend(Backend):
             if time.monotonic() > deadline:
                 raise RetryableBackendError(f"scancel {job_id}: Slurm still shows the job {status.state}")
             time.sleep(0.2)
+
+    def stream_logs(
+        self, source: LogSource, *, tail: int, follow: bool, worker: int | None, until: float | None = None
+    ) -> Iterator[str]:
+        """The job's output file through the CLI's runner (apps/backends/slurm/logs.py)."""
+        from apps.backends.slurm.logs import JobLogs
+
+        return JobLogs(self.cli, self.settings, source).stream(tail=tail, follow=follow, worker=worker, until=until)
 
     # Node operations
 

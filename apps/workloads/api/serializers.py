@@ -118,14 +118,17 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         read_only_fields = fields
 
     def get_logs(self, workload) -> dict:
-        """Where the logs are: the cluster's log system (`url`), how to read them there (`command`), our page."""
+        """Where the logs are: the cluster's log system (`url`), how to read them there (`command`), our page, and
+        the log itself streamed from the cluster (`stream`: GET /api/v1/workloads/{id}/logs/)."""
         logs = logs_for(workload)
         page = reverse("workloads:workload_logs", args=[workload.pk])
+        stream = reverse("api:workload-logs", args=[workload.pk])
         request = self.context.get("request")
         return {
             "url": logs.url or None,
             "command": logs.command or None,
             "page": request.build_absolute_uri(page) if request else page,
+            "stream": request.build_absolute_uri(stream) if request else stream,
         }
 
 

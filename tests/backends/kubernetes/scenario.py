@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from apps.backends.kubernetes.backend import KubernetesBackend
-from apps.backends.types import Taint
+from apps.backends.types import LogSource, Taint
 from apps.fleet.models import GpuModel
 from apps.tenancy.desired_state import build_desired_state
 from apps.tenancy.models import Quota
@@ -29,6 +29,8 @@ def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "e
     backend.submit(spec)
     fake.advance(5)
     backend.status(["train-1", "missing-1"])
+    source = LogSource(name="train-1", workload_id="train-1", workers=2, namespace="team-a-train")
+    list(backend.stream_logs(source, tail=10, follow=False, worker=None))
     backend.cordon("gpu-02", "maintenance")
     backend.taint("gpu-02", Taint("gpu-console/maintenance", "yes", "NoSchedule"))
     backend.untaint("gpu-02", "gpu-console/maintenance")

@@ -78,3 +78,4 @@ def test_every_request_the_backend_makes_is_allowed(db, fake, queueing):
             assert need in grants, f"{request.method} {request.path} needs {need}, which rbac.yaml does not grant"
             used.add(need)
     assert ("", "pods/eviction", "create") in used and ("", "nodes", "patch") in used
+    assert ("", "pods/log", "get") in used  # the workload's log, streamed

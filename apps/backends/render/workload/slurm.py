@@ -49,6 +49,12 @@ def _srun(container: list[str]) -> str:
     return " ".join([*SRUN, *(sh_quote(option) for option in container)])
 
 
+def output_file(output_dir: str, name: str, job: str = "%j") -> str:
+    """The output file the sbatch script names for job `name`: `job` is Slurm's filename pattern in the script
+    ("%j", or "%A_%a" for the tasks of an array), a job's real id ("42", "42_3") where the file is read back."""
+    return f"{output_dir}/{name}-{job}.out"
+
+
 def render_slurm(spec: Spec, ctx: SlurmContext) -> RenderedScript:
     """The sbatch script for `spec` on the cluster described by `ctx`; RenderError when it cannot run there."""
     if not isinstance(spec, TrainingJobSpec | InferenceServiceSpec):
@@ -188,7 +194,7 @@ def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedSc
         nproc = spec.gpus_per_worker if spec.sharing.mode == Sharing.WHOLE else 1
         nodes = f"{spec.elastic.min_workers}-{spec.elastic.max_workers}" if spec.elastic else str(spec.workers)
     options = _common_options(spec, ctx, name, nodes, _training_gres(spec, ctx, per_node))
-    options.append(("output", f"{ctx.output_dir}/{name}-%j.out"))
+    options.append(("output", output_file(ctx.output_dir, name)))
     options.append(("requeue" if spec.retries else "no-requeue", ""))
     if spec.topology in (Topology.NVLINK, Topology.LEAF):
         options.append(("switches", "1"))  # all nodes under one leaf switch (topology/tree plugin)
@@ -237,9 +243,9 @@ def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> Rend
     options = _common_options(spec, ctx, name, str(spec.nodes_per_replica), f"gpu:{ctx.gres_type}:{spec.gpus_per_pod}")
     if spec.replicas > 1:
         options.append(("array", f"0-{spec.replicas - 1}"))  # one replica per array task
-        options.append(("output", f"{ctx.output_dir}/{name}-%A_%a.out"))
+        options.append(("output", output_file(ctx.output_dir, name, "%A_%a")))
     else:
-        options.append(("output", f"{ctx.output_dir}/{name}-%j.out"))
+        options.append(("output", output_file(ctx.output_dir, name)))
     if spec.autoscaling.enabled:
         caveats.append("Slurm has no autoscaling: the job array runs the fixed replicas")
     caveats.append(
