@@ -792,36 +792,40 @@ def admission_pass(
     return results
 
 
-def _reserve(snapshot: Snapshot, request: Request, result: Result) -> None:
-    """The head of its queue waits: it holds what it waits for (see apps/tenancy/reservations.py).
+def plan_reservation(snapshot: Snapshot, request: Request, result: Result) -> tuple[Reservation | None, str]:
+    """What `request`, waiting with `result`, would hold as the head of its queue, and its reason with the expected
+    start ("...; reserved from 2026-12-01 14:20 UTC (expected start)"): the pass's own words. Changes nothing:
+    `_reserve` applies it in a pass, and a submission's dry run shows it (apps/tenancy/services/admissions.py).
 
-    A head waiting for a reclaim, or behind another queue's reservation on its cluster, holds its place in its
-    queue only (no known start: strict order). A head waiting for its own user's work (per-user cap) holds
-    nothing: the others of its queue go on."""
+    None when the queue already has a head (it waits behind that one), or when it waits for its own user's work
+    (per-user cap: it holds nothing, the others of its queue go on)."""
     key = (request.queue, request.model)
     if key in snapshot.reservations or result.reason.startswith(AT_USER_CAP.split("%", 1)[0]):
-        return
+        return None, result.reason
     if result.decision == Decision.RECLAIM or result.held_by is not None:
-        reservation = Reservation(
-            request.id if request.id is not None else -1,
-            request.name or str(request.id),
-            request.queue,
-            request.model,
-            request.cluster,
-            request.gpus,
-            None,
-        )
+        # Waiting for a reclaim, or behind another queue's reservation on its cluster: its place in its queue only.
+        holder = request.id if request.id is not None else -1
+        name = request.name or str(request.id)
+        waits = Reservation(holder, name, request.queue, request.model, request.cluster, request.gpus, None)
+        return waits, result.reason
+    reservation = reservations.plan(snapshot, request)
+    reason = result.reason
+    if reservation.start is None:
+        reason = reservations.RESERVED_UNKNOWN % {"reason": result.reason}
+    elif reservation.start <= snapshot.now:
+        reservation.start = None  # it fits by the numbers yet waits (victims being reclaimed): keep order
     else:
-        reservation = reservations.plan(snapshot, request)
-        if reservation.start is None:
-            result.reason = reservations.RESERVED_UNKNOWN % {"reason": result.reason}
-        elif reservation.start <= snapshot.now:
-            reservation.start = None  # it fits by the numbers yet waits (victims being reclaimed): keep order
-        else:
-            result.reason = reservations.RESERVED % {
-                "reason": result.reason,
-                "start": reservations.show_time(reservation.start),
-            }
+        reason = reservations.RESERVED % {"reason": result.reason, "start": reservations.show_time(reservation.start)}
+    return reservation, reason
+
+
+def _reserve(snapshot: Snapshot, request: Request, result: Result) -> None:
+    """The head of its queue waits: it holds what it waits for (see apps/tenancy/reservations.py and
+    `plan_reservation`)."""
+    key = (request.queue, request.model)
+    reservation, result.reason = plan_reservation(snapshot, request, result)
+    if reservation is None:
+        return
     snapshot.stop_lending(request.queue, request.model)  # before it holds: what it lent counts until now
     snapshot.reservations[key] = reservation
     held = (request.cluster, request.model)

@@ -19,3 +19,22 @@ class WorkloadsConfig(AppConfig):
         value_labels.register_choices("workload state", WorkloadState)
         value_labels.register_choices("workload kind", WorkloadKind)
         register_owner_resolver(owners)  # the fleet's views name only the work a user may see
+
+        from apps.workloads import previews
+        from apps.workloads.panels import register_submit_preview
+
+        # Beside the submit form: what admission would decide now, and what the cluster would receive.
+        register_submit_preview(
+            "admission",
+            previews.ADMISSION_TITLE,
+            "workloads/_preview_admission.html",
+            previews.admission_context,
+            order=10,
+        )
+        register_submit_preview(
+            "rendering",
+            previews.RENDERING_TITLE,
+            "workloads/_preview_rendering.html",
+            previews.rendering_context,
+            order=30,  # the longest: last
+        )

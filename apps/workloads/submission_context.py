@@ -110,11 +110,12 @@ _NEXT_ID = {
 
 
 @cache
-def _context_sql(vendor: str) -> str:
+def _context_sql(vendor: str, reserve_ids: bool = True) -> str:
     """The context query for this database; PostgreSQL's sequences are looked up by name once per process
-    (`pg_get_serial_sequence` in every statement cost PostgreSQL a catalog scan per submission)."""
-    next_id = _NEXT_ID[vendor]
-    if vendor == "postgresql":
+    (`pg_get_serial_sequence` in every statement cost PostgreSQL a catalog scan per submission). Without
+    `reserve_ids` (a preview, which stores nothing) no id is taken from the sequences."""
+    next_id = _NEXT_ID[vendor if reserve_ids else "sqlite"]
+    if vendor == "postgresql" and reserve_ids:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT quote_literal(pg_get_serial_sequence('workloads_workload', 'id')), "
@@ -129,12 +130,15 @@ def _text(value) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def load_context(user_id: int | None, idempotency_key: str | None, spec: dict) -> SubmissionContext:
-    """Everything named by the (not yet validated) spec; values of the wrong type simply match nothing."""
+def load_context(
+    user_id: int | None, idempotency_key: str | None, spec: dict, *, reserve_ids: bool = True
+) -> SubmissionContext:
+    """Everything named by the (not yet validated) spec; values of the wrong type simply match nothing.
+    `reserve_ids=False` (a preview) leaves the new workload's and claim's ids None."""
     model = gpu_models().get(_text(spec.get("gpu_model")) or "")
     params = [user_id, idempotency_key, _text(spec.get("tenant")), _text(spec.get("queue"))]
     with connection.cursor() as cursor:
-        cursor.execute(_context_sql(connection.vendor), params)
+        cursor.execute(_context_sql(connection.vendor, reserve_ids), params)
         rows = cursor.fetchall()
     first = rows[0]
     context = SubmissionContext(existing_id=first[11], hold_id=first[12], next_id=first[13], claim_id=first[14])

@@ -7,23 +7,24 @@ import json
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, pgettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
 from apps.accounts.roles import Action
-from apps.core.errors import ServiceError
-from apps.core.forms import apply_service_error
+from apps.core.errors import Forbidden, NotFound, ServiceError
 from apps.core.tables import Column
 from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
 from apps.workloads import services
 from apps.workloads.filtersets import TemplateFilterSet, WorkloadFilterSet
-from apps.workloads.forms import SubmitForm
+from apps.workloads.forms import SpecForm, SubmitChoices
 from apps.workloads.logs import logs_for, streams_logs, worker_count
 from apps.workloads.models import Workload, WorkloadTemplate
-from apps.workloads.panels import status_panels
+from apps.workloads.panels import status_panels, submit_previews
+from apps.workloads.panels import submit_preview as submit_preview_named
 
 EXAMPLES = {
     "training": {
@@ -195,41 +196,25 @@ def workload_cancel(request, pk: int):
     return redirect("workloads:workload_detail", pk=pk)
 
 
-@require_http_methods(["GET", "HEAD", "POST"])
-@login_required
-def workload_submit(request):
-    kind = request.GET.get("kind", "training")
-    initial = {"kind": kind, "spec": json.dumps(EXAMPLES.get(kind, EXAMPLES["training"]), indent=2)}
-    templates = WorkloadTemplate.objects.for_user(request.user, "view").select_related("tenant")
-    chosen = None
+def _example(kind: str, choices: SubmitChoices) -> dict:
+    """The example a fresh form starts from, on the user's first queue and GPU model."""
+    example = dict(EXAMPLES.get(kind, EXAMPLES["training"]))
+    if choices.queues:
+        example["tenant"], example["queue"] = choices.queues[0][0].split("/", 1)
+    else:  # no queue to offer: none chosen (the previews ask for one)
+        del example["tenant"], example["queue"]
+    models = [code for code, _label in choices.gpu_models]
+    if models and example["gpu_model"] not in models:
+        example["gpu_model"] = models[0]
+    return example
+
+
+def _chosen_template(request, templates):
     picked = request.POST.get("template", "") if request.method == "POST" else request.GET.get("template", "")
-    if picked.isdigit():
-        chosen = templates.filter(pk=picked).first()
-        if chosen is not None and request.method != "POST":
-            initial = {"kind": chosen.kind, "template": chosen.pk, "spec": "{}"}
-    form = SubmitForm(request.POST or None, user=request.user, initial=initial)
-    if chosen is not None:  # the spec box holds only what changes: the template's own spec is shown beside it
-        form.fields["spec"].label = _("Overrides (JSON)")
-        form.fields["spec"].help_text = _(
-            'Only the fields to change, e.g. {"name": "pretrain-2"}; they are merged into the template\'s spec '
-            "(null removes a key)."
-        )
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            if data["template"] is not None:
-                workload, _new = services.submit_from_template(request.user, data["template"], overrides=data["spec"])
-            else:
-                workload, _new = services.submit_workload(request.user, kind=data["kind"], spec=data["spec"])
-        except ServiceError as exc:
-            apply_service_error(form, exc)
-        else:
-            workload.refresh_from_db()  # the submission may have reached the backend as the transaction committed
-            messages.success(
-                request,
-                _("Submitted %(name)s: %(state)s.") % {"name": workload.name, "state": workload.get_state_display()},
-            )
-            return redirect("workloads:workload_detail", pk=workload.pk)
+    return templates.filter(pk=picked).first() if picked.isdigit() else None
+
+
+def _page(request, form: SpecForm, templates, chosen, *, message: str = "", status: int = 200):
     return render(
         request,
         "workloads/workload_submit.html",
@@ -237,6 +222,106 @@ def workload_submit(request):
             "form": form,
             "templates": templates[:100],
             "chosen": chosen,
-            "chosen_spec": json.dumps(chosen.spec, indent=2, sort_keys=True) if chosen else "",
+            "message": message,
+            "previews": submit_previews(),
         },
+        status=status,
     )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def workload_submit(request):
+    """The submit form, generated from the spec's JSON Schema, with live previews beside it (`submit_preview`).
+
+    A template fills it; the YAML box holds the same spec for those who prefer text. Submitting goes through
+    `submit_workload` (a template is recorded with the workload); a spec the service refuses comes back with the
+    form filled and each error at its field (400)."""
+    templates = WorkloadTemplate.objects.for_user(request.user, "view").select_related("tenant")
+    chosen = _chosen_template(request, templates)
+    choices = SubmitChoices.for_user(request.user)
+    if request.method != "POST":
+        kind = chosen.kind if chosen else request.GET.get("kind", "training")
+        spec = {**chosen.spec, "tenant": chosen.tenant.slug} if chosen else _example(kind, choices)
+        return _page(request, SpecForm(request.user, kind, spec=spec, choices=choices), templates, chosen)
+    form = SpecForm(request.user, request.POST.get("kind", "training"), request.POST, choices=choices)
+    spec = form.spec()
+    if spec is None:
+        return _page(request, form, templates, chosen, message=_("Fix the fields marked below."), status=400)
+    try:
+        workload, _new = services.submit_workload(request.user, kind=form.kind, spec=spec, template=chosen)
+    except ServiceError as exc:
+        form.add_errors(exc.fields)
+        return _page(request, form, templates, chosen, message=exc.message, status=exc.status_code)
+    workload.refresh_from_db()  # the submission may have reached the backend as the transaction committed
+    messages.success(
+        request,
+        _("Submitted %(name)s: %(state)s.") % {"name": workload.name, "state": workload.get_state_display()},
+    )
+    return redirect("workloads:workload_detail", pk=workload.pk)
+
+
+@require_POST
+@login_required
+def submit_editor(request):
+    """The spec editor in the other mode, changing nothing: the fields as YAML (`to=yaml`), or the YAML box's spec
+    in the fields (`to=fields`); YAML that cannot be read, or with fields the form has no input for, stays YAML
+    with the error at the box."""
+    choices = SubmitChoices.for_user(request.user)
+    form = SpecForm(request.user, request.POST.get("kind", "training"), request.POST, choices=choices)
+    if request.POST.get("to") == SpecForm.YAML and form.mode == SpecForm.FIELDS:
+        spec = form.spec()
+        if spec is not None:
+            form = SpecForm(request.user, form.kind, {"mode": SpecForm.YAML, "spec": form.yaml_text()}, choices=choices)
+    elif request.POST.get("to") == SpecForm.FIELDS and form.mode == SpecForm.YAML:
+        spec = form.spec()
+        if spec is not None:
+            unknown = form.without_inputs(spec)
+            if unknown:
+                form.errors.setdefault("spec", []).append(
+                    _("The form has no field for %(fields)s: keep editing it as YAML.") % {"fields": ", ".join(unknown)}
+                )
+            else:
+                form = SpecForm(request.user, form.kind, spec=spec, choices=choices)
+    return render(request, "workloads/_spec_editor.html", {"form": form})
+
+
+@require_POST
+@login_required
+def submit_preview(request, key: str):
+    """One live preview of the spec being edited (the form's fields or its YAML), as an HTML fragment, changing
+    nothing: what the submission's own checks and the registered preview (`register_submit_preview`) say. A spec
+    with errors previews nothing ("fix the spec first"); the first preview also sends the errors, by field, for the
+    page to show at the fields (the `spec-errors` event). Refusals are a submission's: 403 without the right to
+    submit to the tenant, 404 for a tenant one cannot see."""
+    from apps.workloads.services.previews import preview_submission
+
+    preview = submit_preview_named(key)
+    if preview is None:
+        raise Http404(key)
+    form = SpecForm(request.user, request.POST.get("kind", "training"), request.POST)
+    context = {"preview": preview, "title": _(preview.title)}
+    status = 200
+    spec = form.spec()
+    if spec is None:
+        context["fix"] = True
+    elif not spec.get("tenant") or not spec.get("queue"):  # nothing to decide on yet: not another tenant's
+        context["choose_queue"] = True
+    else:
+        try:
+            prepared = preview_submission(request.user, form.kind, spec)
+            context.update(preview.context(request.user, prepared))
+        except (Forbidden, NotFound) as exc:
+            context["refused"], status = exc.message, exc.status_code
+        except ServiceError as exc:
+            form.add_errors(exc.fields)
+            context["fix"] = True
+            if not exc.fields or not exc.message.startswith(
+                ("Invalid", pgettext("start of a generic error headline", "Invalid"))
+            ):
+                context["message"] = exc.message  # says more than the notes at the fields ("not bound yet")
+    response = render(request, "workloads/_submit_preview.html", context, status=status)
+    if submit_previews()[0].key == key:  # the field errors once, not once per preview
+        errors = {"fields": form.errors, "general": form.general, "mode": form.mode}
+        response["HX-Trigger"] = json.dumps({"spec-errors": errors})  # ASCII (\u escapes): a header
+    return response

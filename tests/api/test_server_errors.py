@@ -103,7 +103,7 @@ def test_pages_json_fields_refuse_deep_json_too(personas):
     client = Client()
     client.force_login(fresh(personas.member_a))
     response = client.post("/workloads/new/", {"kind": "training", "spec": _nested(5000)})
-    assert response.status_code == 200  # the form again, with the error
+    assert response.status_code == 400  # the form again, with the error at the spec box
     assert "nested deeper than 32 levels" in response.content.decode()
 
 

@@ -27,6 +27,8 @@ EXEMPT = {
     ("fleet:cluster_test_connection", "post"): "reads only: asks the backend whether it answers",
     ("api:admission-preview", "post"): "reads only: decides a hypothetical request",
     ("api:quota-preview", "post"): "reads only: previews a quota change",
+    ("workloads:submit_preview", "post"): "reads only: previews a submission (tests/workloads/test_submit_previews.py)",
+    ("workloads:submit_editor", "post"): "reads only: turns the submit form into YAML and back",
 }
 SKIP_NAMESPACES = {"admin"}  # Django admin: covered by tests/audit/test_append_only.py::test_admin_*
 
@@ -60,6 +62,7 @@ def _sample_kwargs(route: str, personas) -> dict:
         "name": "walk",
         "cluster": "walk",
         "node": "walk",
+        "key": "admission",  # a submit preview's
     }
     return {name: values[name] for name in re.findall(r"<(?:\w+:)?(\w+)>", route) if name in values}
 

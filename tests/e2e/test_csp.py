@@ -98,9 +98,10 @@ def test_handlers_moved_out_of_the_markup_still_work(page: Page, problems: PageP
     expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
     page.get_by_test_id("language-switcher").get_by_role("combobox").select_option("en")
     expect(page.locator("html")).to_have_attribute("lang", "en")
-    # Choosing a template on the submit page reloads it (a nonce'd inline script).
+    # Choosing a template on the submit page reloads it (data-autosubmit) and its script (static/js/submit.js) runs.
     page.goto("/workloads/new/")
-    select = page.locator('[data-testid="submit-form"] select[name="template"]')
+    expect(page.get_by_test_id("preview-admission")).to_contain_text("Choose one of your queues first")
+    select = page.locator('[data-testid="template-picker"] select[name="template"]')
     if select.locator("option").count() > 1:
         select.select_option(index=1)
         expect(page).to_have_url(re.compile(r"\?template="))

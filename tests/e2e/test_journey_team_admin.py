@@ -72,16 +72,21 @@ def test_team_admin_requests_quota_and_runs_a_job_from_a_template(page: Page, pr
     screenshot(page, "quota-request-filed")
     assert QuotaRequest.objects.get().justification == "Two nodes for the 8B pre-training run."
 
-    # A job from the team's template: its spec is shown beside the overrides.
+    # A job from the team's template: it fills the submit form, and the previews say what would happen.
     main_nav(page, "Workloads")
     page.get_by_role("link", name="Submit", exact=True).click()
-    page.get_by_test_id("spec-sources").get_by_role("link", name=re.compile("smoke-8xh100")).click()
-    expect(page.get_by_test_id("template-card")).to_contain_text("Template a/smoke-8xh100, version 1")
-    expect(page.get_by_test_id("template-spec")).to_contain_text('"gpus_per_worker": 8')
-    overrides = page.get_by_role("textbox", name="Overrides (JSON)")
-    overrides.fill('{"name": "smoke-nightly"}')
+    page.get_by_test_id("template-picker").get_by_role("combobox").select_option(label="a/smoke-8xh100 v1 (training)")
+    expect(page.get_by_test_id("template-card")).to_contain_text("filled from template a/smoke-8xh100, version 1")
+    form = page.get_by_test_id("submit-form")
+    expect(form.get_by_label("GPUs per worker", exact=True)).to_have_value("8")
+    form.get_by_label("Name", exact=True).fill("smoke-nightly")
+    expect(page.get_by_test_id("preview-admission").get_by_test_id("admission-headline")).to_have_text(
+        "Would start now, within guarantee."
+    )
+    expect(page.get_by_test_id("preview-cost").get_by_test_id("cost-runtime")).to_contain_text("10.00 USD")
+    expect(page.get_by_test_id("preview-rendering").get_by_test_id("rendering-validation")).to_contain_text("passed")
     screenshot(page, "submit-from-template", docs=True)
-    page.get_by_role("button", name="Submit from template").click()
+    form.get_by_role("button", name="Submit").click()
 
     expect(page.get_by_role("alert").filter(has_text="Submitted smoke-nightly")).to_be_visible()
     expect(page.get_by_role("heading", level=1)).to_contain_text("smoke-nightly")

@@ -50,6 +50,12 @@ ALLOWED = {
     "exporter",
     "Tensor",
     "kubeconfig",
+    # Kubernetes objects and values kept as they are: a Secret, a toleration's operator Equal or Exists
+    "Secret",
+    "Equal",
+    "Exists",
+    "Hugging",  # Hugging Face, where models come from
+    "Face",
     # units
     "ms",
     # the language switcher names English in English
@@ -439,7 +445,7 @@ def test_spec_errors_reasons_and_incident_titles_are_chinese(demo, client):
     }
     data = Data(seeded_values() - stored_english)
     submitted = client.post(reverse("workloads:workload_submit"), {"kind": "training", "spec": json.dumps(BAD_SPEC)})
-    assert submitted.status_code == 200 and not Workload.objects.filter(name="Bad_Name").exists()
+    assert submitted.status_code == 400 and not Workload.objects.filter(name="Bad_Name").exists()
     form = submitted.content.decode()
     for shown in ("'name'：'Bad_Name' 不是有效的名称", "'image'：'pytorch' 没有标签或摘要", "'workers'：必须在 1 到"):
         assert any(shown in piece for piece in visible_text(form)), shown

@@ -25,6 +25,25 @@ from tests.routes.policy import (
 )
 from tests.routes.world import training_spec
 
+
+def form_fields(tenant: str, name: str, queue: str) -> dict:
+    """What the submit form posts for `training_spec`: its generated fields, no JSON."""
+    spec = training_spec(tenant, name, queue)
+    return {
+        "kind": "training",
+        "mode": "fields",
+        "name": spec["name"],
+        "queue": f"{tenant}/{queue}",
+        "tier": spec["tier"],
+        "image": spec["image"],
+        "command": "\n".join(spec["command"]),
+        "workers": str(spec["workers"]),
+        "gpus_per_worker": str(spec["gpus_per_worker"]),
+        "gpu_model": spec["gpu_model"],
+        "max_runtime_s": str(spec["max_runtime_s"]),
+    }
+
+
 ADMINISTER, MANAGE, OPERATE, SUBMIT = Action.ADMINISTER, Action.MANAGE, Action.OPERATE, Action.SUBMIT
 
 
@@ -194,6 +213,27 @@ TABLE: dict[str, Spec] = {
             "spec": json.dumps(training_spec(s.tenant.slug, "rt-new-job", s.queue.name)),
         },
         in_body=True,
+    ),
+    # The submit form's previews (docs/workloads.md): a submission's checks, nothing stored; the spec names the
+    # tenant, as the submission's does. The form's own fields are posted (queue "tenant/queue"), no JSON.
+    **{
+        f"workloads:submit_preview#{key}": Spec(
+            view_and(SUBMIT),
+            method="POST",
+            obj=lambda w, s, key=key: {"key": key},
+            body=lambda w, s: form_fields(s.tenant.slug, "rt-new-job", s.queue.name),
+            in_body=True,
+            ok=(200,),
+            changes=False,
+        )
+        for key in ("admission", "rendering", "cost")
+    },
+    # The editor in the other mode (fields <-> YAML): text only, the user's own queues as choices.
+    "workloads:submit_editor#post": post(
+        LOGGED_IN,
+        body=lambda w, s: {**form_fields(w.own.tenant.slug, "rt-new-job", w.own.queue.name), "to": "yaml"},
+        ok=(200,),
+        changes=False,
     ),
     "workloads:workload_detail": Spec(VIEW, obj=lambda w, s: {"pk": s.training.pk}),
     "workloads:workload_logs": Spec(VIEW, obj=lambda w, s: {"pk": s.training.pk}),

@@ -147,9 +147,7 @@ def test_cancel_from_the_page_keeps_the_reason(fleet, personas, client, django_c
     assert 'data-testid="cancel-form"' not in response.content.decode()
 
 
-def test_submit_page_shows_the_template_beside_the_overrides(
-    fleet, personas, client, django_capture_on_commit_callbacks
-):
+def test_a_template_fills_the_submit_form_and_is_recorded(fleet, personas, client, django_capture_on_commit_callbacks):
     spec = training_spec(name="nightly", max_runtime_s=1800)
     del spec["tenant"]
     template = services.save_template(
@@ -157,25 +155,37 @@ def test_submit_page_shows_the_template_beside_the_overrides(
     )
     client.force_login(fresh(personas.member_a))
     page = client.get(reverse("workloads:workload_submit"), {"template": template.pk}).content.decode()
-    assert "Overrides (JSON)" in page and "Template a/nightly 8xH100, version 1" in page
-    assert "&quot;max_runtime_s&quot;: 1800" in page  # the template's own spec, shown read-only
-    assert "Submit from template" in page
+    assert "filled from template a/nightly 8xH100, version 1" in page
+    assert 'id="f-name" aria-required="true" value="nightly"' in page and 'id="f-max_runtime_s" value="1800"' in page
+    assert '<option value="a/train" selected>' in page  # the template's tenant and queue: one choice
     plain = client.get(reverse("workloads:workload_submit")).content.decode()
-    assert "Overrides (JSON)" not in plain and 'data-testid="template-card"' not in plain
+    assert 'data-testid="template-card"' not in plain
 
-    # A bad override keeps the template on show next to the error; a good one submits the merged spec.
-    bad = client.post(
-        reverse("workloads:workload_submit"), {"kind": "training", "template": template.pk, "spec": "{nope"}
-    ).content.decode()
-    assert "Not valid JSON" in bad and "Template a/nightly 8xH100, version 1" in bad
+    # What the form posts: its fields, no JSON. A field that cannot be read comes back at its field, with the
+    # template still chosen; a good one submits and records the template.
+    fields = {
+        "kind": "training",
+        "template": template.pk,
+        "mode": "fields",
+        "name": "nightly-42",
+        "queue": "a/train",
+        "image": spec["image"],
+        "command": "python\ntrain.py",
+        "gpu_model": "h100",
+        "gpus_per_worker": "8",
+        "max_runtime_s": "1800",
+    }
+    bad = client.post(reverse("workloads:workload_submit"), {**fields, "workers": "two"})
+    assert bad.status_code == 400
+    body = bad.content.decode()
+    assert 'data-errors-for="workers"><div>Not a whole number.</div>' in body
+    assert "filled from template a/nightly 8xH100, version 1" in body and 'value="nightly-42"' in body
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(
-            reverse("workloads:workload_submit"),
-            {"kind": "training", "template": template.pk, "spec": '{"name": "nightly-42"}'},
-        )
+        response = client.post(reverse("workloads:workload_submit"), fields)
     workload = Workload.objects.get(name="nightly-42")
     assert response.status_code == 302 and response.url == reverse("workloads:workload_detail", args=[workload.pk])
     assert workload.spec["max_runtime_s"] == 1800 and workload.tenant == personas.a
+    assert workload.template == template and workload.spec["command"] == ["python", "train.py"]
 
 
 def test_templates_of_other_tenants_are_not_shown(fleet, personas, client):
@@ -186,5 +196,5 @@ def test_templates_of_other_tenants_are_not_shown(fleet, personas, client):
     )
     client.force_login(fresh(personas.member_b))
     page = client.get(reverse("workloads:workload_submit"), {"template": template.pk}).content.decode()
-    assert "a-only" not in page and "Overrides (JSON)" not in page
+    assert "a-only" not in page and 'data-testid="template-card"' not in page
     assert WorkloadTemplate.objects.count() == 1

@@ -201,7 +201,7 @@ def test_workload_pages(fleet, personas, client, django_capture_on_commit_callba
     assert 'data-testid="workload-rendered"' in detail and "torchrun" in detail
     assert client.get(reverse("workloads:workload_list")).status_code == 200
     bad = client.post(reverse("workloads:workload_submit"), {"kind": "training", "spec": "{not json"})
-    assert bad.status_code == 200 and "Not valid JSON" in bad.content.decode()
+    assert bad.status_code == 400 and "Not valid JSON" in bad.content.decode()
 
 
 def test_reclaim_plan_is_carried_out_on_the_simulator(fleet, personas, api, django_capture_on_commit_callbacks):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from fractions import Fraction
 
 from django.db import connection, transaction
@@ -69,6 +70,88 @@ def _candidates(queue: Queue, clusters: list[Cluster] | None) -> list[Cluster]:
     return list(Cluster.objects.filter(queue_bindings__queue=queue).order_by("name"))
 
 
+@dataclass
+class DryRun:
+    """What deciding a claim now would do, decided by the code a submission runs (`decide_claim`), nothing written.
+
+    `reason` is what the claim (and so its workload's state_reason) would be stored with; `start_reason` what the
+    next admission pass would write on it when it waits at the head of its queue (with its expected start: the
+    pass's reservation, apps/tenancy/reservations.py), else the same. `lenders` name the queues it would borrow
+    from ("acme-vision/train"; POOL for unguaranteed capacity), with the units from each."""
+
+    decision: Decision
+    reason: str
+    cluster: Cluster | None
+    borrow: dict[int, int] = field(default_factory=dict)
+    lenders: list[tuple[str | int, int]] = field(default_factory=list)
+    reclaim: list[tuple[int, int]] = field(default_factory=list)
+    expected_start: datetime | None = None
+    start_reason: str = ""
+    free_in_guarantee: int = 0  # units of the queue's guarantee free now
+    guaranteed: int = 0  # units
+    unit: int = 1  # units per GPU
+
+    @property
+    def admitted(self) -> bool:
+        return self.decision in {Decision.ADMIT, Decision.BORROW}
+
+
+def _place(request: Request, candidates: list[Cluster], tier: PriorityTier, lock_sql: str | None):
+    """The snapshot a decision reads (taking the admission lock first with `lock_sql`) and where placement puts
+    `request` on it: the one decision a submission and its dry run share."""
+    from apps.tenancy.snapshot import build_decision_snapshot
+
+    snapshot = build_decision_snapshot(request.model, request.queue, lock_sql=lock_sql, tier_value=tier.value)
+    snapshot.now = timezone.now()
+    return snapshot, place(snapshot, request, [c.pk for c in candidates])
+
+
+def dry_run_claim(
+    actor,
+    *,
+    queue: Queue,
+    gpu_model: GpuModel,
+    gpus: int | Fraction,
+    tier: PriorityTier,
+    gang: int = 1,
+    user: str = "",
+    clusters: list[Cluster] | None = None,
+    max_runtime_s: int | None = None,
+    name: str = "",
+) -> DryRun:
+    """What `decide_claim` with these arguments would decide now, without the admission lock and writing nothing.
+
+    The same request, candidates, snapshot and placement as `decide_claim` (tests/tenancy/test_dry_run.py holds
+    them to the same answer over generated fleets); a claim that would wait at the head of its queue also gets
+    the reservation the next admission pass would give it."""
+    from apps.tenancy.admission import POOL, plan_reservation
+
+    require(actor, Action.VIEW, queue.tenant, _("You may not view tenant %(slug)s.") % {"slug": queue.tenant.slug})
+    request = _request(queue, gpu_model, gpus, tier, gang, user, max_runtime_s=max_runtime_s, name=name)
+    candidates = _candidates(queue, clusters)
+    snapshot, placed = _place(request, candidates, tier, lock_sql=None)
+    result = placed.result
+    reservation, start_reason = None, placed.reason[:500]
+    if result.decision in {Decision.QUEUE, Decision.RECLAIM}:
+        reservation, waiting = plan_reservation(snapshot, replace(request, cluster=placed.cluster), result)
+        if waiting != result.reason:  # the pass writes the decision's own reason (without placement's comparison)
+            start_reason = waiting[:500]
+    quota = snapshot.quotas.get((request.queue, request.model))
+    return DryRun(
+        decision=result.decision,
+        reason=placed.reason[:500],
+        cluster=next((c for c in candidates if c.pk == placed.cluster), None),
+        borrow=dict(result.borrow),
+        lenders=[(POOL if q == POOL else snapshot.names.get(q, str(q)), n) for q, n in result.borrow.items()],
+        reclaim=list(result.reclaim),
+        expected_start=reservation.start if reservation else None,
+        start_reason=start_reason,
+        free_in_guarantee=quota.free_in_guarantee if quota else 0,
+        guaranteed=quota.guaranteed if quota else 0,
+        unit=snapshot.unit,
+    )
+
+
 def preview_admission(
     actor,
     *,
@@ -81,14 +164,10 @@ def preview_admission(
     cluster: Cluster | None = None,
 ) -> Result:
     """What would happen to this request now (read-only), on `cluster` or where placement would put it."""
-    from apps.tenancy.snapshot import build_decision_snapshot
-
     require(actor, Action.VIEW, queue.tenant, _("You may not view tenant %(slug)s.") % {"slug": queue.tenant.slug})
-    # The same snapshot a submission decides on, so the preview is what submitting would do.
+    # The same snapshot and placement a submission decides on, so the preview is what submitting would do.
     request = _request(queue, gpu_model, gpus, tier, gang, user or actor.get_username())
-    snapshot = build_decision_snapshot(gpu_model.code, queue.pk, tier_value=tier.value)
-    snapshot.now = timezone.now()
-    placed = place(snapshot, request, [c.pk for c in _candidates(queue, [cluster] if cluster else None)])
+    _snapshot, placed = _place(request, _candidates(queue, [cluster] if cluster else None), tier, lock_sql=None)
     return placed.result
 
 
@@ -113,8 +192,6 @@ def decide_claim(
     Must run inside the caller's transaction: it takes the admission lock, which that transaction
     then holds until it commits, so no other decision sees quota use without this claim.
     """
-    from apps.tenancy.snapshot import build_decision_snapshot
-
     if not connection.in_atomic_block:
         raise RuntimeError("decide_claim must run inside the caller's transaction.atomic() block")
     request = _request(queue, gpu_model, gpus, tier, gang, user, max_runtime_s=max_runtime_s, name=name)
@@ -131,9 +208,8 @@ def decide_claim(
         max_runtime_s=max_runtime_s,
     )
     lock = ADMISSION_LOCK_SQL if connection.vendor == "postgresql" else None
-    snapshot = build_decision_snapshot(gpu_model.code, queue.pk, lock_sql=lock, tier_value=tier.value)
-    claim.submitted_at = snapshot.now = timezone.now()
-    placed = place(snapshot, request, [c.pk for c in candidates])
+    snapshot, placed = _place(request, candidates, tier, lock_sql=lock)
+    claim.submitted_at = snapshot.now
     result = placed.result
     claim.cluster = next((c for c in candidates if c.pk == placed.cluster), None)
     claim.state = {

@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from fractions import Fraction
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from apps.accounts.models import Tenant
 from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import audit_row, record_event, snapshot
 from apps.backends.base import BackendError
 from apps.backends.registry import get_backend
 from apps.backends.render.errors import RenderError
+from apps.backends.render.spec import Spec
 from apps.backends.shares import SHARE_UNITS
 from apps.core.errors import Conflict, InvalidInput, NotFound
 from apps.core.inserts import insert_row, insert_rows
 from apps.core.joined import fetch_joined
-from apps.tenancy.models import AdmissionState
+from apps.fleet.models import Cluster, GpuModel
+from apps.tenancy.models import AdmissionState, PriorityTier, Queue
 from apps.tenancy.services.admissions import decide_claim, release_admission
 from apps.tenancy.services.holds import check_hold
 from apps.tenancy.snapshot import tier_rows
@@ -34,7 +38,7 @@ from apps.workloads.models import OutboxAction, Workload, WorkloadKind, Workload
 from apps.workloads.rendering import render_context
 from apps.workloads.services.outbox import enqueue, outbox_row
 from apps.workloads.services.state import CLAIM_PREFIX, add_event, event_row
-from apps.workloads.submission_context import catalog, gpu_models, load_context
+from apps.workloads.submission_context import SubmissionContext, catalog, gpu_models, load_context
 
 # What a replayed submission's response shows (the serializer's short form), read with it in one query.
 REPLAY_RELATED = ("tenant", "queue", "tier", "cluster", "gpu_model", "created_by", "admission")
@@ -76,6 +80,65 @@ def submit_workload(
     context = load_context(actor.pk, idempotency_key or None, spec)  # one query: key, tenant, queue, clusters
     if context.existing_id is not None:
         return _replay(context.existing_id, digest)
+    prepared = prepare_submission(actor, kind, spec, context)
+    tenant, queue, model, tier = prepared.tenant, prepared.queue, prepared.model, prepared.tier
+    try:
+        return _decide_and_store(
+            actor,
+            kind=kind,
+            viable=prepared.viable,
+            digest=digest,
+            idempotency_key=idempotency_key,
+            template=template,
+            tenant=tenant,
+            queue=queue,
+            model=model,
+            tier=tier,
+            ids=(context.claim_id, context.next_id),
+        )
+    except IntegrityError:
+        # A retry under the same key committed first (we waited for it on the admission lock): the key's
+        # unique constraint refused our row, the transaction rolled back (claim included). Answer with its workload.
+        existing_id = _existing_workload_id(actor, idempotency_key) if idempotency_key else None
+        if existing_id is None:
+            raise
+        return _replay(existing_id, digest)
+
+
+@dataclass
+class PreparedSubmission:
+    """A submission checked up to its admission decision: who may, the parsed spec, and where it could run.
+
+    `viable` are the candidate clusters that can run it, each with the spec parsed for its node size, in name
+    order; what placement then picks among them is admission's (apps/tenancy/placement.py)."""
+
+    kind: str
+    tenant: Tenant
+    queue: Queue
+    tier: PriorityTier
+    model: GpuModel
+    parsed: Spec
+    viable: list[tuple[Cluster, Spec]]
+    context: SubmissionContext
+
+    @property
+    def gpus(self) -> Fraction:
+        """The exact share it claims (a 1/7 MIG slice is 1/7 of a GPU): what quota and chargeback count."""
+        return Fraction(self.parsed.total_units, SHARE_UNITS)
+
+    @property
+    def claim_name(self) -> str:
+        return f"{CLAIM_PREFIX}{self.tenant.slug}/{self.parsed.name}"
+
+    def parsed_for(self, cluster: Cluster) -> Spec:
+        return next((p for c, p in self.viable if c.pk == cluster.pk), self.parsed)
+
+
+def prepare_submission(actor, kind: str, spec: dict, context: SubmissionContext) -> PreparedSubmission:
+    """Everything a submission checks before its admission decision, in the order it checks them (the tenant, the
+    right to submit there, the spec, the queue, the tier, an admission hold, the clusters, each cluster's
+    rendering): a submission and the submit page's previews both start here, so a preview refuses what a
+    submission would, with the same error. Changes nothing."""
     tenant = context.tenant
     if tenant is None or not has_perm(actor, Action.VIEW, tenant):
         raise NotFound(_("No tenant %(tenant)s.") % {"tenant": repr(spec.get("tenant"))}, {"tenant": _("Not found.")})
@@ -114,27 +177,7 @@ def submit_workload(
         viable.append((cluster, by_size[gpus_per_node]))
     if not viable:
         raise refusal
-    try:
-        return _decide_and_store(
-            actor,
-            kind=kind,
-            viable=viable,
-            digest=digest,
-            idempotency_key=idempotency_key,
-            template=template,
-            tenant=tenant,
-            queue=queue,
-            model=model,
-            tier=tier,
-            ids=(context.claim_id, context.next_id),
-        )
-    except IntegrityError:
-        # A retry under the same key committed first (we waited for it on the admission lock): the key's
-        # unique constraint refused our row, the transaction rolled back (claim included). Answer with its workload.
-        existing_id = _existing_workload_id(actor, idempotency_key) if idempotency_key else None
-        if existing_id is None:
-            raise
-        return _replay(existing_id, digest)
+    return PreparedSubmission(kind, tenant, queue, tier, model, parsed, viable, context)
 
 
 def _candidates(context, parsed, queue, model) -> list:
@@ -174,6 +217,23 @@ def _probe(kind, parsed, cluster, tenant, queue, tier, model, pk) -> Workload:
     )
 
 
+def probe_workload(prepared: PreparedSubmission, cluster: Cluster) -> Workload:
+    """The workload `prepared` would be on `cluster`, unsaved, with the backend name its run would get: what a
+    preview renders (no id yet: the name a submission's own pre-flight check renders with)."""
+    probe = _probe(
+        prepared.kind,
+        prepared.parsed_for(cluster),
+        cluster,
+        prepared.tenant,
+        prepared.queue,
+        prepared.tier,
+        prepared.model,
+        prepared.context.next_id,
+    )
+    probe.backend_name = probe.run_name() if probe.pk else f"wl0-{probe.name}"[:63].rstrip("-")
+    return probe
+
+
 def _decide_and_store(
     actor, *, kind, viable, digest, idempotency_key, template, tenant, queue, model, tier, ids
 ) -> tuple[Workload, bool]:
@@ -205,7 +265,7 @@ def _decide_and_store(
             queue=queue,
             gpu_model=model,
             # The exact share (a 1/7 MIG slice is 1/7 of a GPU of quota): what chargeback meters too.
-            gpus=Fraction(parsed.total_units, SHARE_UNITS),
+            gpus=Fraction(parsed.total_units, SHARE_UNITS),  # PreparedSubmission.gpus
             tier=tier,
             user=actor.get_username(),
             clusters=[c for c, _parsed in viable],
