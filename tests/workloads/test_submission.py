@@ -77,6 +77,17 @@ def test_bad_specs_are_400_with_the_field(fleet, personas, api):
     assert post(api, personas.member_a, training_spec(queue="nope")).status_code == 400
 
 
+def test_a_spec_naming_no_tenant_is_a_400_saying_the_field_is_required(fleet, personas, api):
+    """Not "No tenant None." (404): the missing field is the spec's error, reported with the others."""
+    spec = training_spec(gpus_per_worker=9)
+    del spec["tenant"]
+    response = post(api, personas.member_a, spec)
+    assert response.status_code == 400, response.json()
+    assert response.json()["fields"]["tenant"] == ["this field is required"]
+    assert "gpus_per_worker" in response.json()["fields"]
+    assert not Workload.objects.exists()
+
+
 def test_cross_tenant_submit_and_read(fleet, personas, api, django_capture_on_commit_callbacks):
     assert post(api, personas.member_b, training_spec()).status_code == 404  # tenant a does not exist for b
     assert post(api, personas.viewer_a, training_spec()).status_code == 403

@@ -140,6 +140,9 @@ def prepare_submission(actor, kind: str, spec: dict, context: SubmissionContext)
     rendering): a submission and the submit page's previews both start here, so a preview refuses what a
     submission would, with the same error. Changes nothing."""
     tenant = context.tenant
+    if not isinstance(spec.get("tenant"), str) or not spec["tenant"]:
+        # No tenant named: the spec's own errors ("tenant: this field is required", and any others), not a 404.
+        parse(kind, spec, known=catalog(list(gpu_models().values())))
     if tenant is None or not has_perm(actor, Action.VIEW, tenant):
         raise NotFound(_("No tenant %(tenant)s.") % {"tenant": repr(spec.get("tenant"))}, {"tenant": _("Not found.")})
     require(actor, Action.SUBMIT, tenant, _("You may not submit work to tenant %(slug)s.") % {"slug": tenant.slug})
