@@ -15,6 +15,7 @@ from playwright.sync_api import Page, expect
 
 from apps.tenancy import services as tenancy
 from apps.workloads.models import Workload
+from apps.workloads.services import reconcile_workloads
 from tests.e2e import world
 from tests.e2e.browser import PageProblems, log_in, main_nav, screenshot
 from tests.utils.personas import fresh
@@ -123,6 +124,16 @@ def test_a_job_is_filled_in_previewed_and_submitted_without_json(page: Page, pro
     expect(page.get_by_role("heading", level=1)).to_contain_text("form-job")
     assert workload.spec["command"] == ["python", "train.py"] and workload.gpus == 8
     problems.assert_clean("the submission")
+
+    # It starts (the reconcile pass beat runs) and its log is tailed live from the workload page.
+    reconcile_workloads()
+    page.get_by_test_id("workload-logs-link").click()
+    lines = page.get_by_test_id("log-lines")
+    expect(lines).to_contain_text("submitted: 1 × 8 GPUs")
+    shown = page.locator("#log-lines span").count()
+    page.wait_for_function("n => document.querySelectorAll('#log-lines span').length > n", arg=shown)
+    expect(lines).to_contain_text("step ")
+    problems.assert_clean("the log tail")
 
 
 def test_the_service_form_reads_in_chinese(page: Page, problems: PageProblems, fleet):
