@@ -195,6 +195,21 @@ class KubeApi:
     def list(self, path: str, what: str, **selectors: str) -> list[dict]:
         return [item for page in self.pages(path, what, **selectors) for item in page]
 
+    def list_at(self, path: str, what: str, **selectors: str) -> tuple[list[dict], str]:
+        """The list and its resourceVersion (the first page's: a paged list is one snapshot), to watch from."""
+        items: list[dict] = []
+        version = ""
+        token = ""
+        while True:
+            query = {"limit": self.page_size, "continue": token, **selectors}
+            answer = self.request("GET", path, what, query=query)
+            items.extend(answer.get("items") or [])
+            meta = answer.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = meta.get("continue") or ""
+            if not token:
+                return items, version
+
     def apply(self, obj: dict, path: str, what: str, *, dry_run: bool = False) -> dict:
         """Server-side apply as the console's field manager; forced, since the console owns what it renders."""
         query = {"fieldManager": FIELD_MANAGER, "force": "true"}
