@@ -72,8 +72,12 @@ def drain(
     out = Drained(resource_version=resource_version)
     deadline = time.monotonic() + max_s
     while True:
-        response = _open(api, path, what, out.resource_version, idle_s, max_s, selectors)
+        response = _open(api, path, what, out.resource_version, max_s, selectors)
         try:
+            # The answer's headers came within the request timeout; from here on, quiet for idle_s means done.
+            sock = getattr(response.connection, "sock", None)
+            if sock is not None:
+                sock.settimeout(idle_s)
             _read(response, out, deadline)
             return out
         except (urllib3.exceptions.ProtocolError, ConnectionError) as exc:
@@ -86,7 +90,7 @@ def drain(
             response.close()
 
 
-def _open(api: KubeApi, path, what, resource_version, idle_s, max_s, selectors):
+def _open(api: KubeApi, path, what, resource_version, max_s, selectors):
     query = {
         "watch": "1",
         "resourceVersion": resource_version,
@@ -103,7 +107,7 @@ def _open(api: KubeApi, path, what, resource_version, idle_s, max_s, selectors):
             auth_settings=["BearerToken"],
             _preload_content=False,
             _return_http_data_only=True,
-            _request_timeout=(float(api.timeout), float(idle_s)),
+            _request_timeout=(float(api.timeout), float(api.timeout)),
         )
     except ApiException as exc:
         if exc.status == 410:
