@@ -46,6 +46,7 @@ GPUS = 8
 REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
 MODEL_REPEAT = int(os.environ.get("BENCH_MODEL_REPEAT", "1"))
 CHANGED = max(1, NODES // 100)  # 1 % of the nodes change between two syncs
+ONLY = os.environ.get("BENCH_ONLY", "")  # "watch": only the inventory-by-watch rounds
 PRODUCTS = [("NVIDIA-H100-80GB-HBM3", 81559), ("NVIDIA-A100-SXM4-80GB", 81920), ("NVIDIA-L40S", 46068)]
 
 
@@ -259,6 +260,12 @@ def main() -> None:
     )
     backend = KubernetesBackend(cluster)
     rows = []
+    if ONLY == "watch":  # issue 23 part 6 alone: the watch rounds with their floors
+        rows += watch_rounds(parent, cluster, backend)
+        parent.send("stop")
+        server.join(10)
+        report(rows)
+        return
 
     samples = [timed(lambda: client_lists(backend.api.client, True))[0] for _ in range(MODEL_REPEAT)]
     rows.append(("baseline: CoreV1Api lists with model deserialisation (nodes + pods)", median_ms(samples)))
@@ -306,6 +313,10 @@ def main() -> None:
         small.stop()
     rows.append(("drain of a node with 8 evictable pods (cordon + list + 8 evictions)", median_ms(drains)))
 
+    report(rows)
+
+
+def report(rows: list[tuple[str, float]]) -> None:
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value:>10,.1f} ms")
