@@ -279,3 +279,24 @@ def test_watch_off_or_an_old_cursor_lists_everything(synced, fake):
     Cluster.objects.filter(pk=synced.pk).update(connection={**synced.connection, "inventory_watch": False})
     assert sync_inventory(synced.pk).ok
     assert len(lists(fake, "nodes")) == 1 and watches(fake, "nodes") == []
+
+
+def test_paged_lists_ask_for_the_next_page_while_parsing_and_miss_nothing(db, fake):
+    for i in range(7):
+        fake.add_node(f"gpu-{i:02d}")
+    backend = KubernetesBackend(make_cluster(fake, page_size=2))
+    fake.reset_requests()
+    items, version = backend.api.list_at("/api/v1/nodes", "list nodes")
+    assert [n["metadata"]["name"] for n in items] == [f"gpu-{i:02d}" for i in range(7)]
+    assert version == str(fake.store.rv)
+    assert [r.query.get("continue", "") for r in lists(fake, "nodes")] == ["", "/gpu-01", "/gpu-03", "/gpu-05"]
+
+
+def test_the_continue_token_is_read_from_the_answers_head_only():
+    from apps.backends.kubernetes.api import peek_continue
+
+    head = b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"eyJ2"},"items":[]}'
+    assert peek_continue(head) == "eyJ2"
+    assert peek_continue(b'{"kind":"PodList","metadata":{"resourceVersion":"12"},"items":[]}') == ""
+    # metadata after the items (not how the API server writes it): unknown, the parsed answer decides
+    assert peek_continue(b'{"items":[{"metadata":{"continue":"no"}}],"metadata":{"continue":"q"}}') is None
