@@ -224,6 +224,12 @@ def watch_rounds(pipe, cluster, backend) -> list[tuple[str, float]]:
         assert result.ok and result.updated == 0, result
         quiet.append(elapsed)
     raw_ms, first_ms, full_ms, delta_ms = (median_ms(x) for x in (raw, first, full, delta))
+    per_round = sorted(f / r for f, r in zip(first, raw, strict=True))
+    shares = sorted(d / f for d, f in zip(delta, full, strict=True))
+    print(
+        f"per round: first / raw lists {[round(x, 2) for x in per_round]}, "
+        f"1 % resync / full list {[f'{x:.1%}' for x in shares]}"
+    )
     print(
         f"watch rounds (ms): raw {[round(x * 1000) for x in raw]}, first {[round(x * 1000) for x in first]}, "
         f"full resync {[round(x * 1000) for x in full]}, 1 % changed {[round(x * 1000) for x in delta]}, "
