@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from urllib.parse import quote
 
-from apps.backends.base import Backend, NotFoundError, PermanentBackendError
+from apps.backends.base import Backend, BackendError, NotFoundError, PermanentBackendError
 from apps.backends.kubernetes import pods as podinfo
 from apps.backends.kubernetes import quota as quota_push
 from apps.backends.kubernetes import watch as inventory_watch
@@ -214,6 +214,11 @@ class KubernetesBackend(Backend):
         try:
             return self._watched_inventory(cursor)
         except inventory_watch.Expired:
+            return self._listed_inventory()
+        except BackendError as exc:
+            if getattr(exc, "code", 0) != 403:
+                raise
+            # The account may list but not watch (an RBAC role from before the watch): list, as before.
             return self._listed_inventory()
 
     def _watched_inventory(self, cursor: dict) -> Inventory:

@@ -300,3 +300,12 @@ def test_the_continue_token_is_read_from_the_answers_head_only():
     assert peek_continue(b'{"kind":"PodList","metadata":{"resourceVersion":"12"},"items":[]}') == ""
     # metadata after the items (not how the API server writes it): unknown, the parsed answer decides
     assert peek_continue(b'{"items":[{"metadata":{"continue":"no"}}],"metadata":{"continue":"q"}}') is None
+
+
+def test_an_account_without_the_watch_verb_lists_as_before(synced, fake):
+    relabel(fake, "gpu-01", **{"gpu-console/rack": "r7"})
+    fake.fail(403, times=1, method="GET", path="/api/v1/nodes", message="nodes is forbidden: cannot watch")
+    result = sync_inventory(synced.pk)
+    assert result.ok and result.updated == 1, result
+    assert len(lists(fake, "nodes")) == 1 and len(lists(fake, "pods")) == 1
+    assert Node.objects.get(cluster=synced, name="gpu-01").rack == "r7"
