@@ -7,11 +7,15 @@ Measures:
      model deserialisation (what `CoreV1Api.list_*` returns by default: the baseline) and as raw JSON;
   2. the backend's `inventory()` (paged JSON lists + mapping into NodeInfo / GpuInfo);
   3. `apps.fleet.services.sync_inventory` end to end: first sync into PostgreSQL, then an unchanged resync;
-  4. `drain()` of a node with 8 evictable pods (cordon, list the node's pods, 8 policy/v1 evictions).
-For 1-3 the fake runs in a child process (as a real API server is another process) serving static objects
+  4. `drain()` of a node with 8 evictable pods (cordon, list the node's pods, 8 policy/v1 evictions);
+  5. inventory by watch (issue 23 part 6), each round in the same run as its floor: the first sync (lists with
+     resourceVersion, then the cluster's cursor stored) against the raw JSON lists; a resync with 1 % of the nodes
+     changed (half relabelled, half with a pod finished), read from watch events, against a full-list resync
+     (`inventory_watch: false`) of the same fleet; an unchanged resync by watch.
+For 1-3 and 5 the fake runs in a child process (as a real API server is another process) serving static objects
 (its control plane off); it shares the machine's 2 cores with the console's process and PostgreSQL, and
-its Python JSON encoding is slower than a real API server's. Medians of BENCH_REPEAT runs (default 3;
-drains 10).
+its Python JSON encoding is slower than a real API server's. Medians of BENCH_REPEAT runs (default 5;
+drains 10; the model-deserialising baseline BENCH_MODEL_REPEAT, default 1: it takes 30 to 70 s a run).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 os.environ.setdefault("SECRET_KEY", "bench-only")
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/console_bench")
+# The fake API listens on loopback, which the outbound policy refuses unless the deployment allows it.
+os.environ.setdefault("OUTBOUND_ALLOWED_NETWORKS", "127.0.0.0/8")
 
 import django  # noqa: E402
 
@@ -37,7 +43,10 @@ from bench.fleet_bench import ensure_database, median_ms  # noqa: E402
 NODES = int(os.environ.get("BENCH_NODES", "1280"))
 PODS = int(os.environ.get("BENCH_PODS", "20000"))
 GPUS = 8
-REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
+REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
+MODEL_REPEAT = int(os.environ.get("BENCH_MODEL_REPEAT", "1"))
+CHANGED = max(1, NODES // 100)  # 1 % of the nodes change between two syncs
+ONLY = os.environ.get("BENCH_ONLY", "")  # "watch": only the inventory-by-watch rounds
 PRODUCTS = [("NVIDIA-H100-80GB-HBM3", 81559), ("NVIDIA-A100-SXM4-80GB", 81920), ("NVIDIA-L40S", 46068)]
 
 
@@ -118,16 +127,40 @@ def seed(fake) -> None:
             created["status"] = body["status"]
 
 
+def change(fake, round_: int) -> int:
+    """1 % of the nodes change: half get a new label, the other half lose a running GPU pod (it finishes)."""
+    nodes, pods = fake.resource("", "v1", "nodes"), fake.resource("", "v1", "pods")
+    with fake.lock:
+        picked = [f"gpu-{(round_ * 97 + k * 31) % NODES:04d}" for k in range(CHANGED)]
+        by_node: dict[str, list[dict]] = {}
+        for (_ns, _name), obj in fake.store.bucket(pods).items():
+            holds = "nvidia.com/gpu" in obj["spec"]["containers"][0]["resources"]["requests"]
+            if holds and obj["spec"].get("nodeName") in picked[CHANGED // 2 :] and obj["status"]["phase"] == "Running":
+                by_node.setdefault(obj["spec"]["nodeName"], []).append(obj)
+        for i, name in enumerate(picked):
+            if i < CHANGED // 2 or not by_node.get(name):
+                node = fake.store.get(nodes, "", name)
+                node["metadata"]["labels"]["bench/round"] = str(round_)
+                fake.store.put(nodes, node)
+            else:
+                pod = by_node[name][0]
+                pod["status"]["phase"] = "Succeeded"
+                fake.store.put(pods, pod)
+    return len(picked)
+
+
 def serve(pipe) -> None:
-    """Child process: seed the fake, send its URL, serve until told to stop."""
+    """Child process: seed the fake, send its URL, serve and change nodes when told, until told to stop."""
     from tests.backends.k8s_fake import FakeKubernetes
 
     fake = FakeKubernetes(control_plane=False)
     fake.record = False  # 40 MB of request log is not what is measured
     seed(fake)
+    fake.compact()  # the seeding's history is not needed: watches start from the lists
     fake.start()
     pipe.send(fake.url)
-    pipe.recv()
+    while (command := pipe.recv()) != "stop":
+        pipe.send(change(fake, command))
     fake.stop()
 
 
@@ -161,6 +194,60 @@ def client_lists(client, deserialize: bool) -> int:
     return count
 
 
+def watch_rounds(pipe, cluster, backend) -> list[tuple[str, float]]:
+    """Inventory by watch, each round with its floor measured just before: (name, median ms) rows."""
+    from apps.fleet.models import Cluster, Node
+    from apps.fleet.services import sync_inventory
+
+    listing = {**cluster.connection, "inventory_watch": False}
+    watching = {**cluster.connection, "inventory_watch": True}
+    raw, first, full, delta, quiet = [], [], [], [], []
+    for round_ in range(REPEAT):
+        raw.append(timed(lambda: client_lists(backend.api.client, False))[0])
+        Node.objects.filter(cluster=cluster).delete()
+        Cluster.objects.filter(pk=cluster.pk).update(connection=watching, inventory_cursor={}, sync_started_at=None)
+        elapsed, result = timed(lambda: sync_inventory(cluster.pk))
+        assert result.ok and result.added == NODES, result
+        first.append(elapsed)
+        # The floor of a resync: the same fleet listed in full, nothing changed (the cursor set aside).
+        Cluster.objects.filter(pk=cluster.pk).update(connection=listing)
+        elapsed, result = timed(lambda: sync_inventory(cluster.pk))
+        assert result.ok and result.unchanged == NODES, result
+        full.append(elapsed)
+        Cluster.objects.filter(pk=cluster.pk).update(connection=watching)
+        pipe.send(round_ * 2 + 1)
+        changed = pipe.recv()
+        elapsed, result = timed(lambda: sync_inventory(cluster.pk))
+        assert result.ok and result.updated == changed and result.nodes == NODES, result
+        delta.append(elapsed)
+        elapsed, result = timed(lambda: sync_inventory(cluster.pk))
+        assert result.ok and result.updated == 0, result
+        quiet.append(elapsed)
+    raw_ms, first_ms, full_ms, delta_ms = (median_ms(x) for x in (raw, first, full, delta))
+    per_round = sorted(f / r for f, r in zip(first, raw, strict=True))
+    shares = sorted(d / f for d, f in zip(delta, full, strict=True))
+    print(
+        f"per round: first / raw lists {[round(x, 2) for x in per_round]}, "
+        f"1 % resync / full list {[f'{x:.1%}' for x in shares]}"
+    )
+    print(
+        f"watch rounds (ms): raw {[round(x * 1000) for x in raw]}, first {[round(x * 1000) for x in first]}, "
+        f"full resync {[round(x * 1000) for x in full]}, 1 % changed {[round(x * 1000) for x in delta]}, "
+        f"unchanged {[round(x * 1000) for x in quiet]}"
+    )
+    return [
+        ("watch: floor, raw JSON lists (same rounds)", raw_ms),
+        (f"watch: first sync (lists + cursor), {first_ms / raw_ms:.2f} x the raw lists (target <= 1.5)", first_ms),
+        ("watch: floor, resync by full list (inventory_watch false), nothing changed", full_ms),
+        (
+            f"watch: resync by watch, {CHANGED} nodes (1 %) changed, {delta_ms / full_ms:.1%} of a full list "
+            "(target <= 10 %)",
+            delta_ms,
+        ),
+        ("watch: resync by watch, nothing changed", median_ms(quiet)),
+    ]
+
+
 def main() -> None:
     from apps.backends.kubernetes.backend import KubernetesBackend
     from apps.fleet.models import Cluster
@@ -179,8 +266,14 @@ def main() -> None:
     )
     backend = KubernetesBackend(cluster)
     rows = []
+    if ONLY == "watch":  # issue 23 part 6 alone: the watch rounds with their floors
+        rows += watch_rounds(parent, cluster, backend)
+        parent.send("stop")
+        server.join(10)
+        report(rows)
+        return
 
-    samples = [timed(lambda: client_lists(backend.api.client, True))[0] for _ in range(REPEAT)]
+    samples = [timed(lambda: client_lists(backend.api.client, True))[0] for _ in range(MODEL_REPEAT)]
     rows.append(("baseline: CoreV1Api lists with model deserialisation (nodes + pods)", median_ms(samples)))
     samples = [timed(lambda: client_lists(backend.api.client, False))[0] for _ in range(REPEAT)]
     rows.append(("CoreV1Api lists, raw JSON (_preload_content=False)", median_ms(samples)))
@@ -193,6 +286,7 @@ def main() -> None:
 
     first = []
     again = []
+    Cluster.objects.filter(pk=cluster.pk).update(connection={**cluster.connection, "inventory_watch": False})
     for _ in range(REPEAT):
         Cluster.objects.filter(pk=cluster.pk).update(sync_started_at=None)
         from apps.fleet.models import Node
@@ -206,6 +300,7 @@ def main() -> None:
         again.append(elapsed)
     rows.append(("sync_inventory, first sync into PostgreSQL", median_ms(first)))
     rows.append(("sync_inventory, unchanged resync", median_ms(again)))
+    rows += watch_rounds(parent, cluster, backend)
     parent.send("stop")
     server.join(10)
 
@@ -224,6 +319,10 @@ def main() -> None:
         small.stop()
     rows.append(("drain of a node with 8 evictable pods (cordon + list + 8 evictions)", median_ms(drains)))
 
+    report(rows)
+
+
+def report(rows: list[tuple[str, float]]) -> None:
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value:>10,.1f} ms")

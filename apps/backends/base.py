@@ -111,6 +111,11 @@ class Backend(ABC):
     @abstractmethod
     def inventory(self) -> Inventory: ...
 
+    def inventory_since(self, cursor: dict | None) -> Inventory:
+        """The inventory, or only what changed since `cursor` (the one a previous answer carried): backends that
+        can watch for changes override this; the others list everything."""
+        return self.inventory()
+
     # Workloads
 
     def render(self, spec: Spec, context: WorkloadContext) -> RenderedWorkload | RenderedScript:

@@ -109,8 +109,15 @@ class NodeInfo:
 
 @dataclass
 class Inventory:
+    """The cluster's nodes. `complete`: every node (one not in `nodes` is gone); otherwise only the nodes changed
+    since the cursor the backend was given, and `removed` names the ones deleted. `cursor`: what the backend needs
+    next time to report only changes (stored with the inventory; None: it cannot)."""
+
     nodes: list[NodeInfo]
     taken_at: datetime
+    complete: bool = True
+    removed: list[str] = field(default_factory=list)
+    cursor: dict | None = None
 
 
 @dataclass

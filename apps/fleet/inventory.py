@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import asdict
+from dataclasses import fields
 
-from apps.backends.types import NodeInfo
+from apps.backends.types import GpuInfo, NodeInfo
 
 
 class ModelResolver:
@@ -114,7 +113,20 @@ def gpu_fields(gpu, resolver: ModelResolver) -> dict:
     }
 
 
+_NODE_FIELDS = tuple(f.name for f in fields(NodeInfo) if f.name not in ("labels", "gpus"))
+_GPU_FIELDS = tuple(f.name for f in fields(GpuInfo))
+
+
 def fingerprint(info: NodeInfo) -> str:
-    """A digest of everything reported for the node, so an unchanged node is skipped on resync."""
-    payload = json.dumps(asdict(info), sort_keys=True, default=str).encode()
-    return hashlib.sha256(payload).hexdigest()
+    """A digest of everything reported for the node, so an unchanged node is skipped on resync.
+
+    Every field of NodeInfo and of its GpuInfos, labels in key order; the repr of plain values (strings, numbers,
+    lists, the Taint dataclass), which is several times faster than `asdict` + JSON at 10,240 GPUs."""
+    payload = repr(
+        (
+            [getattr(info, name) for name in _NODE_FIELDS],
+            sorted(info.labels.items()),
+            [[getattr(gpu, name) for name in _GPU_FIELDS] for gpu in info.gpus],
+        )
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()

@@ -102,6 +102,9 @@ class Cluster(models.Model):
     last_error = models.TextField(blank=True)
     last_error_at = models.DateTimeField(null=True, blank=True)
     sync_enabled = models.BooleanField(default=True)
+    # What the backend needs to report only the changes next sync (Kubernetes: the node and pod lists'
+    # resourceVersions to watch from); written with the inventory it describes.
+    inventory_cursor = models.JSONField(default=dict, blank=True, editable=False)
     # Set while a sync runs (claimed by compare-and-set) so two workers never sync one cluster at once.
     sync_started_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -9,7 +9,9 @@ was being done, what the API server answered and what to check.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import urllib3
 from kubernetes import client as k8s
@@ -100,6 +102,20 @@ def translate(exc: Exception, what: str, cluster: str) -> BackendError:
     raise exc
 
 
+_HEAD = re.compile(rb'^\s*\{[^\[]*?"metadata"\s*:\s*(\{[^{}]*\})')
+_CONTINUE = re.compile(rb'"continue"\s*:\s*"([^"\\]*)"')
+
+
+def peek_continue(data: bytes) -> str | None:
+    """A list answer's continue token from its first 2 kB ("" when its metadata has none), or None when the
+    metadata is not there (then the caller reads it from the parsed answer)."""
+    head = _HEAD.match(data[:2048])
+    if head is None:
+        return None
+    token = _CONTINUE.search(head.group(1))
+    return token.group(1).decode() if token else ""
+
+
 class KubeApi:
     """One cluster's API server. Thin: paths in, JSON out."""
 
@@ -120,6 +136,21 @@ class KubeApi:
         content_type: str | None = None,
         timeout: float | None = None,
     ) -> dict:
+        data = self.request_raw(method, path, what, query=query, body=body, content_type=content_type, timeout=timeout)
+        return self.decode(data, what)
+
+    def request_raw(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        query: dict | None = None,
+        body: object = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> bytes:
+        """The answer's body, unparsed (errors translated as `request` does)."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -137,9 +168,11 @@ class KubeApi:
                 _return_http_data_only=True,
                 _request_timeout=self._timeout(timeout),
             )
-            data = response.data
+            return response.data
         except (ApiException, urllib3.exceptions.HTTPError, OSError, OutboundRefused) as exc:
             raise translate(exc, what, self.cluster_name) from exc
+
+    def decode(self, data: bytes, what: str) -> dict:
         try:
             return json.loads(data) if data else {}
         except ValueError as exc:
@@ -194,6 +227,30 @@ class KubeApi:
 
     def list(self, path: str, what: str, **selectors: str) -> list[dict]:
         return [item for page in self.pages(path, what, **selectors) for item in page]
+
+    def list_at(self, path: str, what: str, **selectors: str) -> tuple[list[dict], str]:
+        """The list and its resourceVersion (the first page's: a paged list is one snapshot), to watch from."""
+        items: list[dict] = []
+        version = ""
+
+        def fetch(token: str) -> bytes:
+            return self.request_raw("GET", path, what, query={"limit": self.page_size, "continue": token, **selectors})
+
+        # The next page is asked for while this one is parsed (the server prepares it meanwhile): its continue
+        # token is read from the answer's head, where the API server writes `metadata` before `items`.
+        with ThreadPoolExecutor(1) as pool:
+            page = pool.submit(fetch, "")
+            while page is not None:
+                data = page.result()
+                token = peek_continue(data)
+                page = pool.submit(fetch, token) if token else None
+                answer = self.decode(data, what)
+                items.extend(answer.get("items") or [])
+                meta = answer.get("metadata") or {}
+                version = version or str(meta.get("resourceVersion") or "")
+                if token is None and meta.get("continue"):  # not in the head: ask after parsing
+                    page = pool.submit(fetch, meta["continue"])
+        return items, version
 
     def apply(self, obj: dict, path: str, what: str, *, dry_run: bool = False) -> dict:
         """Server-side apply as the console's field manager; forced, since the console owns what it renders."""

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
 from urllib.parse import quote
 
-from apps.backends.base import Backend, NotFoundError, PermanentBackendError
+from apps.backends.base import Backend, BackendError, NotFoundError, PermanentBackendError
 from apps.backends.kubernetes import pods as podinfo
 from apps.backends.kubernetes import quota as quota_push
+from apps.backends.kubernetes import watch as inventory_watch
 from apps.backends.kubernetes.api import KubeApi
 from apps.backends.kubernetes.connection import api_client, connection_errors, timeout_of
 from apps.backends.kubernetes.inventory import InventorySettings, group_pods, node_info
@@ -81,6 +84,10 @@ ADDON_USE = {
 WORKLOAD_LABEL = "gpu-console/workload"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
 SELECTOR_CHUNK = 50
+# The pods that hold a node's GPUs: placed and not finished (the inventory's list, and its watch).
+FINISHED_OUT = "status.phase!=Succeeded,status.phase!=Failed"
+PLACED_PODS = f"spec.nodeName!=,{FINISHED_OUT}"
+WATCH_RELIST_NODES = 200
 # Where an inference service's engines answer /metrics without a cluster-wide `inference_metrics_url`: the
 # Service the renderer creates for it, on the engines' port (one replica answers each scrape).
 DEFAULT_METRICS_PATTERN = "http://{service}.{namespace}.svc:{port}/metrics"
@@ -173,17 +180,88 @@ class KubernetesBackend(Backend):
         return datetime.now(UTC).replace(microsecond=0)
 
     def inventory(self) -> Inventory:
+        return self._listed_inventory()
+
+    def _listed_inventory(self) -> Inventory:
+        """Every node and its pods from two paged lists; the cursor holds the lists' resourceVersions."""
         taken_at = self.now()
-        nodes = self.api.list(NODE.path(), "list nodes")
-        pods = self.api.list(
-            POD.path(),
-            "list pods",
-            fieldSelector="spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
-        )
+        nodes, nodes_rv = self.api.list_at(NODE.path(), "list nodes")
+        pods, pods_rv = self.api.list_at(POD.path(), "list pods", fieldSelector=PLACED_PODS)
         by_node = group_pods(pods)
         settings = InventorySettings.from_connection(self.settings)
         infos = [node_info(node, by_node.get(node["metadata"]["name"]), settings) for node in nodes]
-        return Inventory(nodes=infos, taken_at=taken_at)
+        cursor = {"api": self._api_identity(), "nodes": nodes_rv, "pods": pods_rv, "listed_at": taken_at.timestamp()}
+        return Inventory(nodes=infos, taken_at=taken_at, cursor=cursor if nodes_rv and pods_rv else None)
+
+    def _api_identity(self) -> str:
+        return str(self.settings.get("api_url") or self.settings.get("kubeconfig") or "in-cluster")
+
+    def inventory_since(self, cursor: dict | None) -> Inventory:
+        """Only the nodes changed since `cursor`, from watch events (see watch.py); a full list on the first sync,
+        after a 410 Gone, with `inventory_watch: false`, or every `inventory_relist_s` seconds."""
+        settings = self.settings
+        relist_s = float(settings.get("inventory_relist_s", 3600))
+        usable = (
+            settings.get("inventory_watch", True)
+            and cursor
+            and cursor.get("api") == self._api_identity()
+            and cursor.get("nodes")
+            and cursor.get("pods")
+            and time.time() - float(cursor.get("listed_at") or 0) < relist_s
+        )
+        if not usable:
+            return self._listed_inventory()
+        try:
+            return self._watched_inventory(cursor)
+        except inventory_watch.Expired:
+            return self._listed_inventory()
+        except BackendError as exc:
+            if getattr(exc, "code", 0) != 403:
+                raise
+            # The account may list but not watch (an RBAC role from before the watch): list, as before.
+            return self._listed_inventory()
+
+    def _watched_inventory(self, cursor: dict) -> Inventory:
+        taken_at = self.now()
+        idle = float(self.settings.get("watch_idle_s", inventory_watch.DEFAULT_IDLE_S))
+        with ThreadPoolExecutor(2) as pool:  # both watches wait out their quiet time at once
+            nodes_job = pool.submit(
+                inventory_watch.drain, self.api, NODE.path(), "watch nodes", cursor["nodes"], idle_s=idle
+            )
+            pods_job = pool.submit(
+                inventory_watch.drain,
+                self.api,
+                POD.path(),
+                "watch pods",
+                cursor["pods"],
+                idle_s=idle,
+                fieldSelector=PLACED_PODS,
+            )
+            nodes, pods = nodes_job.result(), pods_job.result()
+        latest: dict[str, dict | None] = {}  # node name -> its last object (None: deleted)
+        for event in nodes.events:
+            obj = event["object"]
+            latest[obj["metadata"]["name"]] = None if event["type"] == "DELETED" else obj
+        touched = set(latest)
+        for event in pods.events:
+            node_name = (event["object"].get("spec") or {}).get("nodeName")
+            if node_name:
+                touched.add(node_name)
+        if len(touched) > int(self.settings.get("watch_relist_nodes", WATCH_RELIST_NODES)):
+            return self._listed_inventory()  # so many changed nodes: one list is cheaper than a list per node
+        settings = InventorySettings.from_connection(self.settings)
+        infos, removed = [], []
+        for name in sorted(touched):
+            node = latest[name] if name in latest else self.api.get_or_none(NODE.path(name), f"read node {name}")
+            if node is None:
+                removed.append(name)
+                continue
+            on_node = self.api.list(
+                POD.path(), f"list the pods on node {name}", fieldSelector=f"spec.nodeName={name},{FINISHED_OUT}"
+            )
+            infos.append(node_info(node, group_pods(on_node).get(name), settings))
+        next_cursor = {**cursor, "nodes": nodes.resource_version, "pods": pods.resource_version}
+        return Inventory(nodes=infos, taken_at=taken_at, complete=False, removed=removed, cursor=next_cursor)
 
     # workloads
 

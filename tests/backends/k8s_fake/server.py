@@ -17,12 +17,14 @@ preconditions (409), server-side apply with field managers, conflicts and force,
 subresource with PodDisruptionBudgets (429), the pod log subresource with `tailLines` and `follow` (logs.py),
 bearer-token authentication (401), and a semantic model of the
 control plane (`cluster.py`: Kueue, Volcano, kube-scheduler, HAMi, LWS, KEDA, with the admission webhooks and
-plugins they install). What it does not: watch, RBAC, CEL, schema validation (tests validate what the backend
-sends separately), protobuf, server-side table output.
+plugins they install), and watch (watch.py: resourceVersions, bookmarks, 410 Gone after `fake.compact()`,
+timeoutSeconds, a dropped connection with `fake.drop_watch_after = n`). What it does not: RBAC, CEL, schema
+validation (tests validate what the backend sends separately), protobuf, server-side table output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import socket
@@ -36,7 +38,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from tests.backends.k8s_fake import hami, logs, patching
+from tests.backends.k8s_fake import hami, logs, patching, watch
 from tests.backends.k8s_fake.cluster import ControlPlane
 from tests.backends.k8s_fake.kueue import KueueConfig
 from tests.backends.k8s_fake.resources import ADDONS, Resource, find, served
@@ -131,6 +133,11 @@ class FakeKubernetes:
         # What each container wrote, by (pod uid, container): the kubelet keeps a container's log with its pod.
         self.logs: dict[tuple[str, str], list[str]] = {}
         self.log_written = threading.Condition(self.lock)
+        # Watches (watch.py) wait on this for changes; `drop_watch_after`: the next watch's connection breaks after
+        # that many events (fault injection).
+        self.watch_changed = threading.Condition(self.lock)
+        self.store.changed = self._wake_watches
+        self.drop_watch_after: int | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         if "volcano" in self.addons:
@@ -172,10 +179,21 @@ class FakeKubernetes:
         self._stopping.set()
         with self.log_written:
             self.log_written.notify_all()  # followed logs end
+            self.watch_changed.notify_all()  # and watches
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+
+    def _wake_watches(self) -> None:
+        # A change made without the lock (seeding before start) has no watch waiting yet.
+        with contextlib.suppress(RuntimeError):
+            self.watch_changed.notify_all()
+
+    def compact(self) -> None:
+        """Forget the change history, as etcd's compaction does: a watch from an older resourceVersion gets 410."""
+        with self.lock:
+            self.store.compact()
 
     # time
 
@@ -486,6 +504,23 @@ class FakeKubernetes:
                 self.tick()  # controllers react to a write at once, as a real control plane does within moments
             return code, payload
 
+    def watch(self, path: str, query: dict[str, str], headers: dict):
+        """A watch request's stream (watch.py), or the ApiError answered instead."""
+        self.authenticate(headers)
+        parts = path.rstrip("/").strip("/").split("/")
+        if parts[0] == "api" and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        with self.lock:
+            self.tick()
+            resource, ns, name, sub = self._locate(group, version, rest)
+            if name or sub:
+                raise ApiError(405, "MethodNotAllowed", "watch a collection (a single object: fieldSelector)")
+            return watch.start(self, resource, ns, query)
+
     def _group_list(self) -> dict:
         groups: dict[str, list[str]] = {}
         for r in self.resources:
@@ -753,6 +788,9 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.authenticate(headers)
                 self._send_log(*fake.pod_log(log["ns"], log["name"], query))
                 return
+            if self.command == "GET" and query.get("watch") in ("1", "true"):
+                self._send_watch(fake.watch(url.path, query, headers))
+                return
             code, payload = fake.handle(self.command, url.path, query, headers, body)
         except ApiError as exc:
             code, payload = exc.code, exc.status()
@@ -784,6 +822,22 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             if rest is not None:
                 rest.close()
+
+    def _send_watch(self, stream) -> None:
+        """A watch: a chunked JSON answer, one event per line, until the watch ends (timeoutSeconds, an ERROR)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for line in stream:
+                self._chunk(line)
+            self.wfile.write(b"0\r\n\r\n")
+        except watch.Dropped:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def _chunk(self, data: bytes) -> None:
         if data:

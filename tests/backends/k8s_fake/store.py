@@ -106,6 +106,14 @@ FIELDS = {
 }
 
 
+def _node_term(selector: str) -> str | None:
+    """The node of a `spec.nodeName=<node>` term in a field selector, if it has one."""
+    for term in _split(selector or ""):
+        if "!=" not in term and term.replace("==", "=").split("=", 1)[0].strip() == "spec.nodeName":
+            return term.replace("==", "=").split("=", 1)[1].strip()
+    return None
+
+
 def field_matcher(selector: str) -> Callable[[dict], bool]:
     tests = []
     for term in _split(selector or ""):
@@ -130,6 +138,40 @@ class Store:
         self.applied: dict[tuple, dict[str, dict]] = {}  # object -> manager -> last applied config
         self._sorted: dict[tuple[str, str], list[Key]] = {}
         self.rv = 1000
+        # The change history watches are served from (watch.py): (resourceVersion, resource id, type, object as it
+        # was then, the object before). Compaction drops the oldest, as etcd's does
+        # (https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes).
+        self.history: list[tuple[int, tuple[str, str], str, dict, dict | None]] = []
+        self.compacted = self.rv  # a watch from a resourceVersion older than this is answered 410 Gone
+        self.history_limit = 200_000
+        self._recorded: dict[tuple[str, str, str, str], dict] = {}
+        self._node_index: dict[tuple[str, str], dict[str, list[Key]]] = {}
+        self.changed: Callable[[], None] = lambda: None  # the server wakes its watches
+
+    def record(self, resource: Resource, kind: str, obj: dict, old: dict | None) -> None:
+        self._node_index.pop((resource.group, resource.plural), None)
+        snapshot = copy.deepcopy(obj)
+        meta = snapshot["metadata"]
+        ident = (
+            resource.group,
+            resource.plural,
+            meta.get("namespace", "") if resource.namespaced else "",
+            meta["name"],
+        )
+        if kind == "DELETED":
+            self._recorded.pop(ident, None)
+        else:
+            self._recorded[ident] = snapshot
+        self.history.append((self.rv, (resource.group, resource.plural), kind, snapshot, old))
+        if len(self.history) > self.history_limit:
+            self.compact(self.history[len(self.history) - self.history_limit][0] - 1)
+        self.changed()
+
+    def compact(self, upto: int | None = None) -> None:
+        """Forget the changes up to resourceVersion `upto` (default: all of them)."""
+        upto = self.rv if upto is None else upto
+        self.history = [event for event in self.history if event[0] > upto]
+        self.compacted = max(self.compacted, upto)
 
     def bucket(self, resource: Resource) -> dict[Key, dict]:
         return self.objects.setdefault((resource.group, resource.plural), {})
@@ -142,6 +184,18 @@ class Store:
 
     def _touch(self, resource: Resource) -> None:
         self._sorted.pop((resource.group, resource.plural), None)
+
+    def _on_node(self, resource: Resource, keys: list[Key]) -> dict[str, list[Key]]:
+        """Keys by spec.nodeName: the API server's watch cache indexes pods by node (the kubelet lists its pods
+        with `fieldSelector=spec.nodeName=<node>`), so such a list costs the node's pods, not the cluster's."""
+        rid = (resource.group, resource.plural)
+        if rid not in self._node_index:
+            bucket = self.bucket(resource)
+            index: dict[str, list[Key]] = {}
+            for key in keys:
+                index.setdefault((bucket[key].get("spec") or {}).get("nodeName", ""), []).append(key)
+            self._node_index[rid] = index
+        return self._node_index[rid]
 
     def next_rv(self) -> str:
         self.rv += 1
@@ -168,6 +222,9 @@ class Store:
         """Matching objects in key order, at most `limit`, and the continue token of the next page."""
         labels, fields = label_matcher(label_selector), field_matcher(field_selector)
         keys = self._keys(resource)
+        node = _node_term(field_selector)
+        if node is not None:
+            keys = self._on_node(resource, keys).get(node, [])
         start = 0
         if token:
             try:
@@ -228,6 +285,7 @@ class Store:
         meta["resourceVersion"] = self.next_rv()
         self.bucket(resource)[key] = obj
         self._touch(resource)
+        self.record(resource, "ADDED", obj, None)
         return obj
 
     def put(self, resource: Resource, obj: dict) -> dict:
@@ -241,13 +299,24 @@ class Store:
         if key not in self.bucket(resource):
             self._touch(resource)
         self.bucket(resource)[key] = obj
+        before = self._last_version(resource, key)
+        self.record(resource, "MODIFIED" if old is not None else "ADDED", obj, before)
         return obj
+
+    def _last_version(self, resource: Resource, key: Key) -> dict | None:
+        """The object as its last recorded change left it (what a watch's selector matched before this change):
+        objects are changed in place before `put`, so the live one cannot tell."""
+        return self._recorded.get((resource.group, resource.plural, *key))
 
     def remove(self, resource: Resource, ns: str, name: str) -> dict | None:
         obj = self.bucket(resource).pop((ns, name), None)
         if obj is not None:
             self._touch(resource)
             self.applied.pop((resource.group, resource.plural, ns, name), None)
+            # The DELETED event carries the object at the resourceVersion of its deletion.
+            before = self._last_version(resource, (ns, name))
+            obj["metadata"]["resourceVersion"] = self.next_rv()
+            self.record(resource, "DELETED", obj, before)
         return obj
 
     def namespace_exists(self, ns: str) -> bool:

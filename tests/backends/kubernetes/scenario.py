@@ -13,13 +13,15 @@ from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_no
 
 
 def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "everything") -> KubernetesBackend:
-    """Connection, inventory, quota plan / push / drift, submit, status, cordon, taints, drain, cancel, usage."""
+    """Connection, inventory (listed and watched), quota plan / push / drift, submit, status, cordon, taints, drain,
+    cancel, usage."""
     seed_nodes(fake, count=2, gpus=4)  # the stock device plugin's nvidia.com/gpu, with Volcano too
     cluster = make_cluster(fake, name=name, queueing=queueing, drain_grace_period_s=10)
     queue = bind_queue(cluster, "team-a", "train", ["team-a-train"])
     backend = KubernetesBackend(cluster, sleep=lambda seconds: None)
     backend.test_connection()
     backend.inventory()
+    backend.inventory_since(backend.inventory_since(None).cursor)  # a list with resourceVersions, then the watches
     Quota.objects.create(queue=queue, gpu_model=GpuModel.objects.get(code="h100"), guaranteed=8, borrow_limit=4)
     state = build_desired_state(cluster)
     backend.quota_plan(state)

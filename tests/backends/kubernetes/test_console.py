@@ -227,14 +227,14 @@ def test_work_on_a_tainted_pool_tolerates_the_pools_taints_and_runs(
     """The site reserves its H100 pool with a taint: inventory sync gives the pool the taint all its nodes carry
     (not a node's own state: cordon, not-ready), the Job tolerates it, and kube-scheduler places it."""
     reserved = {"key": "dedicated", "value": "training", "effect": "NoSchedule"}
-    with fake.lock:
-        nodes = fake.store.bucket(fake.resource("", "v1", "nodes"))
-        for (_ns, name), node in nodes.items():
+    with fake.lock:  # changes as the API makes them: a new resourceVersion each, seen by watches
+        resource = fake.resource("", "v1", "nodes")
+        for (_ns, name), node in list(fake.store.bucket(resource).items()):
             node["metadata"]["labels"]["gpu-console/pool"] = "h100-train"
             node["spec"]["taints"] = [reserved]
-        nodes[("", "gpu-02")]["spec"]["taints"].append(
-            {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}
-        )
+            if name == "gpu-02":
+                node["spec"]["taints"].append({"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"})
+            fake.store.put(resource, node)
     assert sync_inventory(k8s.pk).ok
     assert NodePool.objects.get(cluster=k8s, name="h100-train").taints == [reserved]
     workload = submit(api, personas, django_capture_on_commit_callbacks)

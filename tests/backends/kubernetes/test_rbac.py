@@ -49,14 +49,17 @@ def allowed() -> set[tuple[str, str, str]]:
     return out
 
 
-def needed(method: str, path: str, content_type: str) -> set[tuple[str, str, str]]:
-    """The (group, resource, verb) an API server authorizes for one request."""
+def needed(method: str, path: str, content_type: str, query: dict | None = None) -> set[tuple[str, str, str]]:
+    """The (group, resource, verb) an API server authorizes for one request (a GET with `?watch` is the watch
+    verb: https://kubernetes.io/docs/reference/access-authn-authz/authorization/#determine-the-request-verb)."""
     parts = path.strip("/").split("/")
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
     if rest[0] == "namespaces" and len(rest) >= 3:
         rest = rest[2:]
     resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
     named = len(rest) > 1
+    if method == "GET" and (query or {}).get("watch") in ("1", "true"):
+        return {(group, resource, "watch")}
     if method == "GET":
         return {(group, resource, "get" if named else "list")}
     if method == "PATCH" and content_type == "application/apply-patch+yaml":
@@ -74,8 +77,9 @@ def test_every_request_the_backend_makes_is_allowed(db, fake, queueing):
     for request in fake.requests:
         if request.path in DISCOVERY:
             continue  # discovery is open to every authenticated account (system:discovery)
-        for need in needed(request.method, request.path, request.content_type):
+        for need in needed(request.method, request.path, request.content_type, request.query):
             assert need in grants, f"{request.method} {request.path} needs {need}, which rbac.yaml does not grant"
             used.add(need)
     assert ("", "pods/eviction", "create") in used and ("", "nodes", "patch") in used
     assert ("", "pods/log", "get") in used  # the workload's log, streamed
+    assert ("", "nodes", "watch") in used and ("", "pods", "watch") in used
