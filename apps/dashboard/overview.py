@@ -278,16 +278,19 @@ def demand_by_tenant(visible: set[int] | None) -> dict:
 
 def spend_this_month(visible: set[int] | None, tenants: dict[int, dict], now: datetime) -> dict:
     """Cost to date and month-end forecast of the top visible tenants (subtrees), with their budgets.
+    `tenants`: `overview_tenants()`.
 
     The tenants listed are the visible ones whose parent is not visible (for platform roles: the
     organizations), each with its whole subtree's spend, as statements and budgets count it.
     """
     from apps.chargeback.budgets import RUN_RATE_WINDOW, forecast, subtree_spend
-    from apps.chargeback.models import SpendBudget
-    from apps.chargeback.periods import current_period
+    from apps.chargeback.models import Period
+    from apps.chargeback.periods import month_start, next_month
     from apps.chargeback.statements import money
 
-    period = current_period(now)
+    # This month, as metering names it; not read or created here (`subtree_spend` matches its start).
+    start = month_start(now)
+    period = Period(start=start, end=next_month(start))
     ids = set(tenants) if visible is None else visible & set(tenants)
     roots = [t for t in ids if tenants[t]["parent_id"] not in ids]
     paths = {t: info["path"] for t, info in tenants.items()}
@@ -295,7 +298,7 @@ def spend_this_month(visible: set[int] | None, tenants: dict[int, dict], now: da
     if settings.OVERVIEW_CACHE_S:
         # Every tenant's totals, shared by all viewers for a while; each viewer gets only their roots' rows.
         total, recent = cached(
-            f"overview:spend:{period.pk}:{since.date()}",
+            f"overview:spend:{period.label}:{since.date()}",
             lambda: subtree_spend(period, since, paths=paths),
             ttl=settings.OVERVIEW_CACHE_S,
         )
@@ -304,13 +307,11 @@ def spend_this_month(visible: set[int] | None, tenants: dict[int, dict], now: da
         total, recent = subtree_spend(period, since, tenant_ids=scope, paths=paths)
     ranked = sorted(roots, key=lambda t: (-total.get(t, Decimal(0)), tenants[t]["name"]))
     shown = ranked[:TOP_TENANTS]
-    budgets = {b.tenant_id: b for b in SpendBudget.objects.filter(tenant_id__in=shown)} if shown else {}
     rows = []
     for tenant_id in shown:
         cost = total.get(tenant_id, Decimal(0))
         expected = forecast(cost, recent.get(tenant_id, Decimal(0)), period, now)
-        budget = budgets.get(tenant_id)
-        amount = budget.monthly_amount if budget else None
+        amount = tenants[tenant_id]["budget"]  # read with the tenants (`overview_tenants`)
         rows.append(
             {
                 "tenant": tenants[tenant_id],
@@ -352,10 +353,23 @@ def isolation_summary(budgets: list[dict]) -> dict:
     }
 
 
-def fleet_overview(user, current_tenant=None, now: datetime | None = None) -> dict:
-    """Everything the overview panels show, for `user` (narrowed to `current_tenant`'s subtree if given)."""
+def overview_tenants() -> dict[int, dict]:
+    """Every tenant by id: its name, slug, path, parent, whether archived and its monthly spend budget (one query;
+    the budget is one-to-one). The overview reads them once for its panels, the switcher and the roles."""
     from apps.accounts.models import Tenant
-    from apps.health.overview import isolation_budgets, open_incidents_by_severity
+
+    return {
+        row["id"]: row
+        for row in Tenant.objects.values("id", "name", "slug", "path", "parent_id", "archived_at")
+        .annotate(budget=F("spend_budget__monthly_amount"))
+        .order_by("path")
+    }
+
+
+def fleet_overview(user, current_tenant=None, now: datetime | None = None, tenants: dict | None = None) -> dict:
+    """Everything the overview panels show, for `user` (narrowed to `current_tenant`'s subtree if given).
+    `tenants`: `overview_tenants()`, when the caller has read it."""
+    from apps.health.overview import incidents_and_isolation
 
     now = now or timezone.now()
     nodes = Node.objects.for_user(user, Action.VIEW)
@@ -363,12 +377,11 @@ def fleet_overview(user, current_tenant=None, now: datetime | None = None) -> di
     states, states_total = gpu_states(capacity)
     node_count = sum(c.nodes for c in capacity)
     visible = allowed_tenant_ids(user, Action.VIEW)
-    tenants = {row["id"]: row for row in Tenant.objects.values("id", "name", "slug", "path", "parent_id").order_by()}
+    tenants = overview_tenants() if tenants is None else tenants
     if current_tenant:
         subtree = {t for t, info in tenants.items() if info["path"].startswith(current_tenant.path)}
         visible = subtree if visible is None else visible & subtree
-    incidents = open_incidents_by_severity(nodes) if node_count else [(s, 0) for s in SEVERITIES]
-    budgets = isolation_budgets(nodes) if node_count else []
+    incidents, budgets = incidents_and_isolation(nodes) if node_count else ([(s, 0) for s in SEVERITIES], [])
     # Every viewer sees the whole fleet (or none of it): one heatmap, shared for OVERVIEW_CACHE_S.
     heatmap = (
         cached("overview:heatmap", lambda: utilization_heatmap(nodes, node_count), ttl=settings.OVERVIEW_CACHE_S)
