@@ -84,20 +84,21 @@ def gpu_states(capacity: list[ModelCapacity]) -> tuple[list[GpuStates], GpuState
 # Utilization heatmap
 
 
-# (join, GPU index, utilization) over a health row's per-GPU readings, in each database's JSON dialect.
-# On PostgreSQL, OFFSET 0 keeps the lateral subquery whole, so the grouping sorts numbers, not each GPU's JSON;
-# jsonb_each decompresses the node's document once (a path per GPU would decompress it once per GPU).
+# (join, GPU index, utilization) over a health row's utilization by GPU (`NodeHealth.gpu_util`, {index: value},
+# written at ingest), in each database's JSON dialect. On PostgreSQL, OFFSET 0 keeps the lateral subquery whole, so
+# the grouping sorts numbers, not each GPU's JSON. The small document is stored inline: reading each node's whole
+# readings (`gpus`, ~6 kB, compressed) instead cost 670 ms at 12,800 nodes against 1,280 documents' 45 ms.
 _GPU_CELLS = {
     "postgresql": (
-        "LEFT JOIN LATERAL (SELECT key::int AS gpu, (value #>> '{v,DCGM_FI_DEV_GPU_UTIL}')::float AS util "
-        "FROM jsonb_each(h.gpus) OFFSET 0) g ON TRUE",
+        "LEFT JOIN LATERAL (SELECT key::int AS gpu, (value #>> '{}')::float AS util "
+        "FROM jsonb_each(h.gpu_util) OFFSET 0) g ON TRUE",
         "g.gpu",
         "g.util",
     ),
     "sqlite": (
-        "LEFT JOIN json_each(h.gpus) g",
+        "LEFT JOIN json_each(h.gpu_util) g",
         "CAST(g.key AS INTEGER)",
-        "json_extract(g.value, '$.v.DCGM_FI_DEV_GPU_UTIL')",
+        "g.value",
     ),
 }
 
