@@ -201,26 +201,41 @@ def _number(gpus: Fraction) -> int | float:
 
 @dataclass
 class DemandRow:
+    """One line of the demand table. Sums are kept in share units (integers: `SHARE_UNITS` to a GPU) and given as
+    exact GPUs (Fractions: a 1/7 MIG slice is 1/7 of a GPU) only when read: adding Fractions row by row cost the
+    overview more than the rest of the panel."""
+
     label: str
     slug: str = ""
-    cells: dict[str, list[Fraction]] = field(default_factory=dict)  # model -> [allocated, pending] GPUs
+    units: dict[str, list[int]] = field(default_factory=dict)  # model -> [allocated, pending] share units
     tenants: int = 1
 
-    def add(self, model: str, allocated: Fraction, pending: Fraction) -> None:
-        cell = self.cells.setdefault(model, [Fraction(0), Fraction(0)])
+    def add_units(self, model: str, allocated: int, pending: int) -> None:
+        cell = self.units.setdefault(model, [0, 0])
         cell[0] += allocated
         cell[1] += pending
 
     @property
+    def cells(self) -> dict[str, list[Fraction]]:
+        """model -> [allocated, pending] GPUs."""
+        return {m: [Fraction(a, SHARE_UNITS), Fraction(p, SHARE_UNITS)] for m, (a, p) in self.units.items()}
+
+    @property
+    def total_units(self) -> int:
+        return sum(a + p for a, p in self.units.values())
+
+    @property
     def allocated(self) -> Fraction:
-        return sum((c[0] for c in self.cells.values()), Fraction(0))
+        return Fraction(sum(c[0] for c in self.units.values()), SHARE_UNITS)
 
     @property
     def pending(self) -> Fraction:
-        return sum((c[1] for c in self.cells.values()), Fraction(0))
+        return Fraction(sum(c[1] for c in self.units.values()), SHARE_UNITS)
 
     def row(self, models: list[str]) -> list[list[Fraction]]:
-        return [self.cells.get(m, [Fraction(0), Fraction(0)]) for m in models]
+        return [
+            [Fraction(a, SHARE_UNITS), Fraction(p, SHARE_UNITS)] for a, p in (self.units.get(m, (0, 0)) for m in models)
+        ]
 
 
 def demand_by_tenant(visible: set[int] | None) -> dict:
@@ -246,24 +261,23 @@ def demand_by_tenant(visible: set[int] | None) -> dict:
     others: dict[int, DemandRow] = {}
     models: set[str] = set()
     for tenant_id, name, slug, model, allocated_units, pending_units in rows:
-        # Exact shares: a 1/7 MIG slice is 1/7 of a GPU here, as in quota and chargeback.
-        allocated, pending = Fraction(allocated_units, SHARE_UNITS), Fraction(pending_units, SHARE_UNITS)
+        # Exact shares: a 1/7 MIG slice is 1/7 of a GPU here, as in quota and chargeback (`DemandRow`).
         models.add(model)
         if visible is None or tenant_id in visible:
-            mine.setdefault(tenant_id, DemandRow(name, slug)).add(model, allocated, pending)
+            mine.setdefault(tenant_id, DemandRow(name, slug)).add_units(model, allocated_units, pending_units)
         else:
-            others.setdefault(tenant_id, DemandRow("")).add(model, allocated, pending)
-    ranked = sorted(mine.values(), key=lambda r: (-(r.allocated + r.pending), r.label))
+            others.setdefault(tenant_id, DemandRow("")).add_units(model, allocated_units, pending_units)
+    ranked = sorted(mine.values(), key=lambda r: (-r.total_units, r.label))
     shown, rest = ranked[:TOP_TENANTS], ranked[TOP_TENANTS:]
     other = DemandRow("")
     for row in [*rest, *others.values()]:
-        for model, (allocated, pending) in row.cells.items():
-            other.add(model, allocated, pending)
+        for model, (allocated, pending) in row.units.items():
+            other.add_units(model, allocated, pending)
     other.tenants = len(rest) + len(others)
     total = DemandRow("")
     for row in [*shown, other]:
-        for model, (allocated, pending) in row.cells.items():
-            total.add(model, allocated, pending)
+        for model, (allocated, pending) in row.units.items():
+            total.add_units(model, allocated, pending)
     ordered_models = sorted(models)
     return {
         "models": ordered_models,
