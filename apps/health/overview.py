@@ -118,10 +118,9 @@ def incidents_and_isolation(nodes) -> tuple[list[tuple[str, int]], list[dict]]:
         .annotate(
             size=Count("id", filter=~Q(state=NodeState.VANISHED), distinct=True),
             used=Count("incidents__node_id", filter=Q(incidents__auto_isolated_at__gte=since), distinct=True),
-            **{
-                f"open_{s}": Count("incidents__id", filter=is_open & Q(incidents__severity=s), distinct=True)
-                for s in SEVERITIES
-            },
+            # Each incident is one row of the node-to-incident join (the pool, its cluster and policy are one row
+            # each): counted without DISTINCT, which would sort the rows once per severity.
+            **{f"open_{s}": Count("incidents__id", filter=is_open & Q(incidents__severity=s)) for s in SEVERITIES},
             own_id=Max("pool__isolation_policy__id"),
             own_nodes=Max("pool__isolation_policy__max_nodes_per_hour"),
             own_percent=Max("pool__isolation_policy__max_percent_per_hour"),
