@@ -1,10 +1,11 @@
-"""Overview page benchmark: the home page ("/") at 1,024 and 10,240 GPUs.
+"""Overview page benchmark: the home page ("/") at 1,024 and 10,240 GPUs in four clusters, 102,400 in ten.
 
     make bench   (or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_ov_bench \
                       .venv/bin/python bench/overview_bench.py)
 
-For each fleet size (`BENCH_SIZES`, in nodes of 8 GPUs: 128 and 1,280) the fleet is rebuilt from scratch:
-four simulated clusters (h100 50 %, a100 30 %, l40s 20 %) filled to about 70 % with gangs of whole
+For each fleet size (`BENCH_SIZES`, nodes:clusters with 8 GPUs a node: 128:4, 1280:4 and 12800:10; seeding the
+largest takes about 8 minutes) the fleet is rebuilt from scratch: that many simulated clusters (h100 50 %,
+a100 30 %, l40s 20 %) filled to about 70 % with gangs of whole
 nodes and small jobs through the simulator, synced; every node's dcgm-exporter text rendered and
 ingested once (the health rows the heatmap reads); a few XID 79 / ECC / NVLink / thermal faults and
 dead exporters, so incidents open and automation cordons within the isolation budget; then synced
@@ -20,7 +21,8 @@ machine hits them alike), with the SQL statement count: with `OVERVIEW_CACHE_S=0
 every panel) and with the default 15 s (the heatmap and every tenant's spend shared between views).
 Baselines in the same run: a page with the console's shell only (`/accounts/profile/`) and the fleet
 health page (`/health/`), which reads the same fleet; and the heatmap alone against the obvious way to
-build it (load every node's health row and walk its readings in Python).
+build it (load every node's health row and walk its readings in Python; `BENCH_PAGES_ONLY=1` skips it).
+`BENCH_REUSE=1` with one size times the fleet already seeded in the database (to time two checkouts alternately).
 """
 
 from __future__ import annotations
