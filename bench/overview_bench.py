@@ -1,10 +1,11 @@
-"""Overview page benchmark: the home page ("/") at 1,024 and 10,240 GPUs.
+"""Overview page benchmark: the home page ("/") at 1,024 and 10,240 GPUs in four clusters, 102,400 in ten.
 
     make bench   (or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_ov_bench \
                       .venv/bin/python bench/overview_bench.py)
 
-For each fleet size (`BENCH_SIZES`, in nodes of 8 GPUs: 128 and 1,280) the fleet is rebuilt from scratch:
-four simulated clusters (h100 50 %, a100 30 %, l40s 20 %) filled to about 70 % with gangs of whole
+For each fleet size (`BENCH_SIZES`, nodes:clusters with 8 GPUs a node: 128:4, 1280:4 and 12800:10; seeding the
+largest takes about 8 minutes) the fleet is rebuilt from scratch: that many simulated clusters (h100 50 %,
+a100 30 %, l40s 20 %) filled to about 70 % with gangs of whole
 nodes and small jobs through the simulator, synced; every node's dcgm-exporter text rendered and
 ingested once (the health rows the heatmap reads); a few XID 79 / ECC / NVLink / thermal faults and
 dead exporters, so incidents open and automation cordons within the isolation budget; then synced
@@ -20,7 +21,8 @@ machine hits them alike), with the SQL statement count: with `OVERVIEW_CACHE_S=0
 every panel) and with the default 15 s (the heatmap and every tenant's spend shared between views).
 Baselines in the same run: a page with the console's shell only (`/accounts/profile/`) and the fleet
 health page (`/health/`), which reads the same fleet; and the heatmap alone against the obvious way to
-build it (load every node's health row and walk its readings in Python).
+build it (load every node's health row and walk its readings in Python; `BENCH_PAGES_ONLY=1` skips it).
+`BENCH_REUSE=1` with one size times the fleet already seeded in the database (to time two checkouts alternately).
 """
 
 from __future__ import annotations
@@ -53,9 +55,15 @@ from django.utils import timezone  # noqa: E402
 
 from bench.fleet_bench import ensure_database  # noqa: E402
 
-SIZES = [int(n) for n in os.environ.get("BENCH_SIZES", "128,1280").split(",")]
+# Fleet sizes as nodes:clusters (8 GPUs a node): 1,024 and 10,240 GPUs in four clusters, 102,400 in ten.
+SIZES = [
+    tuple(int(x) for x in (size.split(":") if ":" in size else (size, "4")))
+    for size in os.environ.get("BENCH_SIZES", "128:4,1280:4,12800:10").split(",")
+]
 REPEAT = int(os.environ.get("BENCH_REPEAT", "30"))
-CLUSTERS = 4
+# BENCH_REUSE=1: with a single size, time the fleet and tenants already in the database if they match it
+# (seeded by an earlier run), so that two checkouts can be timed alternately on the same data.
+REUSE = os.environ.get("BENCH_REUSE") == "1"
 GPUS = 8
 ORGS, TEAMS, QUEUES = 10, 9, 500
 MODELS = {"h100": 0.5, "a100": 0.3, "l40s": 0.2}
@@ -174,7 +182,7 @@ def seed_spend(orgs, queues, models, clusters) -> int:
 # The fleet: rebuilt at each size.
 
 
-def seed_fleet(nodes: int, teams, queues, models) -> dict:
+def seed_fleet(nodes: int, clusters_n: int, teams, queues, models) -> dict:
     from apps.backends.simulator import reports
     from apps.backends.simulator.engine import Engine
     from apps.backends.types import Topology, WorkloadSpec
@@ -193,11 +201,11 @@ def seed_fleet(nodes: int, teams, queues, models) -> dict:
     Cluster.objects.all().delete()
     compiled = compiled_rules()
     tier = PriorityTier.objects.get(name="training")
-    per_cluster = nodes // CLUSTERS
+    per_cluster = nodes // clusters_n
     clusters, claims, faults = [], [], 0
     slug_of = {t.pk: t.slug for t in teams}
     at = timezone.now()
-    for c in range(CLUSTERS):
+    for c in range(clusters_n):
         shape = {"nodes": per_cluster, "gpus_per_node": GPUS, "models": MODELS, "seed": 11 + c}
         cluster = create_simulated_cluster(None, f"{PREFIX}{c}", shape)
         clusters.append(cluster)
@@ -352,20 +360,52 @@ def time_functions(nodes: int) -> list[tuple[str, float, float, int]]:
     return [(label, median_ms(samples[i]), p95_ms(samples[i]), counts[i]) for i, (label, _fn) in enumerate(variants)]
 
 
+def reusable(nodes: int, clusters_n: int):
+    """The admin and member users if the database holds this size's fleet and tenants (BENCH_REUSE=1)."""
+    from apps.accounts.models import User
+    from apps.chargeback.models import UsageDay
+    from apps.fleet.models import Cluster, Node
+
+    if not (REUSE and len(SIZES) == 1):
+        return None
+    users = {u.username: u for u in User.objects.filter(username__in=[f"{PREFIX}admin", f"{PREFIX}member"])}
+    if len(users) < 2 or Node.objects.count() != nodes or Cluster.objects.count() != clusters_n:
+        return None
+    if not UsageDay.objects.exists():
+        return None
+    return users[f"{PREFIX}admin"], users[f"{PREFIX}member"]
+
+
 def main() -> None:
-    from apps.fleet.models import Gpu, Node
+    from apps.fleet.models import Cluster, Gpu, Node
     from apps.health.models import Incident, NodeHealth
 
     ensure_database()
-    admin, member, orgs, teams, queues, models = seed_tenants()
+    reuse = reusable(*SIZES[0])
+    if reuse:
+        admin, member = reuse
+        print("reusing the seeded fleet and tenants (BENCH_REUSE=1)")
+    else:
+        admin, member, orgs, teams, queues, models = seed_tenants()
     results = []
-    for nodes in SIZES:
+    for nodes, clusters_n in SIZES:
         started = time.perf_counter()
-        fleet = seed_fleet(nodes, teams, queues, models)
-        usage_rows = seed_spend(orgs, queues, models, fleet["clusters"])
+        if not reuse:
+            fleet = seed_fleet(nodes, clusters_n, teams, queues, models)
+            usage_rows = seed_spend(orgs, queues, models, fleet["clusters"])
+        else:
+            from apps.chargeback.models import UsageDay
+            from apps.tenancy.models import Admission
+
+            fleet = {
+                "workloads": Admission.objects.filter(state="admitted").count(),
+                "pending": Admission.objects.filter(state="pending").count(),
+                "faults": "?",
+            }
+            usage_rows = UsageDay.objects.count()
         gpus = Gpu.objects.count()
         print(
-            f"fleet: {Node.objects.count()} nodes, {gpus} GPUs in {CLUSTERS} clusters, "
+            f"fleet: {Node.objects.count()} nodes, {gpus} GPUs in {Cluster.objects.count()} clusters, "
             f"{Node.objects.filter(gpu_allocated__gt=0).count()} nodes busy, {NodeHealth.objects.count()} health rows, "
             f"{fleet['workloads']} workloads, {fleet['pending']} pending claims, {fleet['faults']} faults, "
             f"{Incident.objects.open().count()} open incidents, {Node.objects.filter(unschedulable=True).count()} "
@@ -384,7 +424,7 @@ def main() -> None:
         for label, median, p95, queries, size in time_pages(variants):
             results.append((gpus, label, median, p95, queries, size))
             print(f"  {gpus:>6} GPUs  {label:<62} median {median:>7} ms  p95 {p95:>7} ms  {queries:>3} queries")
-        for label, median, p95, queries in time_functions(nodes):
+        for label, median, p95, queries in time_functions(nodes) if not os.environ.get("BENCH_PAGES_ONLY") else []:
             results.append((gpus, label, median, p95, queries, 0))
             print(f"  {gpus:>6} GPUs  {label:<62} median {median:>7} ms  p95 {p95:>7} ms  {queries:>3} queries")
     print()

@@ -145,6 +145,7 @@ def _statement_options(options: dict, url: str) -> dict:
     A statement run `prepare_threshold` times on a connection is prepared: PostgreSQL stops parsing and
     planning it (on a submission that was half of PostgreSQL's CPU). Behind a pooler that cannot keep
     prepared statements (PgBouncer in transaction mode before 1.21), add `?prepare_threshold=none`.
+    `?jit=on` leaves PostgreSQL's JIT compiler as the server configures it (the console turns it off).
     """
     binding = options.get("server_side_binding", "true").lower()
     if binding not in {"true", "false"}:
@@ -152,7 +153,11 @@ def _statement_options(options: dict, url: str) -> dict:
     threshold = options.get("prepare_threshold", "5").lower()
     if threshold != "none" and not threshold.isdigit():
         raise ImproperlyConfigured(f"DATABASE_URL={url!r}: prepare_threshold must be a whole number or none")
+    jit = options.get("jit", "off").lower()
+    if jit not in {"on", "off"}:
+        raise ImproperlyConfigured(f"DATABASE_URL={url!r}: jit must be on or off")
     return {
+        "jit": jit,  # PostgreSQL's JIT compiler, off by default (apps/core/postgresql/base.py says why)
         "server_side_binding": binding == "true",
         "prepare_threshold": None if threshold == "none" or binding == "false" else int(threshold),
     }

@@ -146,7 +146,9 @@ AUTHENTICATION_BACKENDS = [
     "apps.accounts.lockout.LockoutBackend",
     # LOCAL_LOGIN off: refuses password log-ins but the break-glass accounts' (apps/accounts/sso/backend.py).
     "apps.accounts.sso.backend.BreakGlassBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, reading the session's user with their memberships in one statement. (Sessions made
+    # under "django.contrib.auth.backends.ModelBackend" before this change log in again once.)
+    "apps.accounts.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))

@@ -18,28 +18,41 @@ from apps.core.api.throttling import count_bad_token
 from apps.core.joined import fetch_joined
 
 
+def _grants_sql(user_alias: str) -> str:
+    """A subquery: the user's memberships as a JSON array of [tenant id, role] (what `user_grants` reads)."""
+    grants = (
+        "COALESCE(json_agg(json_build_array(m.tenant_id, m.role)), '[]')"
+        if connection.vendor == "postgresql"
+        else "json_group_array(json_array(m.tenant_id, m.role))"
+    )
+    return f"(SELECT {grants} FROM accounts_membership m WHERE m.user_id = {user_alias}.id)"  # noqa: S608
+
+
+def _keep_grants(user, found) -> None:
+    found = json.loads(found) if isinstance(found, str) else found
+    setattr(user, GRANTS_ATTR, [(tenant_id, role) for tenant_id, role in found])
+
+
+def user_with_grants(user_id):
+    """The user `user_id` (None if none) with their memberships, in one statement: what a session's request reads
+    first (`ModelBackend.get_user`) plus what `permissions.user_grants` would read next."""
+    from django.contrib.auth import get_user_model
+
+    user = fetch_joined(get_user_model(), (), "id", user_id, extra=(_grants_sql("t0"),))
+    if user is not None:
+        _keep_grants(user, user.joined_extra[0])
+    return user
+
+
 def find_token(digest: str) -> ApiToken | None:
     """The token with its user, tenant and the user's grants, in one statement (every API request asks).
 
     What `ApiToken.objects.select_related("user", "tenant").filter(digest=...).first()` returns, plus the
     memberships `permissions.user_grants` would read next, without compiling the query on every request.
     """
-    grants = (
-        "COALESCE(json_agg(json_build_array(m.tenant_id, m.role)), '[]')"
-        if connection.vendor == "postgresql"
-        else "json_group_array(json_array(m.tenant_id, m.role))"
-    )
-    token = fetch_joined(
-        ApiToken,
-        ("user", "tenant"),
-        "digest",
-        digest,
-        extra=(f"(SELECT {grants} FROM accounts_membership m WHERE m.user_id = t1.id)",),  # noqa: S608
-    )
+    token = fetch_joined(ApiToken, ("user", "tenant"), "digest", digest, extra=(_grants_sql("t1"),))
     if token is not None:
-        (found,) = token.joined_extra
-        found = json.loads(found) if isinstance(found, str) else found
-        setattr(token.user, GRANTS_ATTR, [(tenant_id, role) for tenant_id, role in found])
+        _keep_grants(token.user, token.joined_extra[0])
     return token
 
 

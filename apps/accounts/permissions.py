@@ -75,7 +75,8 @@ def _intersect(user_scope: Scope, token_scope: Scope) -> Scope:
     return Scope(global_actions, per_tenant)
 
 
-# Set by the API token lookup, which reads the user's memberships in the same statement as the token.
+# The user's memberships as (tenant id, role): set by the API token lookup, which reads them in the same statement
+# as the token, or by `user_grants` when it reads them; `forget_scope` drops them.
 GRANTS_ATTR = "_prefetched_grants"
 
 
@@ -86,6 +87,7 @@ def user_grants(user) -> list[tuple[int | None, str]]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT tenant_id, role FROM accounts_membership WHERE user_id = %s", [user.pk])
             grants = list(cursor.fetchall())
+        setattr(user, GRANTS_ATTR, list(grants))  # the memberships as read, for whoever lists them (the home page)
     else:
         grants = list(grants)
     if user.is_superuser:

@@ -46,6 +46,7 @@ _HEALTH_FIELDS = [
     "samples",
     "malformed",
     "gpus",
+    "gpu_util",
     "acc_minute",
     "acc",
     "firing",
@@ -242,6 +243,7 @@ def ingest(
                 samples=0,
                 malformed=0,
                 gpus=prev_gpus,  # the last readings stay visible, marked stale by scraped_at
+                gpu_util={},
                 acc_minute=acc_minute,
                 acc=acc,
             )
@@ -290,6 +292,7 @@ def ingest(
                 samples=outcome.samples,
                 malformed=outcome.malformed,
                 gpus=gpus,
+                gpu_util=gpu_utilization(gpus),
                 acc_minute=minute,
                 acc=_fold(acc, gpus),
             )
@@ -329,6 +332,16 @@ def _copy_insert(table: str, columns: list[str], rows: list[list], tail: str) ->
         cursor.execute("DROP TABLE health_stage")
 
 
+UTILIZATION = "DCGM_FI_DEV_GPU_UTIL"
+
+
+def gpu_utilization(gpus: dict) -> dict:
+    """{gpu index: utilization} of a health row's `gpus` readings (GPUs without the reading left out)."""
+    return {
+        index: gpu["v"][UTILIZATION] for index, gpu in gpus.items() if gpu.get("v", {}).get(UTILIZATION) is not None
+    }
+
+
 def upsert_health(rows: list[NodeHealth]) -> None:
     """Write the cycle's health rows in one statement (COPY on PostgreSQL; Django's bulk upsert elsewhere)."""
     if connection.vendor != "postgresql":
@@ -336,7 +349,7 @@ def upsert_health(rows: list[NodeHealth]) -> None:
             rows, update_conflicts=True, unique_fields=["node"], update_fields=_HEALTH_FIELDS, batch_size=500
         )
         return
-    json_fields = {"gpus", "acc", "firing"}
+    json_fields = {"gpus", "gpu_util", "acc", "firing"}
     fields = ["node_id", *_HEALTH_FIELDS]
     values = [[_dumps(getattr(r, f)) if f in json_fields else getattr(r, f) for f in fields] for r in rows]
     updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in _HEALTH_FIELDS)

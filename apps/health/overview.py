@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
@@ -53,11 +53,14 @@ def gpu_states(firing: list[str], severities: dict[str, str]) -> dict[str, str]:
     return out
 
 
+SEVERITIES = ("fatal", "critical", "warning", "info")
+
+
 def open_incidents_by_severity(nodes) -> list[tuple[str, int]]:
     """[(severity, open incidents on `nodes`)], worst first, every severity listed (one grouped query)."""
     rows = Incident.objects.open().filter(node__in=nodes).values_list("severity").annotate(n=Count("id"))
     by_severity = dict(rows.values_list("severity", "n"))
-    return [(s, by_severity.get(s, 0)) for s in ("fatal", "critical", "warning", "info")]
+    return [(s, by_severity.get(s, 0)) for s in SEVERITIES]
 
 
 def isolation_budgets(nodes) -> list[dict]:
@@ -91,6 +94,66 @@ def isolation_budgets(nodes) -> list[dict]:
             {"pool": pool, "used": used, "limit": budget_limit(policy, size), "nodes": size, "policy": policy}
         )
     return budgets
+
+
+def incidents_and_isolation(nodes) -> tuple[list[tuple[str, int]], list[dict]]:
+    """`open_incidents_by_severity` and `isolation_budgets` of `nodes` in one grouped statement, for the overview.
+
+    Per pool (nodes without a pool are one more group): its size, the nodes isolated automatically in the budget
+    window, its open incidents by severity, its name and cluster's, and the limits of its own policy and of the
+    default policy (scalar subqueries). Budgets are given as the pool's label ("cluster/pool"), its use and limit.
+    Only a console whose default policy was never seeded reads it once more (`default_policy` seeds it).
+    """
+    from django.db.models import Subquery
+
+    from apps.health.models import CLOSED_STATES, IsolationPolicy
+    from apps.health.services.isolation import BUDGET_WINDOW, budget_limit, default_policy
+
+    since = timezone.now() - BUDGET_WINDOW
+    default = IsolationPolicy.objects.filter(pool__isnull=True)
+    is_open = ~Q(incidents__state__in=CLOSED_STATES)
+    rows = (
+        nodes.order_by()
+        .values("pool_id", "pool__name", "pool__cluster__name")
+        .annotate(
+            size=Count("id", filter=~Q(state=NodeState.VANISHED), distinct=True),
+            used=Count("incidents__node_id", filter=Q(incidents__auto_isolated_at__gte=since), distinct=True),
+            # Each incident is one row of the node-to-incident join (the pool, its cluster and policy are one row
+            # each): counted without DISTINCT, which would sort the rows once per severity.
+            **{f"open_{s}": Count("incidents__id", filter=is_open & Q(incidents__severity=s)) for s in SEVERITIES},
+            own_id=Max("pool__isolation_policy__id"),
+            own_nodes=Max("pool__isolation_policy__max_nodes_per_hour"),
+            own_percent=Max("pool__isolation_policy__max_percent_per_hour"),
+            default_nodes=Subquery(default.values("max_nodes_per_hour")[:1]),
+            default_percent=Subquery(default.values("max_percent_per_hour")[:1]),
+        )
+    )
+    budgets = []
+    by_severity = Counter()
+    seeded = None
+    for row in rows:
+        for s in SEVERITIES:
+            by_severity[s] += row[f"open_{s}"]
+        if row["pool_id"] is None or not row["size"]:
+            continue
+        if row["own_id"] is not None:
+            limits = IsolationPolicy(max_nodes_per_hour=row["own_nodes"], max_percent_per_hour=row["own_percent"])
+        elif row["default_nodes"] is not None:
+            limits = IsolationPolicy(
+                max_nodes_per_hour=row["default_nodes"], max_percent_per_hour=row["default_percent"]
+            )
+        else:  # the default policy is seeded on first use, as `isolation_budgets` does
+            seeded = seeded or default_policy()
+            limits = seeded
+        budgets.append(
+            {
+                "pool": f"{row['pool__cluster__name']}/{row['pool__name']}",
+                "used": row["used"],
+                "limit": budget_limit(limits, row["size"]),
+                "nodes": row["size"],
+            }
+        )
+    return [(s, by_severity[s]) for s in SEVERITIES], budgets
 
 
 def fleet_summary(nodes) -> dict:

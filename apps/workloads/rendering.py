@@ -7,6 +7,8 @@ with the spec to `Backend.submit`, and the page asks `Backend.render` with it, s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
 from apps.backends.render.desired import QuotaSettings
@@ -19,15 +21,37 @@ from apps.tenancy.models import QueueBinding
 from apps.workloads.models import Workload
 
 
-def render_context(workload: Workload) -> WorkloadContext:
+@dataclass(frozen=True)
+class RenderTables:
+    """What `render_context` reads from the tables for a workload's queue on its cluster: the queue's binding there
+    (its namespaces and Slurm account) and the taints of the cluster's node pool of the GPU model (None: no pool).
+    A submission reads them with its context (apps/workloads/submission_context.py) and passes them in."""
+
+    namespaces: list
+    slurm_account: str
+    taints: list | None
+
+
+def render_tables(workload: Workload) -> RenderTables:
+    """`RenderTables` for `workload`, read from the tables (two queries)."""
+    binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
+    pool = NodePool.objects.filter(cluster=workload.cluster, gpu_model=workload.gpu_model).first()
+    return RenderTables(
+        namespaces=binding.namespaces if binding else [],
+        slurm_account=binding.slurm_account if binding else "",
+        taints=pool.taints if pool else None,
+    )
+
+
+def render_context(workload: Workload, tables: RenderTables | None = None) -> WorkloadContext:
     """Where `workload` runs: the name of its queue's objects on the cluster, the queue's binding there (the first
     namespace, else the tenant's slug; the Slurm account, else one derived from the queue's name), the tier, the
     GPU model's product label and the taints of the cluster's node pool of that model; on Kubernetes, the model's
-    GPU pools the last inventory sync saw (a shared GPU outside them is refused by the renderer, see `gpu_pools`)."""
-    binding = QueueBinding.objects.filter(queue=workload.queue, cluster=workload.cluster).first()
-    namespaces = (binding.namespaces if binding else []) or [workload.tenant.slug]
+    GPU pools the last inventory sync saw (a shared GPU outside them is refused by the renderer, see `gpu_pools`).
+    `tables`: what the tables say, when the caller has read it already (else read here)."""
+    tables = tables or render_tables(workload)
+    namespaces = tables.namespaces or [workload.tenant.slug]
     model = workload.gpu_model
-    pool = NodePool.objects.filter(cluster=workload.cluster, gpu_model=model).first()
     return WorkloadContext(
         name=workload.backend_name,
         workload_id=str(workload.pk),
@@ -39,8 +63,8 @@ def render_context(workload: Workload) -> WorkloadContext:
         gpu_model=model.code,
         product_label=(model.product_labels or [model.name])[0],
         namespace=namespaces[0],
-        tolerations=list(pool.taints) if pool else [],
-        slurm_account=(binding.slurm_account if binding else "") or workload.queue.full_name.replace("-", "_"),
+        tolerations=list(tables.taints) if tables.taints is not None else [],
+        slurm_account=tables.slurm_account or workload.queue.full_name.replace("-", "_"),
         gpu_pools=_gpu_pools(workload) if _needs_pools(workload) else None,
     )
 

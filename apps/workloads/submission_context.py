@@ -19,8 +19,9 @@ from django.db import connection
 
 from apps.accounts.models import Tenant
 from apps.core.refcache import cached
-from apps.fleet.models import Cluster, GpuModel, NodeState
-from apps.tenancy.models import Queue
+from apps.fleet.models import Cluster, GpuModel, NodePool, NodeState
+from apps.tenancy.models import Queue, QueueBinding
+from apps.workloads.rendering import RenderTables
 
 
 def gpu_models() -> dict[str, GpuModel]:
@@ -54,6 +55,8 @@ class SubmissionContext:
     bound_names: list[str] = field(default_factory=list)  # the clusters it is bound to, by name
     # cluster id -> (cluster, Counter of node GPU counts) for clusters with nodes of the model
     clusters: dict[int, tuple[Cluster, Counter]] = field(default_factory=dict)
+    # cluster id -> what rendering reads for this queue there (`rendering.RenderTables`)
+    render_tables: dict[int, RenderTables] = field(default_factory=dict)
 
     def candidates(self, named: str = "") -> list[tuple[Cluster, int]]:
         """The clusters bound to the queue that have nodes of the model (only `named`, when given), by name, each
@@ -64,6 +67,10 @@ class SubmissionContext:
 
 _SQL = (
     "SELECT t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, "
+    # What rendering at submission reads too (apps/workloads/rendering.py), so it costs no query of its own.
+    "t.archived_at, b.namespaces, b.slurm_account, c.connection, "
+    "(SELECT p.taints FROM fleet_nodepool p WHERE p.cluster_id = c.id AND p.gpu_model_id = %s "
+    "ORDER BY p.name LIMIT 1), "
     "(SELECT w.id FROM workloads_workload w WHERE w.created_by_id = %s AND w.idempotency_key = %s), "
     # An admission hold on the tenant or an ancestor: its preemptible work is paused (a spent budget's).
     "(SELECT h.id FROM tenancy_admissionhold h JOIN tenancy_tenant a ON a.id = h.tenant_id "
@@ -126,6 +133,16 @@ def _context_sql(vendor: str, reserve_ids: bool = True) -> str:
     return _SQL.format(next_id=next_id)
 
 
+_CONNECTION = Cluster._meta.get_field("connection")
+_NAMESPACES = QueueBinding._meta.get_field("namespaces")
+_TAINTS = NodePool._meta.get_field("taints")
+
+
+def _json(field, value):
+    """A JSON column's value as the model field reads it (psycopg and SQLite hand over its text)."""
+    return None if value is None else field.from_db_value(value, None, connection)
+
+
 def _text(value) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -136,20 +153,30 @@ def load_context(
     """Everything named by the (not yet validated) spec; values of the wrong type simply match nothing.
     `reserve_ids=False` (a preview) leaves the new workload's and claim's ids None."""
     model = gpu_models().get(_text(spec.get("gpu_model")) or "")
-    params = [user_id, idempotency_key, _text(spec.get("tenant")), _text(spec.get("queue"))]
+    params = [
+        model.pk if model else None,
+        user_id,
+        idempotency_key,
+        _text(spec.get("tenant")),
+        _text(spec.get("queue")),
+    ]
     with connection.cursor() as cursor:
         cursor.execute(_context_sql(connection.vendor, reserve_ids), params)
         rows = cursor.fetchall()
     first = rows[0]
-    context = SubmissionContext(existing_id=first[11], hold_id=first[12], next_id=first[13], claim_id=first[14])
+    context = SubmissionContext(existing_id=first[16], hold_id=first[17], next_id=first[18], claim_id=first[19])
     db = connection.alias
     sizes_by_cluster = node_sizes(model.pk) if model else {}
-    for t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind, *_ in rows:
+    for row in rows:
+        t_id, t_name, slug, parent, path, q_id, q_name, b_id, c_id, c_name, kind = row[:11]
+        archived_at, namespaces, slurm_account, cluster_connection, taints = row[11:16]
         if t_id is None:
             break
         if context.tenant is None:
             context.tenant = Tenant.from_db(
-                db, ["id", "name", "slug", "parent_id", "path"], [t_id, t_name, slug, parent, path]
+                db,
+                ["id", "name", "slug", "parent_id", "path", "archived_at"],
+                [t_id, t_name, slug, parent, path, archived_at],
             )
         if q_id is None:
             break
@@ -160,6 +187,13 @@ def load_context(
         if c_name is not None and c_name not in context.bound_names:
             context.bound_names.append(c_name)
         if c_id is not None and sizes_by_cluster.get(c_id):
-            cluster = Cluster.from_db(db, ["id", "name", "kind"], [c_id, c_name, kind])
+            cluster = Cluster.from_db(
+                db, ["id", "name", "kind", "connection"], [c_id, c_name, kind, _json(_CONNECTION, cluster_connection)]
+            )
             context.clusters[c_id] = (cluster, sizes_by_cluster[c_id])
+            context.render_tables[c_id] = RenderTables(
+                namespaces=_json(_NAMESPACES, namespaces) or [],
+                slurm_account=slurm_account or "",
+                taints=_json(_TAINTS, taints),
+            )
     return context

@@ -56,11 +56,12 @@ def test_database_url():
         "db.internal",
         "6432",
     )
-    assert pg["OPTIONS"] == {"sslmode": "require", "server_side_binding": True, "prepare_threshold": 5}
+    assert pg["OPTIONS"] == {"sslmode": "require", "jit": "off", "server_side_binding": True, "prepare_threshold": 5}
     off = parse_database_url("postgres://h/console?prepare_threshold=none")["OPTIONS"]
-    assert off == {"server_side_binding": True, "prepare_threshold": None}
+    assert off == {"jit": "off", "server_side_binding": True, "prepare_threshold": None}
     client_side = parse_database_url("postgres://h/console?server_side_binding=false")["OPTIONS"]
-    assert client_side == {"server_side_binding": False, "prepare_threshold": None}
+    assert client_side == {"jit": "off", "server_side_binding": False, "prepare_threshold": None}
+    assert parse_database_url("postgres://h/console?jit=on")["OPTIONS"]["jit"] == "on"
     lite = parse_database_url("sqlite:////tmp/x.sqlite3")
     assert lite["ENGINE"] == "django.db.backends.sqlite3" and lite["NAME"] == "/tmp/x.sqlite3"
     for bad in [
@@ -70,6 +71,7 @@ def test_database_url():
         "postgres://h:notaport/db",
         "postgres://h/db?prepare_threshold=soon",
         "postgres://h/db?server_side_binding=maybe",
+        "postgres://h/db?jit=sometimes",
     ]:
         with pytest.raises(ImproperlyConfigured):
             parse_database_url(bad)

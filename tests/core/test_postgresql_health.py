@@ -58,3 +58,15 @@ def test_a_connection_inside_a_transaction_gets_the_real_check(monkeypatch):
         assert opened == [1]
     finally:
         connection.connection.execute("ROLLBACK")
+
+
+@pytest.mark.django_db
+def test_the_jit_compiler_is_off_on_the_consoles_connections():
+    """PostgreSQL's JIT compiled the overview's heatmap at 12,800 nodes for 86 ms of its 530 (issue 23)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"

@@ -16,6 +16,7 @@ from django.utils import timezone
 from apps.chargeback.models import SECONDS_PER_HOUR, RateCard, SpendBudget, UsageDay
 from apps.chargeback.periods import current_period
 from apps.fleet.models import Cluster, GpuModel, Node, NodePool
+from apps.health.ingest import gpu_utilization
 from apps.health.models import Incident, NodeHealth
 from apps.tenancy.models import Admission, PriorityTier, Queue
 
@@ -75,6 +76,13 @@ def seed_fleet(seeded: Seeded, clusters: list[str], nodes_per_cluster: int) -> N
             )
             seeded.nodes.append({**shape, "cluster": name, "name": f"n{i:03d}"})
         created = Node.objects.bulk_create(rows)
+        readings = [
+            {
+                str(g): {"uuid": f"GPU-{name}-{i}-{g}", "v": {"DCGM_FI_DEV_GPU_UTIL": u, "DCGM_FI_DEV_GPU_TEMP": 50.0}}
+                for g, u in enumerate(node_shape(i)["util"])
+            }
+            for i in range(len(created))
+        ]
         NodeHealth.objects.bulk_create(
             [
                 NodeHealth(
@@ -82,13 +90,9 @@ def seed_fleet(seeded: Seeded, clusters: list[str], nodes_per_cluster: int) -> N
                     status="ok",
                     exporter_up=node_shape(i)["exporter_up"],
                     scraped_at=now,
-                    gpus={
-                        str(g): {
-                            "uuid": f"GPU-{name}-{i}-{g}",
-                            "v": {"DCGM_FI_DEV_GPU_UTIL": u, "DCGM_FI_DEV_GPU_TEMP": 50.0},
-                        }
-                        for g, u in enumerate(node_shape(i)["util"])
-                    },
+                    gpus=readings[i],
+                    # as ingest writes it (apps/health/ingest.py): the heatmap reads this
+                    gpu_util=gpu_utilization(readings[i]) if node_shape(i)["exporter_up"] else {},
                 )
                 for i, node in enumerate(created)
             ]

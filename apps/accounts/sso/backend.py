@@ -63,6 +63,13 @@ class OidcBackend(OIDCAuthenticationBackend):
         self.OIDC_RP_IDP_SIGN_KEY = None
         return super().authenticate(request, **kwargs)
 
+    def get_user(self, user_id):
+        """The session's user with their memberships in one statement (apps/accounts/backends.py); like the
+        library's, whether the account is active is not checked here."""
+        from apps.accounts.authentication import user_with_grants
+
+        return user_with_grants(user_id)
+
     # The provider's HTTP endpoints, under the outbound policy.
 
     def get_token(self, payload):

@@ -173,7 +173,7 @@ def prepare_submission(actor, kind: str, spec: dict, context: SubmissionContext)
             by_size[gpus_per_node] = parse(kind, spec, gpus_per_node, known)
         try:
             probe = _probe(kind, by_size[gpus_per_node], cluster, tenant, queue, tier, model, context.next_id)
-            refuse_what_the_cluster_cannot_run(probe, by_size[gpus_per_node])
+            refuse_what_the_cluster_cannot_run(probe, by_size[gpus_per_node], context.render_tables.get(cluster.pk))
         except InvalidInput as exc:
             refusal = refusal or exc
             continue
@@ -319,14 +319,15 @@ def _decide_and_store(
     return workload, True
 
 
-def refuse_what_the_cluster_cannot_run(workload: Workload, parsed) -> None:
+def refuse_what_the_cluster_cannot_run(workload: Workload, parsed, tables=None) -> None:
     """Render `workload` for its cluster as the outbox will: what the cluster cannot express (a shared GPU whose
     pool it lacks, an image where Slurm has no container runtime, a secret with nowhere to read it from) is
     refused before anything is stored, naming the field, instead of failing once submitted. The cluster's own
-    settings being unreadable is not the submitter's fault: the outbox reports that."""
+    settings being unreadable is not the submitter's fault: the outbox reports that. `tables`: what rendering reads
+    from the tables (`rendering.RenderTables`), when the submission's context has read it."""
     workload.backend_name = workload.run_name() if workload.pk else f"wl0-{workload.name}"[:63].rstrip("-")
     try:
-        get_backend(workload.cluster).render(parsed, render_context(workload))
+        get_backend(workload.cluster).render(parsed, render_context(workload, tables))
     except RenderError as exc:
         raise InvalidInput(
             _("Cluster %(cluster)s cannot run this workload: %(field)s: %(reason)s")
