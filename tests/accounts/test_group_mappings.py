@@ -224,3 +224,12 @@ def test_without_an_allowed_link_a_local_account_of_that_name_is_refused(setting
     with pytest.raises(SsoRefused, match="not linked"):
         _log_in_with_claims(settings, {"sub": "other-sub", "preferred_username": "taken"})
     assert User.objects.get(username="taken").oidc_subject == ""
+
+
+def test_a_deactivated_persons_single_sign_on_session_ends(client, settings, mapped, person):
+    """The session a provider log-in made belongs to OidcBackend: deactivating the account ends it too."""
+    settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, "apps.accounts.sso.backend.OidcBackend"]
+    client.force_login(person, backend="apps.accounts.sso.backend.OidcBackend")
+    assert client.get("/accounts/profile/").status_code == 200
+    User.objects.filter(pk=person.pk).update(is_active=False)
+    assert client.get("/accounts/profile/").status_code == 302  # to the log-in page

@@ -64,11 +64,13 @@ class OidcBackend(OIDCAuthenticationBackend):
         return super().authenticate(request, **kwargs)
 
     def get_user(self, user_id):
-        """The session's user with their memberships in one statement (apps/accounts/backends.py); like the
-        library's, whether the account is active is not checked here."""
+        """The session's user with their memberships in one statement (apps/accounts/backends.py), while the
+        account is active: unlike the library's, a deactivated person's session ends at their next request, as
+        Django's ModelBackend ends a password session."""
         from apps.accounts.authentication import user_with_grants
 
-        return user_with_grants(user_id)
+        user = user_with_grants(user_id)
+        return user if user is not None and user.is_active else None
 
     # The provider's HTTP endpoints, under the outbound policy.
 
