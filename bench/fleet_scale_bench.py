@@ -6,7 +6,8 @@ deployment running, for a few minutes.
 
 Size: BENCH_CLUSTERS (10) × BENCH_NODES (1,280) nodes × 8 GPUs = 102,400 GPUs; 100 tenants, 500 queues with quota,
 the simulated clusters 70 % busy with running work, and BENCH_PENDING (10,000) pending claims (the overview
-benchmark's seeding, bench/overview_bench.py). The database is the benchmark's own: it is emptied.
+benchmark's seeding, bench/overview_bench.py). The database is the benchmark's own: it is emptied. BENCH_REUSE=1 times
+the fleet an earlier run seeded there, if it is this size.
 
 Then, as a deployment runs it (docs/configuration.md, "Celery queues and workers"): `celery beat` with the console's
 schedule (health every HEALTH_SCRAPE_INTERVAL_S, inventory and metering every 60 s, the workloads tick, ...), two
@@ -120,14 +121,16 @@ def seed() -> tuple[list, str]:
     from console.celery import app
 
     ensure_database()
+    reused = _reusable()
+    if reused is not None:
+        return reused
     UsageRecord.objects.all().delete()  # an earlier run's metering protects its queues and clusters
     app.conf.task_always_eager = True  # automatic isolation while seeding runs here, not later in the workers
     try:
         admin, _member, orgs, teams, queues, models = ov.seed_tenants()
-        ov.CLUSTERS = CLUSTERS
         ov.PENDING_SHARE = PENDING * 6 / (CLUSTERS * NODES * ov.GPUS)  # seed_fleet asks for nodes·8·share/6 claims
         IsolationPolicy.objects.all().delete()
-        fleet = ov.seed_fleet(CLUSTERS * NODES, teams, queues, models)
+        fleet = ov.seed_fleet(CLUSTERS * NODES, CLUSTERS, teams, queues, models)
     finally:
         app.conf.task_always_eager = False
     admin = User.objects.get(pk=admin.pk)
@@ -138,6 +141,27 @@ def seed() -> tuple[list, str]:
         f"{fleet['pending']:,} pending claims, {fleet['incidents']} incidents"
     )
     return fleet["clusters"], token
+
+
+def _reusable() -> tuple[list, str] | None:
+    """BENCH_REUSE=1: the fleet an earlier run seeded, if the database holds this size (seeding 102,400 GPUs takes
+    minutes). What an earlier run's workers left is reset: cycle leases of a killed worker, queued messages."""
+    import bench.overview_bench as ov
+    from apps.accounts import services as accounts
+    from apps.accounts.models import User
+    from apps.fleet.models import Cluster, Node
+    from apps.health.models import TelemetrySource
+
+    if os.environ.get("BENCH_REUSE") != "1":
+        return None
+    admin = User.objects.filter(username=f"{ov.PREFIX}admin").first()
+    if admin is None or Cluster.objects.count() != CLUSTERS or Node.objects.count() != CLUSTERS * NODES:
+        print("BENCH_REUSE=1 but the database does not hold this size: seeding")
+        return None
+    TelemetrySource.objects.update(cycle_started_at=None)
+    _, token = accounts.issue_token(admin, user=admin, name="bench-web", tenant=None, role="platform-admin")
+    print(f"reusing the seeded fleet: {CLUSTERS} clusters × {NODES} nodes × 8 GPUs (BENCH_REUSE=1)")
+    return list(Cluster.objects.order_by("name")), token
 
 
 def floors(cluster) -> dict[str, float]:
@@ -288,6 +312,8 @@ def report(records: list[dict], window: tuple[float, float], floor: dict, cpu: d
 
 def main() -> None:
     clusters, token = seed()
+    if os.environ.get("BENCH_SEED_ONLY") == "1":
+        return  # seeded for a later BENCH_REUSE=1 run
     floor = floors(clusters[0])
     print(f"alone (median of {REPEAT}): " + ", ".join(f"{k} {v:.2f} s" for k, v in floor.items()))
     purge()
