@@ -47,6 +47,7 @@ _HEALTH_FIELDS = [
     "malformed",
     "gpus",
     "gpu_util",
+    "counters",
     "acc_minute",
     "acc",
     "firing",
@@ -187,10 +188,12 @@ class CycleState:
 
 
 def load_state(cluster: Cluster, ids: list[int]) -> CycleState:
+    # `counters`, not `gpus`: the rules compare only counters with the last scrape, and a node whose exporter does
+    # not answer keeps its last readings in the database (upsert_health), so the readings need not be read here.
     previous = {
         row[0]: row
         for row in NodeHealth.objects.filter(node_id__in=ids).values_list(
-            "node_id", "scraped_at", "gpus", "acc_minute", "acc", "firing", "consecutive_failures"
+            "node_id", "scraped_at", "counters", "acc_minute", "acc", "firing", "consecutive_failures"
         )
     }
     expected: dict[int, dict[str, str]] = defaultdict(dict)
@@ -216,6 +219,7 @@ def ingest(
     if state is None:
         state = load_state(cluster, [node_id for node_id, _ in nodes])
     previous, expected = state.previous, state.expected
+    previous_metrics = compiled.previous
     failed: set[int] = set()
     minute = _minute(at)
     rows: list[NodeHealth] = []
@@ -225,7 +229,7 @@ def ingest(
     for node_id, name in nodes:
         outcome = outcomes.get(name) or ScrapeError("not scraped")
         prev = previous.get(node_id)
-        prev_scraped, prev_gpus, acc_minute, acc, prev_firing, prev_failures = (
+        prev_scraped, prev_counters, acc_minute, acc, prev_firing, prev_failures = (
             prev[1:] if prev else (None, {}, None, {}, [], 0)
         )
         if isinstance(outcome, ScrapeError):
@@ -242,8 +246,9 @@ def ingest(
                 last_error=outcome.message[:500],
                 samples=0,
                 malformed=0,
-                gpus=prev_gpus,  # the last readings stay visible, marked stale by scraped_at
+                gpus={},  # not written: the last readings stay visible, marked stale by scraped_at (upsert_health)
                 gpu_util={},
+                counters=prev_counters,
                 acc_minute=acc_minute,
                 acc=acc,
             )
@@ -253,21 +258,16 @@ def ingest(
             result.sentinels += outcome.sentinels
             seconds = (at - prev_scraped).total_seconds() if prev_scraped else 0.0
             gpus = {}
+            counters = {}
             findings = []
             for index, reading in outcome.gpus.items():
-                before = prev_gpus.get(index) if prev_gpus else None
+                values = reading.values
                 findings.extend(
                     evaluate_gpu(
-                        compiled,
-                        name,
-                        index,
-                        reading.uuid,
-                        reading.values,
-                        before["v"] if before else None,
-                        seconds,
-                        at,
+                        compiled, name, index, reading.uuid, values, prev_counters.get(index), seconds, at
                     )
                 )
+                counters[index] = {metric: values[metric] for metric in previous_metrics if metric in values}
                 gpus[index] = {
                     "uuid": reading.uuid,
                     "pod": reading.pod,
@@ -293,6 +293,7 @@ def ingest(
                 malformed=outcome.malformed,
                 gpus=gpus,
                 gpu_util=gpu_utilization(gpus),
+                counters=counters,
                 acc_minute=minute,
                 acc=_fold(acc, gpus),
             )
@@ -343,18 +344,30 @@ def gpu_utilization(gpus: dict) -> dict:
 
 
 def upsert_health(rows: list[NodeHealth]) -> None:
-    """Write the cycle's health rows in one statement (COPY on PostgreSQL; Django's bulk upsert elsewhere)."""
+    """Write the cycle's health rows in one statement (COPY on PostgreSQL; Django's bulk upsert elsewhere). A node
+    whose exporter did not answer keeps its last readings (`gpus`): they stay visible, marked stale by scraped_at."""
     if connection.vendor != "postgresql":
-        NodeHealth.objects.bulk_create(
-            rows, update_conflicts=True, unique_fields=["node"], update_fields=_HEALTH_FIELDS, batch_size=500
-        )
+        for up, fields in ((True, _HEALTH_FIELDS), (False, [f for f in _HEALTH_FIELDS if f != "gpus"])):
+            NodeHealth.objects.bulk_create(
+                [r for r in rows if r.exporter_up is up],
+                update_conflicts=True,
+                unique_fields=["node"],
+                update_fields=fields,
+                batch_size=500,
+            )
         return
-    json_fields = {"gpus", "gpu_util", "acc", "firing"}
+    json_fields = {"gpus", "gpu_util", "counters", "acc", "firing"}
     fields = ["node_id", *_HEALTH_FIELDS]
     values = [[_dumps(getattr(r, f)) if f in json_fields else getattr(r, f) for f in fields] for r in rows]
-    updates = ", ".join(f"{f} = EXCLUDED.{f}" for f in _HEALTH_FIELDS)
+    table = NodeHealth._meta.db_table
+    updates = ", ".join(
+        f"{f} = CASE WHEN EXCLUDED.exporter_up THEN EXCLUDED.{f} ELSE {table}.{f} END"
+        if f == "gpus"
+        else f"{f} = EXCLUDED.{f}"
+        for f in _HEALTH_FIELDS
+    )
     _copy_insert(
-        NodeHealth._meta.db_table,
+        table,
         fields,
         values,
         "({names}, isolated_by) SELECT {names}, '' FROM health_stage "  # noqa: S608 - column names from the model

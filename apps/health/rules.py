@@ -493,11 +493,14 @@ class CompiledRules:
     missing: RuleSpec | None = None
     exporter_down: RuleSpec | None = None
     metrics: frozenset[str] = frozenset()
+    # The counters the increase and rate rules compare with the previous scrape: all a cycle keeps of it.
+    previous: frozenset[str] = frozenset()
 
 
 def compile_rules(rules: Iterable[RuleSpec], version: int) -> CompiledRules:
     compiled = CompiledRules(version=version)
     metrics: set[str] = set(DISPLAY_METRICS)
+    previous: set[str] = set()
     for rule in rules:
         if not rule.enabled:
             continue
@@ -512,7 +515,10 @@ def compile_rules(rules: Iterable[RuleSpec], version: int) -> CompiledRules:
                 metrics.add(rule.params["metric"])
             if rule.kind == "xid" and rule.params.get("repeat_count"):
                 metrics.add(XID_COUNT)
+            if rule.kind in ("increase", "rate"):
+                previous.update(rule.params["metrics"])
     compiled.metrics = frozenset(metrics)
+    compiled.previous = frozenset(previous)
     return compiled
 
 

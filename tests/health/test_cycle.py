@@ -162,3 +162,32 @@ def test_a_silent_exporter_does_not_make_incidents_look_quiet(fleet):
     thermal = Incident.objects.get(cause="thermal")
     assert thermal.clean_since is None  # no data is not good news
     assert Incident.objects.get(cause="exporter-down").clean_since is None
+
+
+def test_counters_kept_between_cycles_feed_the_rate_rules_also_across_an_exporter_outage(fleet):
+    """A cycle keeps only the counters the increase and rate rules compare with (`counters`), and reads them, not the
+    last readings, next time: NVLink errors that grow between two scrapes fire; a scrape missed in between does not
+    lose the comparison (the counters stay as they were) nor the readings shown on the node's page."""
+    from apps.backends.simulator.services import advance_time
+    from apps.health.services.rulesets import compiled_rules
+
+    cluster = fleet["cluster"]
+    cycle(cluster)
+    health = NodeHealth.objects.get(node__name="gpu-0003")
+    assert set(health.counters) == set(health.gpus)  # every GPU
+    assert set(health.counters["2"]) == compiled_rules().previous & set(health.gpus["2"]["v"])
+    assert "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL" in health.counters["2"]
+    assert "DCGM_FI_DEV_GPU_TEMP" not in health.counters["2"]  # a gauge: no rule compares it with the last scrape
+
+    outage = inject(cluster, "gpu-0003", "exporter-down")
+    cycle(cluster)
+    down = NodeHealth.objects.get(node__name="gpu-0003")
+    assert not down.exporter_up and down.gpus == health.gpus and down.counters == health.counters
+    clear_fault(None, outage)
+
+    inject(cluster, "gpu-0003", "nvlink", 2)
+    advance_time(None, cluster, 1)
+    cycle(cluster)
+    incident = Incident.objects.get(cause="nvlink")
+    assert incident.node.name == "gpu-0003" and incident.gpus[0]["index"] == 2
+    assert "rose by" in incident.evidence[0]["text"]
