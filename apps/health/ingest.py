@@ -263,9 +263,7 @@ def ingest(
             for index, reading in outcome.gpus.items():
                 values = reading.values
                 findings.extend(
-                    evaluate_gpu(
-                        compiled, name, index, reading.uuid, values, prev_counters.get(index), seconds, at
-                    )
+                    evaluate_gpu(compiled, name, index, reading.uuid, values, prev_counters.get(index), seconds, at)
                 )
                 counters[index] = {metric: values[metric] for metric in previous_metrics if metric in values}
                 gpus[index] = {
