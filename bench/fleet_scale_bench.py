@@ -54,6 +54,7 @@ PENDING = int(os.environ.get("BENCH_PENDING", "10000"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "300"))
 REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
 WORKERS = 2
+WORKER_NAMES = tuple(f"w{i}" for i in range(1, WORKERS + 1))
 PORT = int(os.environ.get("BENCH_PORT", "8123"))
 LOGS = ROOT / "var" / "bench"
 TASK_LOG = LOGS / "fleet-scale-tasks.jsonl"
@@ -92,6 +93,28 @@ def cpu_seconds(pid: int) -> float:
         except FileNotFoundError:
             pass
     return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (every core, every process: /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / CLK
+
+
+def postgres_seconds() -> float:
+    """CPU seconds of the PostgreSQL server: the postmaster, its live backends, and the backends it has reaped
+    (cutime/cstime). Every database on it counts: the machine must be otherwise quiet."""
+    try:
+        with open("/var/run/postgresql/15-main.pid") as f:
+            postmaster = int(f.readline())
+    except (FileNotFoundError, ValueError):
+        return 0.0
+    total = cpu_seconds(postmaster)
+    with open(f"/proc/{postmaster}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return total + (int(fields[13]) + int(fields[14])) / CLK
 
 
 def peak_rss_mb(pid: int) -> list[float]:
@@ -291,7 +314,7 @@ def report(records: list[dict], window: tuple[float, float], floor: dict, cpu: d
         late = [r for r in runs if r["sent"] and r["finished"] - r["sent"] > interval]
         print(f"  {name}: {len(runs)} runs, {len(late)} finished later than one interval ({interval} s) after sent")
     print("\nworkers (busy share = task seconds / (window × processes); CPU = CPU seconds / window, in cores)")
-    for worker, seconds in sorted(cpu.items()):
+    for worker, seconds in sorted((name, seconds) for name, seconds in cpu.items() if name in WORKER_NAMES):
         busy = sum(
             min(r["finished"], end) - max(r["started"], begin) for r in records if r["worker"].startswith(worker + "@")
         )
@@ -306,6 +329,14 @@ def report(records: list[dict], window: tuple[float, float], floor: dict, cpu: d
         if timings:
             median, worst = statistics.median(timings) * 1000, max(timings) * 1000
             print(f"    GET {path}: median {median:.0f} ms, max {worst:.0f} ms")
+    if "machine" in cpu:
+        workers = sum(seconds for name, seconds in cpu.items() if name in WORKER_NAMES)
+        others = cpu["machine"] - workers - cpu["postgres"] - cpu["web"]
+        print(
+            f"machine: busy {cpu['machine'] / span:.2f} of {os.cpu_count()} cores: workers {workers / span:.2f}, "
+            f"PostgreSQL {cpu['postgres'] / span:.2f}, web {cpu['web'] / span:.2f}, "
+            f"everything else (beat, this client, other jobs) {others / span:.2f}"
+        )
     load = os.getloadavg()
     print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; nproc {os.cpu_count()}")
 
@@ -347,6 +378,7 @@ def main() -> None:
         wait_serving()
         time.sleep(5)  # the workers' processes forked
         cpu0 = {name: cpu_seconds(p.pid) for name, p in workers.items()}
+        cpu0.update(web=cpu_seconds(web_server.pid), postgres=postgres_seconds(), machine=machine_busy_seconds())
         begin = time.time()
         web.start()
         print(f"running {SECONDS} s: beat, {WORKERS} workers × {settings.CELERY_WORKER_CONCURRENCY} processes, web")
@@ -354,6 +386,11 @@ def main() -> None:
         end = time.time()
         web.halt.set()
         cpu = {name: cpu_seconds(p.pid) - cpu0[name] for name, p in workers.items()}
+        cpu.update(
+            web=cpu_seconds(web_server.pid) - cpu0["web"],
+            postgres=postgres_seconds() - cpu0["postgres"],
+            machine=machine_busy_seconds() - cpu0["machine"],
+        )
         rss = {name: peak_rss_mb(p.pid) for name, p in workers.items()}
         rss["web"] = peak_rss_mb(web_server.pid)[1:] or peak_rss_mb(web_server.pid)  # the workers, not the arbiter
     finally:
