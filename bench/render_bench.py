@@ -82,7 +82,16 @@ def median_ms(fn: Callable[[], object], repeat: int = REPEAT) -> float:
 def main() -> None:
     catalog = catalog_by_code()
     spec = parse_spec("training", JOB, catalog)
-    slurm = SlurmContext(account="acme_train", qos="training", partition="gpu", gres_type="h100", output_dir="/logs")
+    slurm = SlurmContext(
+        account="acme_train",
+        qos="training",
+        partition="gpu",
+        gres_type="h100",
+        output_dir="/logs",
+        # Since Slurm runs images only through a named container runtime, with the claims' directories on it.
+        containers="pyxis",
+        volume_dirs={"datasets": "/lustre/datasets", "checkpoints": "/lustre/ckpt"},
+    )
     kueue, volcano = context("kueue"), context("volcano")
     rows = [
         ("parse_spec (64 workers x 8 H100)", median_ms(lambda: parse_spec("training", JOB, catalog)), False),
