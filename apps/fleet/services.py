@@ -431,12 +431,13 @@ def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
                 for g in infos
             ]
             keep = {(g.node_id, g.index) for g in gpus}
-            keep |= {(node_id, g.index) for node_id, infos in fresh for g in infos}
-            # GPUs a changed node no longer reports (fallen off the bus, removed) go; the rest are upserted.
+            # GPUs a changed node no longer reports (fallen off the bus, removed) go; the rest are upserted. Only
+            # nodes the console knew can have such GPUs: a new node's are the ones just copied in.
+            known = [ids[node.name] for node, _infos in changed if node.name in existing]
             stale = [
                 pk
-                for pk, node_id, index in Gpu.objects.filter(node_id__in=ids.values()).values_list(
-                    "id", "node_id", "index"
+                for pk, node_id, index in (
+                    Gpu.objects.filter(node_id__in=known).values_list("id", "node_id", "index") if known else ()
                 )
                 if (node_id, index) not in keep
             ]
@@ -454,7 +455,10 @@ def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
             _sync_pool_taints(cluster)
         if complete:
             # Everything still reported was seen now, changed or not: one UPDATE for the whole cluster.
-            Node.objects.filter(cluster=cluster).exclude(state=NodeState.VANISHED).update(last_seen_at=now)
+            # (Not the rows just written with it: on a first sync that would write every node twice.)
+            Node.objects.filter(cluster=cluster).exclude(state=NodeState.VANISHED).exclude(last_seen_at=now).update(
+                last_seen_at=now
+            )
         if (inventory.cursor or {}) != (cluster.inventory_cursor or {}):
             Cluster.objects.filter(pk=cluster.pk).update(inventory_cursor=inventory.cursor or {})
         if added or vanished_names:
