@@ -120,12 +120,12 @@ def peek_continue(data: bytes) -> str | None:
 
 @contextlib.contextmanager
 def collection_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while big answers are parsed and dropped page by page.
+    """Python's cyclic garbage collector off while big answers are parsed, reduced and dropped page by page.
 
-    Parsed JSON holds no reference cycles, so a collection in the meantime finds nothing to free; but every one
-    walks all the objects of the page being read (about 30,000 containers in 500 pods): for a list of 20,000 pods
-    that was about half the time of parsing. Each page is freed by reference counting when the next replaces it;
-    collection resumes afterwards (unless something else had turned it off)."""
+    Parsed JSON (and what the inventory makes of it) holds no reference cycles, so a collection in the meantime
+    finds nothing to free; but every one walks the objects being made (about 30,000 containers in a page of 500
+    pods): for a list of 20,000 pods that was about half the time of parsing. Each page is freed by reference
+    counting when the next replaces it; collection resumes afterwards (unless something else had turned it off)."""
     if not gc.isenabled():
         yield
         return
