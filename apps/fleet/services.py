@@ -366,6 +366,19 @@ def _copy_gpus(nodes: list[tuple[int, list]], resolver: ModelResolver) -> None:
                 copy.write_row((node_id, *(row[c] for c in _COPY_COLUMNS)))
 
 
+def _copy_nodes(nodes: list[Node]) -> None:
+    """Insert new Node rows with one COPY (the caller holds the transaction): every column but the id, each value
+    prepared as Django's INSERT would (`first_seen_at` set on add, JSON adapted), without its SQL and arrays."""
+    if not nodes:
+        return
+    fields = [f for f in Node._meta.concrete_fields if not f.primary_key]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    statement = f"COPY {connection.ops.quote_name(Node._meta.db_table)} ({columns}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
+        for node in nodes:
+            copy.write_row([f.get_db_prep_save(f.pre_save(node, True), connection) for f in fields])
+
+
 def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
     now = timezone.now()
     resolver = ModelResolver(GpuModel.objects.all())
@@ -411,12 +424,17 @@ def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
     vanished_names = [name for name in gone if existing[name][2] != NodeState.VANISHED]
     with transaction.atomic():
         if changed:
-            Node.objects.bulk_create(
-                [node for node, _old in changed],
-                update_conflicts=True,
-                unique_fields=["cluster", "name"],
-                update_fields=_NODE_UPDATE_FIELDS,
-            )
+            # Nodes new to the console are copied in (no row can conflict: the sync holds the cluster's claim and
+            # read every node of the cluster above); the others are upserted.
+            _copy_nodes([node for node, _old in changed if node.name not in existing])
+            known_nodes = [node for node, _old in changed if node.name in existing]
+            if known_nodes:
+                Node.objects.bulk_create(
+                    known_nodes,
+                    update_conflicts=True,
+                    unique_fields=["cluster", "name"],
+                    update_fields=_NODE_UPDATE_FIELDS,
+                )
             ids = dict(
                 Node.objects.filter(cluster=cluster, name__in=[n.name for n, _old in changed]).values_list("name", "id")
             )
@@ -431,12 +449,13 @@ def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
                 for g in infos
             ]
             keep = {(g.node_id, g.index) for g in gpus}
-            keep |= {(node_id, g.index) for node_id, infos in fresh for g in infos}
-            # GPUs a changed node no longer reports (fallen off the bus, removed) go; the rest are upserted.
+            # GPUs a changed node no longer reports (fallen off the bus, removed) go; the rest are upserted. Only
+            # nodes the console knew can have such GPUs: a new node's are the ones just copied in.
+            known = [ids[node.name] for node, _infos in changed if node.name in existing]
             stale = [
                 pk
-                for pk, node_id, index in Gpu.objects.filter(node_id__in=ids.values()).values_list(
-                    "id", "node_id", "index"
+                for pk, node_id, index in (
+                    Gpu.objects.filter(node_id__in=known).values_list("id", "node_id", "index") if known else ()
                 )
                 if (node_id, index) not in keep
             ]
@@ -454,7 +473,10 @@ def _apply_inventory(cluster: Cluster, inventory) -> SyncResult:
             _sync_pool_taints(cluster)
         if complete:
             # Everything still reported was seen now, changed or not: one UPDATE for the whole cluster.
-            Node.objects.filter(cluster=cluster).exclude(state=NodeState.VANISHED).update(last_seen_at=now)
+            # (Not the rows just written with it: on a first sync that would write every node twice.)
+            Node.objects.filter(cluster=cluster).exclude(state=NodeState.VANISHED).exclude(last_seen_at=now).update(
+                last_seen_at=now
+            )
         if (inventory.cursor or {}) != (cluster.inventory_cursor or {}):
             Cluster.objects.filter(pk=cluster.pk).update(inventory_cursor=inventory.cursor or {})
         if added or vanished_names:

@@ -120,6 +120,23 @@ def test_changes_are_applied_and_vanished_nodes_marked(cluster, fake):
     assert back.state == NodeState.READY and back.vanished_at is None
 
 
+def test_new_nodes_are_copied_in_beside_known_nodes_upserted_in_the_same_sync(cluster, fake):
+    """New nodes' rows are written with COPY, known ones upserted: every column as the ORM would write it."""
+    fake.nodes = [make_node(0), make_node(1)]
+    services.sync_inventory(cluster.pk)
+    first_seen = Node.objects.get(name="gpu-0000").first_seen_at
+    fake.nodes = [make_node(0, allocated=3), make_node(1), make_node(2, allocated=8)]
+    result = services.sync_inventory(cluster.pk)
+    assert (result.added, result.updated, result.unchanged) == (1, 1, 1)
+    known, new = Node.objects.get(name="gpu-0000"), Node.objects.get(name="gpu-0002")
+    assert known.first_seen_at == first_seen and known.gpu_allocated == 3
+    assert new.first_seen_at >= first_seen and new.last_seen_at == known.last_seen_at and new.vanished_at is None
+    assert (new.pool.name, new.gpu_model.code, new.gpu_allocated, new.cpu_cores) == ("train", "h100", 8, 96)
+    assert new.labels == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"} and new.taints == []
+    assert new.fingerprint and Gpu.objects.filter(node=new, allocated_to="job-1").count() == 8
+    assert services.sync_inventory(cluster.pk).unchanged == 3
+
+
 def test_failing_backend_keeps_last_good_inventory(cluster, fake):
     fake.nodes = [make_node(i) for i in range(3)]
     services.sync_inventory(cluster.pk)

@@ -8,6 +8,8 @@ was being done, what the API server answered and what to check.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import re
 from collections.abc import Iterator
@@ -114,6 +116,24 @@ def peek_continue(data: bytes) -> str | None:
         return None
     token = _CONTINUE.search(head.group(1))
     return token.group(1).decode() if token else ""
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while big answers are parsed, reduced and dropped page by page.
+
+    Parsed JSON (and what the inventory makes of it) holds no reference cycles, so a collection in the meantime
+    finds nothing to free; but every one walks the objects being made (about 30,000 containers in a page of 500
+    pods): for a list of 20,000 pods that was about half the time of parsing. Each page is freed by reference
+    counting when the next replaces it; collection resumes afterwards (unless something else had turned it off)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class KubeApi:
@@ -232,12 +252,22 @@ class KubeApi:
         """The list and its resourceVersion (the first page's: a paged list is one snapshot), to watch from."""
         items: list[dict] = []
         version = ""
+        for page, page_version in self.pages_at(path, what, **selectors):
+            items.extend(page)
+            version = page_version
+        return items, version
+
+    def pages_at(self, path: str, what: str, **selectors: str) -> Iterator[tuple[list[dict], str]]:
+        """Pages of a list, each with the list's resourceVersion (the first page's: a paged list is one snapshot).
+
+        The next page is asked for while this one is parsed and used (the server prepares it meanwhile): its
+        continue token is read from the answer's head, where the API server writes `metadata` before `items`.
+        A caller that keeps only what it needs of each page holds one page at a time, not the whole list."""
+        version = ""
 
         def fetch(token: str) -> bytes:
             return self.request_raw("GET", path, what, query={"limit": self.page_size, "continue": token, **selectors})
 
-        # The next page is asked for while this one is parsed (the server prepares it meanwhile): its continue
-        # token is read from the answer's head, where the API server writes `metadata` before `items`.
         with ThreadPoolExecutor(1) as pool:
             page = pool.submit(fetch, "")
             while page is not None:
@@ -245,12 +275,13 @@ class KubeApi:
                 token = peek_continue(data)
                 page = pool.submit(fetch, token) if token else None
                 answer = self.decode(data, what)
-                items.extend(answer.get("items") or [])
+                del data
                 meta = answer.get("metadata") or {}
                 version = version or str(meta.get("resourceVersion") or "")
                 if token is None and meta.get("continue"):  # not in the head: ask after parsing
                     page = pool.submit(fetch, meta["continue"])
-        return items, version
+                yield answer.get("items") or [], version
+                del answer
 
     def apply(self, obj: dict, path: str, what: str, *, dry_run: bool = False) -> dict:
         """Server-side apply as the console's field manager; forced, since the console owns what it renders."""

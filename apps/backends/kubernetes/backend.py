@@ -22,9 +22,9 @@ from apps.backends.base import Backend, BackendError, NotFoundError, PermanentBa
 from apps.backends.kubernetes import pods as podinfo
 from apps.backends.kubernetes import quota as quota_push
 from apps.backends.kubernetes import watch as inventory_watch
-from apps.backends.kubernetes.api import KubeApi
+from apps.backends.kubernetes.api import KubeApi, collection_paused
 from apps.backends.kubernetes.connection import api_client, connection_errors, timeout_of
-from apps.backends.kubernetes.inventory import InventorySettings, group_pods, node_info
+from apps.backends.kubernetes.inventory import InventorySettings, gpu_holder, group_holders, group_pods, node_info
 from apps.backends.kubernetes.nodes import DrainSettings, NodeOps, Progress
 from apps.backends.kubernetes.resources import (
     COMPANION_KINDS,
@@ -59,6 +59,7 @@ from apps.backends.types import (
     DrainResult,
     Inventory,
     LogSource,
+    NodeInfo,
     PushResult,
     SubmitResult,
     Taint,
@@ -88,6 +89,7 @@ SELECTOR_CHUNK = 50
 FINISHED_OUT = "status.phase!=Succeeded,status.phase!=Failed"
 PLACED_PODS = f"spec.nodeName!=,{FINISHED_OUT}"
 WATCH_RELIST_NODES = 200
+TOUCHED_AT_ONCE = 4
 # Where an inference service's engines answer /metrics without a cluster-wide `inference_metrics_url`: the
 # Service the renderer creates for it, on the engines' port (one replica answers each scrape).
 DEFAULT_METRICS_PATTERN = "http://{service}.{namespace}.svc:{port}/metrics"
@@ -185,11 +187,19 @@ class KubernetesBackend(Backend):
     def _listed_inventory(self) -> Inventory:
         """Every node and its pods from two paged lists; the cursor holds the lists' resourceVersions."""
         taken_at = self.now()
-        nodes, nodes_rv = self.api.list_at(NODE.path(), "list nodes")
-        pods, pods_rv = self.api.list_at(POD.path(), "list pods", fieldSelector=PLACED_PODS)
-        by_node = group_pods(pods)
-        settings = InventorySettings.from_connection(self.settings)
-        infos = [node_info(node, by_node.get(node["metadata"]["name"]), settings) for node in nodes]
+        # Each page of pods is reduced to the GPUs its pods hold as it arrives, so the 20,000 pods of a big
+        # cluster are never all in memory (nor traversed by every garbage collection while they are).
+        holders, pods_rv = [], ""
+        pages = contextlib.closing(self.api.pages_at(POD.path(), "list pods", fieldSelector=PLACED_PODS))
+        with collection_paused():
+            nodes, nodes_rv = self.api.list_at(NODE.path(), "list nodes")
+            with pages as listed:
+                for page, version in listed:
+                    holders += [h for pod in page if (h := gpu_holder(pod)) is not None]
+                    pods_rv = version
+            by_node = group_holders(holders)
+            settings = InventorySettings.from_connection(self.settings)
+            infos = [node_info(node, by_node.get(node["metadata"]["name"]), settings) for node in nodes]
         cursor = {"api": self._api_identity(), "nodes": nodes_rv, "pods": pods_rv, "listed_at": taken_at.timestamp()}
         return Inventory(nodes=infos, taken_at=taken_at, cursor=cursor if nodes_rv and pods_rv else None)
 
@@ -250,16 +260,24 @@ class KubernetesBackend(Backend):
         if len(touched) > int(self.settings.get("watch_relist_nodes", WATCH_RELIST_NODES)):
             return self._listed_inventory()  # so many changed nodes: one list is cheaper than a list per node
         settings = InventorySettings.from_connection(self.settings)
-        infos, removed = [], []
-        for name in sorted(touched):
+
+        def recompute(name: str) -> NodeInfo | None:
             node = latest[name] if name in latest else self.api.get_or_none(NODE.path(name), f"read node {name}")
             if node is None:
-                removed.append(name)
-                continue
+                return None
             on_node = self.api.list(
                 POD.path(), f"list the pods on node {name}", fieldSelector=f"spec.nodeName={name},{FINISHED_OUT}"
             )
-            infos.append(node_info(node, group_pods(on_node).get(name), settings))
+            return node_info(node, group_pods(on_node).get(name), settings)
+
+        infos, removed = [], []
+        # A few touched nodes at a time: their requests are small and each mostly waits for the API server.
+        with ThreadPoolExecutor(TOUCHED_AT_ONCE) as pool:
+            for name, info in zip(sorted(touched), pool.map(recompute, sorted(touched)), strict=True):
+                if info is None:
+                    removed.append(name)
+                else:
+                    infos.append(info)
         next_cursor = {**cursor, "nodes": nodes.resource_version, "pods": pods.resource_version}
         return Inventory(nodes=infos, taken_at=taken_at, complete=False, removed=removed, cursor=next_cursor)
 

@@ -113,18 +113,30 @@ def node_state(node: dict) -> tuple[str, str]:
     return "ready", ", ".join(pressures)
 
 
+def gpu_holder(pod: dict) -> tuple[tuple[str, str], str, _Holder] | None:
+    """A pod that holds GPUs on a node, placed and not finished (terminating pods still hold their GPUs), as
+    (its creation order key, its node, what it holds); None for any other pod."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or (pod.get("status") or {}).get("phase") in podinfo.FINISHED:
+        return None
+    whole, fraction = podinfo.gpu_share(pod)
+    if not (whole or fraction):
+        return None
+    meta = pod["metadata"]
+    return (meta.get("creationTimestamp", ""), meta["name"]), node, _Holder(podinfo.workload_id(pod), whole, fraction)
+
+
+def group_holders(holders: list[tuple[tuple[str, str], str, _Holder]]) -> dict[str, NodePods]:
+    """`gpu_holder`s (in list order) by node, in creation order."""
+    by_node: dict[str, NodePods] = {}
+    for _key, node, holder in sorted(holders, key=lambda h: h[0]):
+        by_node.setdefault(node, NodePods()).holders.append(holder)
+    return by_node
+
+
 def group_pods(pods: list[dict]) -> dict[str, NodePods]:
     """GPU-holding pods by node: placed, not finished (terminating pods still hold their GPUs)."""
-    by_node: dict[str, NodePods] = {}
-    ordered = sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
-    for pod in ordered:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node or (pod.get("status") or {}).get("phase") in podinfo.FINISHED:
-            continue
-        whole, fraction = podinfo.gpu_share(pod)
-        if whole or fraction:
-            by_node.setdefault(node, NodePods()).holders.append(_Holder(podinfo.workload_id(pod), whole, fraction))
-    return by_node
+    return group_holders([h for pod in pods if (h := gpu_holder(pod)) is not None])
 
 
 def node_info(node: dict, pods: NodePods | None, settings: InventorySettings) -> NodeInfo:

@@ -137,3 +137,35 @@ def test_time_sliced_nodes_count_physical_gpus_and_shares(db, fake):
     assert len(node.gpus) == 8 and node.gpu_allocatable == 8
     held = [(g.allocated_to, g.allocated_fraction) for g in node.gpus if g.allocated_to]
     assert held == [(["dev/nb-0", "dev/nb-1"], 0.5)]
+
+
+def test_pods_take_gpus_in_creation_order_across_pages_of_the_list(db, fake, monkeypatch):
+    """The first sync reduces each page of pods to the GPUs they hold as it arrives; the order in which pods take a
+    node's GPUs is still their creation order over the whole list, not the list's (namespace, name) order."""
+    import gc
+
+    from apps.backends.kubernetes import backend as backend_module
+
+    fake.add_node("gpu-01", gpus=2)
+    fake.add_namespace("team-a")
+    created = {"a-late": "2026-11-30T12:00:00Z", "b-none": "2026-11-30T09:00:00Z", "c-early": "2026-11-30T10:00:00Z"}
+    created |= {"d-mid": "2026-11-30T11:00:00Z", "e-done": "2026-11-30T08:00:00Z"}
+    for name in created:
+        gpus = 0 if name == "b-none" else 1
+        fake.add_pod(name, "team-a", "gpu-01", gpus=gpus, phase="Succeeded" if name == "e-done" else "Running")
+    with fake.lock:
+        for (_ns, name), pod in fake.store.bucket(fake.resource("", "v1", "pods")).items():
+            pod["metadata"]["creationTimestamp"] = created[name]
+    collecting = []
+    holder = backend_module.gpu_holder
+    monkeypatch.setattr(backend_module, "gpu_holder", lambda pod: collecting.append(gc.isenabled()) or holder(pod))
+    fake.reset_requests()
+    was = gc.isenabled()
+    node = KubernetesBackend(make_cluster(fake, page_size=2)).inventory().nodes[0]
+    held = [(g.index, g.allocated_to) for g in node.gpus]
+    assert held == [(0, ["team-a/c-early"]), (1, ["team-a/d-mid"])]
+    pod_lists = fake.requests_to("GET", "/api/v1/pods")
+    assert len(pod_lists) >= 2  # the four running pods in pages of 2 (the finished one is not asked for)
+    # The garbage collector is paused while the pages are parsed and reduced, and as it was afterwards.
+    assert collecting and not any(collecting)
+    assert gc.isenabled() == was
