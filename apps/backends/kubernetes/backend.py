@@ -52,7 +52,7 @@ from apps.backends.render.objects import MANAGED_BY, MANAGER
 from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext
 from apps.backends.render.workload.common import short_name
-from apps.backends.render.workload.context import topology_label_errors
+from apps.backends.render.workload.context import target_errors, topology_label_errors
 from apps.backends.types import (
     BackendState,
     ConnectionReport,
@@ -73,6 +73,8 @@ ADDON_GROUPS = {
     "volcano": ("batch.volcano.sh", "scheduling.volcano.sh"),
     "lws": ("leaderworkerset.x-k8s.io",),
     "keda": ("keda.sh",),
+    "kserve": ("serving.kserve.io",),
+    "trainer": ("trainer.kubeflow.org",),
 }
 ADDON_USE = {
     "kueue": "Kueue: queueing and quota for training jobs and services (queueing: kueue)",
@@ -80,7 +82,11 @@ ADDON_USE = {
     "lws": "LeaderWorkerSet: inference replicas that span nodes",
     "keda": "KEDA: autoscaling inference on the engines' queue length",
     "hami": "HAMi: fractional vGPUs (sharing mode hami)",
+    "kserve": "KServe: inference services as InferenceServices (inference_target: kserve)",
+    "trainer": "Kubeflow Trainer: training jobs as TrainJobs (training_target: trainjob)",
 }
+# Add-ons a connection test reports only when the cluster's targets use them (or they are installed).
+TARGET_ADDONS = {"kserve": ("inference_target", "kserve"), "trainer": ("training_target", "trainjob")}
 WORKLOAD_LABEL = "gpu-console/workload"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
 SELECTOR_CHUNK = 50
@@ -110,7 +116,11 @@ class KubernetesBackend(Backend):
 
     @classmethod
     def connection_errors(cls, connection: dict) -> list[str]:
-        return topology_label_errors(connection.get("topology_labels")) + connection_errors(connection)
+        return (
+            topology_label_errors(connection.get("topology_labels"))
+            + target_errors(connection)
+            + connection_errors(connection)
+        )
 
     @cached_property
     def settings(self) -> dict:
@@ -149,7 +159,13 @@ class KubernetesBackend(Backend):
 
     def test_connection(self) -> ConnectionReport:
         version = self.api.version()
-        features = {addon: addon in self.addons for addon in ADDON_GROUPS}
+        features = {
+            addon: addon in self.addons
+            for addon in ADDON_GROUPS
+            if addon not in TARGET_ADDONS
+            or addon in self.addons
+            or self.settings.get(TARGET_ADDONS[addon][0]) == TARGET_ADDONS[addon][1]
+        }
         nodes = self.api.request("GET", NODE.path(), "list nodes", query={"limit": 100})
         items = nodes.get("items") or []
         features["hami"] = any(HAMI_NODE_ANNOTATION in (n["metadata"].get("annotations") or {}) for n in items)
@@ -324,10 +340,18 @@ class KubernetesBackend(Backend):
         return found
 
     def _pods_of(self, objects: list[dict]) -> dict[str, list[dict]]:
-        """Pods by owning workload name, found by the workloads' console label (in chunks of ids)."""
+        """Pods by owning workload name, found by the workloads' console label (in chunks of ids); a TrainJob's
+        pods, which do not carry its labels, by their JobSet's name."""
         ids = sorted({(o["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "") for o in objects} - {""})
         names = {o["metadata"]["name"] for o in objects}
         out: dict[str, list[dict]] = {}
+        trainjobs = sorted(o["metadata"]["name"] for o in objects if o.get("kind") == "TrainJob")
+        for start in range(0, len(trainjobs), SELECTOR_CHUNK):
+            chunk = ",".join(trainjobs[start : start + SELECTOR_CHUNK])
+            for pod in self.api.list(
+                POD.path(), "list TrainJob pods", labelSelector=f"{podinfo.JOBSET_LABEL} in ({chunk})"
+            ):
+                out.setdefault(podinfo.owner_name(pod), []).append(pod)
         for start in range(0, len(ids), SELECTOR_CHUNK):
             chunk = ",".join(ids[start : start + SELECTOR_CHUNK])
             for pod in self.api.list(POD.path(), "list workload pods", labelSelector=f"{WORKLOAD_LABEL} in ({chunk})"):

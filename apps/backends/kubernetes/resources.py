@@ -52,6 +52,8 @@ KINDS = [
     Kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets", True, "lws"),
     Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", True, "keda"),
     Kind("keda.sh/v1alpha1", "TriggerAuthentication", "triggerauthentications", True, "keda"),
+    Kind("serving.kserve.io/v1beta1", "InferenceService", "inferenceservices", True, "kserve"),
+    Kind("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs", True, "trainer"),
 ]
 _BY_KEY = {(k.api_version, k.kind): k for k in KINDS}
 
@@ -66,6 +68,8 @@ WORKLOAD_KINDS = [
     _BY_KEY[("batch.volcano.sh/v1alpha1", "Job")],
     _BY_KEY[("apps/v1", "Deployment")],
     _BY_KEY[("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")],
+    _BY_KEY[("serving.kserve.io/v1beta1", "InferenceService")],
+    _BY_KEY[("trainer.kubeflow.org/v1alpha1", "TrainJob")],
 ]
 COMPANION_KINDS = [
     _BY_KEY[("keda.sh/v1alpha1", "ScaledObject")],

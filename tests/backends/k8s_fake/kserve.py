@@ -3,7 +3,8 @@
 Written from the KServe documentation and the pinned CRD (serving.kserve.io v1beta1, apps/backends/render/crds):
 
 - Deployment mode (https://kserve.github.io/website/docs/admin-guide/kubernetes-deployment/): the annotation
-  `serving.kserve.io/deploymentMode: RawDeployment` makes the controller create plain Kubernetes objects; the default
+  `serving.kserve.io/deploymentMode: RawDeployment` (KServe 0.17 renamed it Standard and still accepts the old
+  name, kserve/kserve#4608) makes the controller create plain Kubernetes objects; the default
   Serverless mode needs Knative, which the model never has, so such a service gets Ready=False with reason
   ServerlessModeRejected and nothing is created.
 - Predictor (https://kserve.github.io/website/docs/model-serving/predictive-inference/frameworks/custom-predictor/):
@@ -31,6 +32,7 @@ from tests.backends.k8s_fake.store import ApiError, timestamp
 GROUP = "serving.kserve.io"
 MODE = "serving.kserve.io/deploymentMode"
 ISVC_LABEL = "serving.kserve.io/inferenceservice"
+RAW_MODES = ("RawDeployment", "Standard")
 POD_FIELDS = (
     "nodeSelector",
     "tolerations",
@@ -104,11 +106,12 @@ class KServe:
             predictor = isvc["spec"]["predictor"]
             mode = (isvc["metadata"].get("annotations") or {}).get(MODE, "Serverless")
             status = isvc.get("status") or {}
-            if mode != "RawDeployment" or not predictor.get("containers"):
-                reason = "ServerlessModeRejected" if mode != "RawDeployment" else "RuntimeNotRecognized"
+            raw = mode in RAW_MODES
+            if not raw or not predictor.get("containers"):
+                reason = "RuntimeNotRecognized" if raw else "ServerlessModeRejected"
                 message = (
                     "It is not possible to use Serverless deployment mode when Knative Services are not available"
-                    if mode != "RawDeployment"
+                    if not raw
                     else "the model's predictor supports custom containers only"
                 )
                 new = {"conditions": [_condition("Ready", "False", reason, message, now)]}
