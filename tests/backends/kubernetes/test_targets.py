@@ -170,3 +170,24 @@ def test_a_cluster_without_kserve_refuses_the_service_before_applying_anything(d
         assert report.features["kserve"] is False and any("KServe" in note for note in report.notes)
     finally:
         fake.stop()
+
+
+def test_on_volcano_the_predictor_pods_go_through_their_volcano_queue(db):
+    fake = FakeKubernetes(addons={"volcano", "kserve"}).start()
+    try:
+        seed_nodes(fake, count=1, gpus=8)
+        cluster = make_cluster(fake, queueing="volcano", inference_target="kserve")
+        push_queue(cluster, "team-a", "serve", ["team-a-serve"], h100=8)
+        backend = KubernetesBackend(cluster)
+        spec = InferenceServiceSpec(
+            name="chat", tenant="team-a", queue="serve", model="meta-llama/Llama-3.1-8B-Instruct", gpu_model="h100"
+        )
+        rendered = backend.render(spec, service_context("wl41-chat"))
+        backend.submit(WorkloadSpec("wl41-chat", "team-a", "serve", manifest=rendered))
+        fake.advance(1)
+        assert backend.status(["wl41-chat"])["wl41-chat"].state == BackendState.RUNNING
+        (pod,) = fake.objects("", "v1", "pods")
+        assert pod["spec"]["schedulerName"] == "volcano"
+        assert pod["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "team-a-serve-h100"
+    finally:
+        fake.stop()
