@@ -97,6 +97,7 @@ WATCH_RELIST_NODES = 200
 # Where an inference service's engines answer /metrics without a cluster-wide `inference_metrics_url`: the
 # Service the renderer creates for it, on the engines' port (one replica answers each scrape).
 DEFAULT_METRICS_PATTERN = "http://{service}.{namespace}.svc:{port}/metrics"
+KSERVE_SERVICE_PORT = 80
 
 
 def _short(name: str) -> str:
@@ -599,4 +600,7 @@ class KubernetesBackend(Backend):
         return WorkloadLogs(command=shlex.join(argv))
 
     def service_metrics_url(self, name: str, values: dict[str, str]) -> str:
+        if self.settings.get("inference_target") == "kserve":
+            # KServe's own predictor Service (RawDeployment mode), on its port 80 in front of the engine's port.
+            values = {**values, "service": f"{_short(name)}-predictor", "port": str(KSERVE_SERVICE_PORT)}
         return DEFAULT_METRICS_PATTERN.format(**{key: quote(value, safe="") for key, value in values.items()})

@@ -191,3 +191,11 @@ def test_on_volcano_the_predictor_pods_go_through_their_volcano_queue(db):
         assert pod["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "team-a-serve-h100"
     finally:
         fake.stop()
+
+
+def test_engine_metrics_of_a_kserve_service_are_read_through_its_predictor_service(db, fake):
+    values = {"name": "wl41-chat", "service": "wl41-chat-api", "namespace": "team-a-serve", "port": "8000"}
+    kserve = KubernetesBackend(make_cluster(fake, name="ks", inference_target="kserve"))
+    plain = KubernetesBackend(make_cluster(fake, name="plain"))
+    assert kserve.service_metrics_url("wl41-chat", values) == "http://wl41-chat-predictor.team-a-serve.svc:80/metrics"
+    assert plain.service_metrics_url("wl41-chat", values) == "http://wl41-chat-api.team-a-serve.svc:8000/metrics"
