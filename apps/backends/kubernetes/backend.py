@@ -33,6 +33,7 @@ from apps.backends.kubernetes.resources import (
     NODE,
     POD,
     PRUNED_KINDS,
+    TRAINJOB,
     WORKLOAD_KINDS,
     Kind,
     kind_of,
@@ -48,7 +49,7 @@ from apps.backends.kubernetes.workloads import (
     workload_status,
 )
 from apps.backends.render.desired import DesiredState
-from apps.backends.render.objects import MANAGED_BY, MANAGER
+from apps.backends.render.objects import MANAGED_BY, MANAGER, QUEUE_LABEL, TENANT_LABEL
 from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext
 from apps.backends.render.workload.common import short_name
@@ -89,6 +90,8 @@ ADDON_USE = {
 TARGET_ADDONS = {"kserve": ("inference_target", "kserve"), "trainer": ("training_target", "trainjob")}
 WORKLOAD_LABEL = "gpu-console/workload"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
+# The labels a TrainJob's pods are read with (see _trainjob_pods): whose they are, for status and metering.
+CONSOLE_LABELS = (MANAGED_BY, TENANT_LABEL, QUEUE_LABEL, WORKLOAD_LABEL, "gpu-console/kind")
 SELECTOR_CHUNK = 50
 # The pods that hold a node's GPUs: placed and not finished (the inventory's list, and its watch).
 FINISHED_OUT = "status.phase!=Succeeded,status.phase!=Failed"
@@ -346,19 +349,34 @@ class KubernetesBackend(Backend):
         ids = sorted({(o["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "") for o in objects} - {""})
         names = {o["metadata"]["name"] for o in objects}
         out: dict[str, list[dict]] = {}
-        trainjobs = sorted(o["metadata"]["name"] for o in objects if o.get("kind") == "TrainJob")
-        for start in range(0, len(trainjobs), SELECTOR_CHUNK):
-            chunk = ",".join(trainjobs[start : start + SELECTOR_CHUNK])
-            for pod in self.api.list(
-                POD.path(), "list TrainJob pods", labelSelector=f"{podinfo.JOBSET_LABEL} in ({chunk})"
-            ):
-                out.setdefault(podinfo.owner_name(pod), []).append(pod)
+        out.update(self._trainjob_pods([o for o in objects if o.get("kind") == "TrainJob"]))
         for start in range(0, len(ids), SELECTOR_CHUNK):
             chunk = ",".join(ids[start : start + SELECTOR_CHUNK])
             for pod in self.api.list(POD.path(), "list workload pods", labelSelector=f"{WORKLOAD_LABEL} in ({chunk})"):
                 owner = podinfo.owner_name(pod)
                 if owner in names:
                     out.setdefault(owner, []).append(pod)
+        return out
+
+    def _trainjob_pods(self, trainjobs: list[dict]) -> dict[str, list[dict]]:
+        """A TrainJob's pods by its name. Its labels reach its JobSet and Jobs, not its pods, so they are found by the
+        JobSet's label (the JobSet is named after the TrainJob) and given the TrainJob's console labels here, so that
+        status, cancellation and metering read them as any workload's pods (tenant, queue, workload id)."""
+        by_name = {(t["metadata"].get("namespace", ""), t["metadata"]["name"]): t for t in trainjobs}
+        names = sorted({name for _, name in by_name})
+        out: dict[str, list[dict]] = {}
+        for start in range(0, len(names), SELECTOR_CHUNK):
+            chunk = ",".join(names[start : start + SELECTOR_CHUNK])
+            for pod in self.api.list(
+                POD.path(), "list TrainJob pods", labelSelector=f"{podinfo.JOBSET_LABEL} in ({chunk})"
+            ):
+                meta = pod["metadata"]
+                owner = by_name.get((meta.get("namespace", ""), podinfo.owner_name(pod)))
+                if owner is None:
+                    continue
+                console = {k: v for k, v in (owner["metadata"].get("labels") or {}).items() if k in CONSOLE_LABELS}
+                meta["labels"] = {**console, **(meta.get("labels") or {})}
+                out.setdefault(owner["metadata"]["name"], []).append(pod)
         return out
 
     def _events_of(self, objects: list[dict], pods: dict[str, list[dict]]) -> dict[str, list[str]]:
@@ -564,11 +582,11 @@ class KubernetesBackend(Backend):
         for row in KubeCancellation.objects.filter(cluster=self.cluster, cancelled_at__gt=since):
             cancelled.add(row.backend_id)
             entries += row.usage
-        pods = [
-            p
-            for p in self.api.list(POD.path(), "list the console's pods", labelSelector=CONSOLE)
-            if podinfo.owner_name(p) not in cancelled
-        ]
+        pods = self.api.list(POD.path(), "list the console's pods", labelSelector=CONSOLE)
+        if TRAINJOB in self._served(WORKLOAD_KINDS):
+            trainjobs = self.api.list(TRAINJOB.path(), "list the console's TrainJobs", labelSelector=CONSOLE)
+            pods += [pod for found in self._trainjob_pods(trainjobs).values() for pod in found]
+        pods = [p for p in pods if podinfo.owner_name(p) not in cancelled]
         entries += usage_entries(pods, now)
         records = []
         for entry in entries:

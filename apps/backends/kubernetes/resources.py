@@ -61,6 +61,7 @@ NODE = _BY_KEY[("v1", "Node")]
 POD = _BY_KEY[("v1", "Pod")]
 EVENT = _BY_KEY[("v1", "Event")]
 KUEUE_WORKLOAD = _BY_KEY[("kueue.x-k8s.io/v1beta2", "Workload")]  # read only: why Kueue has not admitted
+TRAINJOB = _BY_KEY[("trainer.kubeflow.org/v1alpha1", "TrainJob")]
 # Top-level workload objects, whose state is the workload's; the rest of a workload (Services, KEDA
 # ScaledObjects) follows them.
 WORKLOAD_KINDS = [

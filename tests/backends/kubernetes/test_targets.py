@@ -65,6 +65,10 @@ def test_a_trainjob_is_queued_by_kueue_run_by_the_trainer_and_read_from_its_cond
     fake.advance(60)
     status = backend.status(["tj", "tj-big"])
     assert status["tj"].state == BackendState.SUCCEEDED
+    # Metered as any job: its pods, found by their JobSet label, with the TrainJob's tenant and queue.
+    usage = [r for r in backend.usage_since(fake.now().replace(year=2000)) if r.backend_id == "tj"]
+    assert len(usage) == 2 and {(r.tenant, r.queue, r.gpu_fraction) for r in usage} == {("team-a", "train", 4)}
+    assert all((r.end - r.start).total_seconds() == 60 for r in usage)
     assert status["tj-big"].state == BackendState.RUNNING  # the quota came back
     backend.cancel("tj-big")
     fake.advance(60)

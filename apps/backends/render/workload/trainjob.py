@@ -113,7 +113,7 @@ def _caveats(spec: TrainingJobSpec, ctx: RenderContext) -> list[str]:
         f"({spec.max_runtime_s} s) and retries ({spec.retries}) are not enforced by the cluster, and the pods get the "
         f"runtime's priority class (Kueue still orders the job by the WorkloadPriorityClass '{ctx.priority_class}').",
         "The TrainJob's labels reach its JobSet and Jobs, not its pods: the console finds the pods by their JobSet "
-        "label, and usage metering, which reads the console's pod labels, does not count them.",
+        "label (status, metering), while other tools that select the console's pod labels do not see them.",
     ]
     if spec.elastic:
         out.append(
