@@ -492,7 +492,10 @@ class KubernetesBackend(Backend):
         """Its pods' logs through the API server (apps/backends/kubernetes/logs.py)."""
         from apps.backends.kubernetes.logs import PodLogs
 
-        return PodLogs(self.api, source).stream(tail=tail, follow=follow, worker=worker, until=until)
+        trainjobs = self.settings.get("training_target") == "trainjob"
+        return PodLogs(self.api, source, trainjobs=trainjobs).stream(
+            tail=tail, follow=follow, worker=worker, until=until
+        )
 
     def _delete(self, kind: Kind, name: str, ns: str, propagation: str) -> None:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}

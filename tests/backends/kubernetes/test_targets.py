@@ -10,7 +10,7 @@ import pytest
 from apps.backends.base import PermanentBackendError
 from apps.backends.kubernetes.backend import KubernetesBackend
 from apps.backends.render.workload import WorkloadContext
-from apps.backends.types import BackendState, WorkloadSpec
+from apps.backends.types import BackendState, LogSource, WorkloadSpec
 from apps.workloads.specs import InferenceServiceSpec
 from tests.backends.console_specs import PRODUCT_LABELS, console_spec
 from tests.backends.k8s_fake import FakeKubernetes
@@ -203,3 +203,17 @@ def test_engine_metrics_of_a_kserve_service_are_read_through_its_predictor_servi
     plain = KubernetesBackend(make_cluster(fake, name="plain"))
     assert kserve.service_metrics_url("wl41-chat", values) == "http://wl41-chat-predictor.team-a-serve.svc:80/metrics"
     assert plain.service_metrics_url("wl41-chat", values) == "http://wl41-chat-api.team-a-serve.svc:8000/metrics"
+
+
+def test_a_trainjobs_log_is_streamed_from_its_pods(db, fake):
+    seed_nodes(fake, count=1, gpus=4)
+    create(fake, torch_distributed())
+    cluster = make_cluster(fake, training_target="trainjob")
+    push_queue(cluster, "team-a", "train", ["team-a"], h100=8)
+    backend = KubernetesBackend(cluster)
+    backend.submit(console_spec("tj", gpus_per_worker=4, command=["sleep", "60"]))
+    fake.advance(1)
+    (pod,) = fake.objects("", "v1", "pods")
+    fake.write_log("team-a", pod["metadata"]["name"], "step 1")
+    source = LogSource(name="tj", workload_id="tj", workers=1, namespace="team-a")
+    assert "step 1" in "".join(backend.stream_logs(source, tail=10, follow=False, worker=None))
