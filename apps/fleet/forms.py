@@ -21,7 +21,8 @@ class ClusterForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text=_(
             'Non-secret settings, e.g. {"api_url": "https://k8s.example:6443"}; for a simulated cluster the '
-            'fleet shape, e.g. {"nodes": 16, "models": {"h100": 1}}'
+            'fleet shape, e.g. {"nodes": 16, "models": {"h100": 1}}. What workloads become on Kubernetes: '
+            '"inference_target" (deployment, lws or kserve) and "training_target" (kueue-job, volcano or trainjob)'
         ),
     )
     secret_env = forms.CharField(

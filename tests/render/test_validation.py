@@ -30,6 +30,7 @@ QUEUEINGS = ["kueue", "volcano"]
 KUEUE = "kueue.x-k8s.io/v1beta2"
 VOLCANO = "scheduling.volcano.sh/v1beta1"
 KEDA = "keda.sh/v1alpha1"  # ScaledObject: rendered by apps/backends/render/workload for autoscaled services
+TRAINER = "trainer.kubeflow.org/v1alpha1"  # TrainJob: rendered for a cluster whose training_target is trainjob
 
 
 @cache
@@ -186,7 +187,7 @@ def test_metadata_checks_scope_names_and_labels():
 
 def cel_rules(kind: str) -> list[str]:
     """The messages of every CEL rule outside status in the served storage version of a CRD."""
-    crd = next(v for (api, k), v in crd_index().items() if k == kind and api in (KUEUE, VOLCANO, KEDA))
+    crd = next(v for (api, k), v in crd_index().items() if k == kind and api in (KUEUE, VOLCANO, KEDA, TRAINER))
     found: list[str] = []
 
     def walk(node, path):
@@ -205,7 +206,7 @@ def cel_rules(kind: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "kind", ["ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass", "Queue"]
+    "kind", ["ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass", "Queue", "TrainJob"]
 )
 def test_every_cel_rule_of_a_rendered_kind_is_checked_or_knowingly_waived(kind):
     implemented = {r.message for r in rule_set.RULES if r.kind == kind and r.source == "CEL"}

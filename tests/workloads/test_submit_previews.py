@@ -291,3 +291,29 @@ def test_work_that_would_head_its_queue_shows_its_reserved_start(
     body = preview(client, "admission", fields(max_runtime_s="600")).content.decode()
     assert "Would wait: needs 8 × H100-80GB-HBM3, 0 free within guarantee." in body
     assert f"Reserved start ~{show_time(running.admission.ends_at)}:" in body
+
+
+def test_the_rendering_preview_follows_the_clusters_deployment_targets(fleet, lender, personas, client):
+    """The preview renders through the cluster's backend with its settings: a cluster whose training_target is
+    trainjob and inference_target kserve shows a TrainJob and an InferenceService, strictly validated."""
+    cluster = fleet["cluster"]
+    cluster.connection = {**cluster.connection, "training_target": "trainjob", "inference_target": "kserve"}
+    cluster.save(update_fields=["connection"])
+    client.force_login(fresh(personas.member_a))
+    training = preview(client, "rendering", fields()).content.decode()
+    assert "kind: TrainJob" in training and "name: torch-distributed" in training
+    assert "Strict validation passed" in training
+    service = {
+        "kind": "inference",
+        "mode": "fields",
+        "name": "chat",
+        "queue": "a/train",
+        "tier": "online-inference",
+        "engine": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_model": "h100",
+        "tensor_parallel": "2",
+    }
+    rendering = preview(client, "rendering", service).content.decode()
+    assert "kind: InferenceService" in rendering and "kserve-container" in rendering
+    assert "Strict validation passed" in rendering

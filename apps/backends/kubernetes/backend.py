@@ -33,6 +33,7 @@ from apps.backends.kubernetes.resources import (
     NODE,
     POD,
     PRUNED_KINDS,
+    TRAINJOB,
     WORKLOAD_KINDS,
     Kind,
     kind_of,
@@ -48,11 +49,11 @@ from apps.backends.kubernetes.workloads import (
     workload_status,
 )
 from apps.backends.render.desired import DesiredState
-from apps.backends.render.objects import MANAGED_BY, MANAGER
+from apps.backends.render.objects import MANAGED_BY, MANAGER, QUEUE_LABEL, TENANT_LABEL
 from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext
 from apps.backends.render.workload.common import short_name
-from apps.backends.render.workload.context import topology_label_errors
+from apps.backends.render.workload.context import target_errors, topology_label_errors
 from apps.backends.types import (
     BackendState,
     ConnectionReport,
@@ -74,6 +75,8 @@ ADDON_GROUPS = {
     "volcano": ("batch.volcano.sh", "scheduling.volcano.sh"),
     "lws": ("leaderworkerset.x-k8s.io",),
     "keda": ("keda.sh",),
+    "kserve": ("serving.kserve.io",),
+    "trainer": ("trainer.kubeflow.org",),
 }
 ADDON_USE = {
     "kueue": "Kueue: queueing and quota for training jobs and services (queueing: kueue)",
@@ -81,9 +84,15 @@ ADDON_USE = {
     "lws": "LeaderWorkerSet: inference replicas that span nodes",
     "keda": "KEDA: autoscaling inference on the engines' queue length",
     "hami": "HAMi: fractional vGPUs (sharing mode hami)",
+    "kserve": "KServe: inference services as InferenceServices (inference_target: kserve)",
+    "trainer": "Kubeflow Trainer: training jobs as TrainJobs (training_target: trainjob)",
 }
+# Add-ons a connection test reports only when the cluster's targets use them (or they are installed).
+TARGET_ADDONS = {"kserve": ("inference_target", "kserve"), "trainer": ("training_target", "trainjob")}
 WORKLOAD_LABEL = "gpu-console/workload"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
+# The labels a TrainJob's pods are read with (see _trainjob_pods): whose they are, for status and metering.
+CONSOLE_LABELS = (MANAGED_BY, TENANT_LABEL, QUEUE_LABEL, WORKLOAD_LABEL, "gpu-console/kind")
 SELECTOR_CHUNK = 50
 # The pods that hold a node's GPUs: placed and not finished (the inventory's list, and its watch).
 FINISHED_OUT = "status.phase!=Succeeded,status.phase!=Failed"
@@ -93,6 +102,7 @@ TOUCHED_AT_ONCE = 4
 # Where an inference service's engines answer /metrics without a cluster-wide `inference_metrics_url`: the
 # Service the renderer creates for it, on the engines' port (one replica answers each scrape).
 DEFAULT_METRICS_PATTERN = "http://{service}.{namespace}.svc:{port}/metrics"
+KSERVE_SERVICE_PORT = 80
 
 
 def _short(name: str) -> str:
@@ -112,7 +122,11 @@ class KubernetesBackend(Backend):
 
     @classmethod
     def connection_errors(cls, connection: dict) -> list[str]:
-        return topology_label_errors(connection.get("topology_labels")) + connection_errors(connection)
+        return (
+            topology_label_errors(connection.get("topology_labels"))
+            + target_errors(connection)
+            + connection_errors(connection)
+        )
 
     @cached_property
     def settings(self) -> dict:
@@ -151,7 +165,13 @@ class KubernetesBackend(Backend):
 
     def test_connection(self) -> ConnectionReport:
         version = self.api.version()
-        features = {addon: addon in self.addons for addon in ADDON_GROUPS}
+        features = {
+            addon: addon in self.addons
+            for addon in ADDON_GROUPS
+            if addon not in TARGET_ADDONS
+            or addon in self.addons
+            or self.settings.get(TARGET_ADDONS[addon][0]) == TARGET_ADDONS[addon][1]
+        }
         nodes = self.api.request("GET", NODE.path(), "list nodes", query={"limit": 100})
         items = nodes.get("items") or []
         features["hami"] = any(HAMI_NODE_ANNOTATION in (n["metadata"].get("annotations") or {}) for n in items)
@@ -342,16 +362,39 @@ class KubernetesBackend(Backend):
         return found
 
     def _pods_of(self, objects: list[dict]) -> dict[str, list[dict]]:
-        """Pods by owning workload name, found by the workloads' console label (in chunks of ids)."""
+        """Pods by owning workload name, found by the workloads' console label (in chunks of ids); a TrainJob's
+        pods, which do not carry its labels, by their JobSet's name."""
         ids = sorted({(o["metadata"].get("labels") or {}).get(WORKLOAD_LABEL, "") for o in objects} - {""})
         names = {o["metadata"]["name"] for o in objects}
         out: dict[str, list[dict]] = {}
+        out.update(self._trainjob_pods([o for o in objects if o.get("kind") == "TrainJob"]))
         for start in range(0, len(ids), SELECTOR_CHUNK):
             chunk = ",".join(ids[start : start + SELECTOR_CHUNK])
             for pod in self.api.list(POD.path(), "list workload pods", labelSelector=f"{WORKLOAD_LABEL} in ({chunk})"):
                 owner = podinfo.owner_name(pod)
                 if owner in names:
                     out.setdefault(owner, []).append(pod)
+        return out
+
+    def _trainjob_pods(self, trainjobs: list[dict]) -> dict[str, list[dict]]:
+        """A TrainJob's pods by its name. Its labels reach its JobSet and Jobs, not its pods, so they are found by the
+        JobSet's label (the JobSet is named after the TrainJob) and given the TrainJob's console labels here, so that
+        status, cancellation and metering read them as any workload's pods (tenant, queue, workload id)."""
+        by_name = {(t["metadata"].get("namespace", ""), t["metadata"]["name"]): t for t in trainjobs}
+        names = sorted({name for _, name in by_name})
+        out: dict[str, list[dict]] = {}
+        for start in range(0, len(names), SELECTOR_CHUNK):
+            chunk = ",".join(names[start : start + SELECTOR_CHUNK])
+            for pod in self.api.list(
+                POD.path(), "list TrainJob pods", labelSelector=f"{podinfo.JOBSET_LABEL} in ({chunk})"
+            ):
+                meta = pod["metadata"]
+                owner = by_name.get((meta.get("namespace", ""), podinfo.owner_name(pod)))
+                if owner is None:
+                    continue
+                console = {k: v for k, v in (owner["metadata"].get("labels") or {}).items() if k in CONSOLE_LABELS}
+                meta["labels"] = {**console, **(meta.get("labels") or {})}
+                out.setdefault(owner["metadata"]["name"], []).append(pod)
         return out
 
     def _events_of(self, objects: list[dict], pods: dict[str, list[dict]]) -> dict[str, list[str]]:
@@ -467,7 +510,10 @@ class KubernetesBackend(Backend):
         """Its pods' logs through the API server (apps/backends/kubernetes/logs.py)."""
         from apps.backends.kubernetes.logs import PodLogs
 
-        return PodLogs(self.api, source).stream(tail=tail, follow=follow, worker=worker, until=until)
+        trainjobs = self.settings.get("training_target") == "trainjob"
+        return PodLogs(self.api, source, trainjobs=trainjobs).stream(
+            tail=tail, follow=follow, worker=worker, until=until
+        )
 
     def _delete(self, kind: Kind, name: str, ns: str, propagation: str) -> None:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
@@ -557,11 +603,11 @@ class KubernetesBackend(Backend):
         for row in KubeCancellation.objects.filter(cluster=self.cluster, cancelled_at__gt=since):
             cancelled.add(row.backend_id)
             entries += row.usage
-        pods = [
-            p
-            for p in self.api.list(POD.path(), "list the console's pods", labelSelector=CONSOLE)
-            if podinfo.owner_name(p) not in cancelled
-        ]
+        pods = self.api.list(POD.path(), "list the console's pods", labelSelector=CONSOLE)
+        if TRAINJOB in self._served(WORKLOAD_KINDS):
+            trainjobs = self.api.list(TRAINJOB.path(), "list the console's TrainJobs", labelSelector=CONSOLE)
+            pods += [pod for found in self._trainjob_pods(trainjobs).values() for pod in found]
+        pods = [p for p in pods if podinfo.owner_name(p) not in cancelled]
         entries += usage_entries(pods, now)
         records = []
         for entry in entries:
@@ -593,4 +639,7 @@ class KubernetesBackend(Backend):
         return WorkloadLogs(command=shlex.join(argv))
 
     def service_metrics_url(self, name: str, values: dict[str, str]) -> str:
+        if self.settings.get("inference_target") == "kserve":
+            # KServe's own predictor Service (RawDeployment mode), on its port 80 in front of the engine's port.
+            values = {**values, "service": f"{_short(name)}-predictor", "port": str(KSERVE_SERVICE_PORT)}
         return DEFAULT_METRICS_PATTERN.format(**{key: quote(value, safe="") for key, value in values.items()})

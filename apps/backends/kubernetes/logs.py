@@ -99,9 +99,10 @@ def not_started(pod: dict) -> str:
 class PodLogs:
     """The log of one workload's pods on one cluster."""
 
-    def __init__(self, api: KubeApi, source: LogSource):
+    def __init__(self, api: KubeApi, source: LogSource, *, trainjobs: bool = False):
         self.api = api
         self.source = source
+        self.trainjobs = trainjobs  # the cluster's training target is trainjob: a job's pods may be a TrainJob's
 
     def pods(self) -> dict[int, dict]:
         """This run's pods by worker (a requeued workload's earlier runs carry the same workload label)."""
@@ -111,7 +112,15 @@ class PodLogs:
             f"list the pods of {ns}/{name}",
             labelSelector=f"{WORKLOAD_LABEL}={self.source.workload_id}",
         )
-        return workers_of([p for p in listed if podinfo.owner_name(p) == name], self.source.kind)
+        mine = [p for p in listed if podinfo.owner_name(p) == name]
+        if not mine and self.trainjobs and self.source.kind != "inference":
+            # A Kubeflow TrainJob's pods carry its JobSet's label, not the console's (docs/targets.md).
+            mine = self.api.list(
+                POD.path(namespace=ns),
+                f"list the pods of TrainJob {ns}/{name}",
+                labelSelector=f"{podinfo.JOBSET_LABEL}={name}",
+            )
+        return workers_of(mine, self.source.kind)
 
     def open(self, pod: dict, *, tail: int, follow: bool):
         """The open log response of `pod` (LogsNotReady when the API server says its container has not started)."""

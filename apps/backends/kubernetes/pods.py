@@ -13,7 +13,18 @@ HAMI_CORES = "nvidia.com/gpucores"
 MIG_SLICES = 7
 FINISHED = {"Succeeded", "Failed"}
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-OWNER_LABELS = ("batch.kubernetes.io/job-name", "job-name", "volcano.sh/job-name", "leaderworkerset.sigs.k8s.io/name")
+# A KServe predictor's pods name their InferenceService, a TrainJob's pods their JobSet (named after the TrainJob):
+# both come before the Job and ReplicaSet that own the pods directly.
+KSERVE_LABEL = "serving.kserve.io/inferenceservice"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+OWNER_LABELS = (
+    KSERVE_LABEL,
+    JOBSET_LABEL,
+    "batch.kubernetes.io/job-name",
+    "job-name",
+    "volcano.sh/job-name",
+    "leaderworkerset.sigs.k8s.io/name",
+)
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -27,7 +38,8 @@ def is_console(obj: dict) -> bool:
 
 
 def owner_name(pod: dict) -> str:
-    """The name of the workload object a pod belongs to (Job, Volcano Job, LeaderWorkerSet, Deployment)."""
+    """The name of the workload object a pod belongs to (InferenceService, TrainJob's JobSet, Job, Volcano Job,
+    LeaderWorkerSet, Deployment)."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     for key in OWNER_LABELS:

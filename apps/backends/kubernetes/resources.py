@@ -52,6 +52,8 @@ KINDS = [
     Kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets", True, "lws"),
     Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects", True, "keda"),
     Kind("keda.sh/v1alpha1", "TriggerAuthentication", "triggerauthentications", True, "keda"),
+    Kind("serving.kserve.io/v1beta1", "InferenceService", "inferenceservices", True, "kserve"),
+    Kind("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs", True, "trainer"),
 ]
 _BY_KEY = {(k.api_version, k.kind): k for k in KINDS}
 
@@ -59,6 +61,7 @@ NODE = _BY_KEY[("v1", "Node")]
 POD = _BY_KEY[("v1", "Pod")]
 EVENT = _BY_KEY[("v1", "Event")]
 KUEUE_WORKLOAD = _BY_KEY[("kueue.x-k8s.io/v1beta2", "Workload")]  # read only: why Kueue has not admitted
+TRAINJOB = _BY_KEY[("trainer.kubeflow.org/v1alpha1", "TrainJob")]
 # Top-level workload objects, whose state is the workload's; the rest of a workload (Services, KEDA
 # ScaledObjects) follows them.
 WORKLOAD_KINDS = [
@@ -66,6 +69,8 @@ WORKLOAD_KINDS = [
     _BY_KEY[("batch.volcano.sh/v1alpha1", "Job")],
     _BY_KEY[("apps/v1", "Deployment")],
     _BY_KEY[("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")],
+    _BY_KEY[("serving.kserve.io/v1beta1", "InferenceService")],
+    _BY_KEY[("trainer.kubeflow.org/v1alpha1", "TrainJob")],
 ]
 COMPANION_KINDS = [
     _BY_KEY[("keda.sh/v1alpha1", "ScaledObject")],

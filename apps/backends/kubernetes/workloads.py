@@ -2,9 +2,10 @@
 
 `render_workload` renders the console's typed spec with `apps.backends.render.workload.render_kubernetes`,
 in the context the console passed (namespace, queue, tier, product label, taints) and the cluster's own
-settings (queueing, node size). `objects_for` takes that rendering, or the objects a caller rendered
-already, and validates them strictly before anything is applied. `workload_status` maps a Job, a Volcano
-Job, a Deployment or a LeaderWorkerSet plus its pods and warning events onto WorkloadStatus. Pure functions.
+settings (queueing, node size, deployment targets). `objects_for` takes that rendering, or the objects a caller
+rendered already, and validates them strictly before anything is applied. `workload_status` maps a Job, a Volcano
+Job, a Kubeflow TrainJob, a Deployment, a LeaderWorkerSet or a KServe InferenceService plus its pods and warning
+events onto WorkloadStatus. Pure functions.
 """
 
 from __future__ import annotations
@@ -74,12 +75,14 @@ def _pending_reason(pods: list[dict], events: list[str]) -> str:
     return events[-1] if events else ""
 
 
-KUEUE_GATE = "kueue.x-k8s.io/admission"  # the scheduling gate Kueue holds a queued pod with until it admits it
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
+KSERVE_API = "serving.kserve.io/v1beta1"  # the scheduling gate Kueue holds a queued pod with until it admits it
 
 
 def waiting_for_kueue(obj: dict, pods: list[dict]) -> bool:
-    """A suspended Job, or a service whose pods Kueue still gates."""
-    if obj.get("kind") == "Job" and obj.get("apiVersion") == "batch/v1":
+    """A suspended Job or TrainJob, or a service whose pods Kueue still gates."""
+    if (obj.get("apiVersion"), obj.get("kind")) in (("batch/v1", "Job"), (TRAINJOB_API, "TrainJob")):
         return bool((obj.get("spec") or {}).get("suspend"))
     return any(g.get("name") == KUEUE_GATE for p in pods for g in (p.get("spec") or {}).get("schedulingGates") or [])
 
@@ -116,7 +119,11 @@ def workload_status(
         out.finished_at = podinfo.parse_time(meta["deletionTimestamp"])
         return out
     api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
-    if api_version == "batch/v1" and kind == "Job":
+    if api_version == TRAINJOB_API and kind == "TrainJob":
+        _trainjob_state(out, obj, running, pods, events, kueue_wait)
+    elif api_version == KSERVE_API and kind == "InferenceService":
+        _inference_service_state(out, obj, pods, events, kueue_wait)
+    elif api_version == "batch/v1" and kind == "Job":
         conditions = _true_conditions(obj)
         if "Complete" in conditions:
             out.state, out.finished_at = BackendState.SUCCEEDED, podinfo.parse_time(status.get("completionTime"))
@@ -172,6 +179,49 @@ def workload_status(
         else:
             out.reason = _pending_reason(pods, events) or "no replica is ready yet"
     return out
+
+
+def _condition(obj: dict, kind: str) -> dict:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
+def _trainjob_state(
+    out: WorkloadStatus, obj: dict, running: list[dict], pods: list[dict], events: list[str], kueue_wait: str
+) -> None:
+    """A TrainJob by its conditions (Complete / Failed, which the Trainer sets from its JobSet), else suspended
+    (waiting for Kueue) or running once a pod runs."""
+    conditions = _true_conditions(obj)
+    if "Complete" in conditions:
+        out.state = BackendState.SUCCEEDED
+        out.finished_at = podinfo.parse_time(conditions["Complete"].get("lastTransitionTime"))
+    elif "Failed" in conditions:
+        failed = conditions["Failed"]
+        out.state = BackendState.FAILED
+        out.reason = f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(": ")
+        out.finished_at = podinfo.parse_time(failed.get("lastTransitionTime"))
+    elif (obj.get("spec") or {}).get("suspend"):
+        detail = kueue_wait or (events[-1] if events else "")
+        out.reason = "suspended until Kueue admits it" + (f" ({detail})" if detail else "")
+    elif running:
+        out.state = BackendState.RUNNING
+    else:
+        out.reason = _pending_reason(pods, events) or "waiting for its pods to start"
+
+
+def _inference_service_state(
+    out: WorkloadStatus, obj: dict, pods: list[dict], events: list[str], kueue_wait: str
+) -> None:
+    """An InferenceService runs while its Ready condition is True (KServe sets it from the predictor's readiness;
+    it then serves at status.url, the rendering's endpoint); otherwise Kueue's wait, why its pods wait, or the
+    condition's message (e.g. ServerlessModeRejected)."""
+    ready = _condition(obj, "Ready")
+    if ready.get("status") == "True":
+        out.state = BackendState.RUNNING
+    elif kueue_wait:
+        out.reason = f"waiting for Kueue to admit it ({kueue_wait})"
+    else:
+        detail = ready.get("message") or ready.get("reason") or ""
+        out.reason = _pending_reason(pods, events) or detail or "KServe has not reported it ready yet"
 
 
 def event_lines(events: list[dict]) -> list[str]:

@@ -21,6 +21,8 @@ from apps.backends.render.names import is_qualified_name
 KUEUE = "kueue.x-k8s.io"
 VOLCANO = "scheduling.volcano.sh"
 KEDA = "keda.sh"
+TRAINER = "trainer.kubeflow.org"
+TRAINJOB_MANAGERS = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
 KEDA_DEFAULT_MAX_REPLICAS = 100  # the CRD's CEL rule assumes this when maxReplicaCount is unset
 NATIVE_DOMAINS = ("kubernetes.io",)
 
@@ -42,6 +44,9 @@ WAIVED: dict[tuple[str, str], str] = {
     "ClusterQueue because both names derive from the same queue",
     ("ResourceFlavor", "topologyName is immutable when topologyName is set"): "transition rule; no topologyName "
     "is rendered",
+    ("TrainJob", "ManagedBy value is immutable"): "transition rule; the console never sets managedBy",
+    ("TrainJob", "runtimeRef is immutable"): "transition rule; a submitted TrainJob is never re-applied (submit is "
+    "idempotent by name)",
 }
 
 
@@ -134,6 +139,18 @@ def _cq_fungibility(obj: dict) -> list[str]:
     if borrow == preempt == "TryNextFlavor":
         return []
     return ["spec.flavorFungibility.preference needs whenCanBorrow and whenCanPreempt = TryNextFlavor"]
+
+
+@rule(
+    TRAINER,
+    "TrainJob",
+    "ManagedBy must be trainer.kubeflow.org/trainjob-controller or kueue.x-k8s.io/multikueue if set",
+)
+def _trainjob_managed_by(obj: dict) -> list[str]:
+    spec = obj.get("spec") or {}
+    if "managedBy" in spec and spec["managedBy"] not in TRAINJOB_MANAGERS:
+        return [f"spec.managedBy {spec['managedBy']!r} is not one of {', '.join(TRAINJOB_MANAGERS)}"]
+    return []
 
 
 def _limits_need_parent(field: str, parent_field: str) -> Callable[[dict], list[str]]:

@@ -31,7 +31,10 @@ class ClusterSerializer(StrictModelSerializer):
     connection = serializers.DictField(
         required=False,
         help_text='Non-secret settings. For kind "simulated", the fleet shape: '
-        '{"nodes": 32, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.5}, "seed": 1}',
+        '{"nodes": 32, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.5}, "seed": 1}. Kubernetes: '
+        '"queueing" (kueue | volcano), "inference_target" (deployment | lws | kserve, default deployment), '
+        '"training_target" (kueue-job | volcano | trainjob, default the queueing system\'s own), '
+        '"trainjob_runtime" (default torch-distributed); see docs/targets.md',
     )
     node_count = serializers.IntegerField(read_only=True)
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=2000)

@@ -1,11 +1,12 @@
 """A deterministic semantic model of a cluster's control plane, for the fake API server.
 
 Each `tick(now)` runs the controllers until nothing changes: garbage collection (foreground and background
-deletion), Kueue (kueue.py), Volcano (volcano.py), the Job / Deployment / LeaderWorkerSet controllers and the
-kubelet (workloads.py), KEDA (keda.py), kube-scheduler (scheduler.py) and HAMi's scheduler (hami.py), the
-disruption and quota controllers (disruption.py, admission.py). Objects created through the API, and pods the
-controllers create, pass the admission the real cluster applies: Kueue's, Volcano's and HAMi's webhooks, the
-Priority and ResourceQuota plugins. Every module cites the documentation it follows and says what it leaves out.
+deletion), Kueue (kueue.py), Volcano (volcano.py), Kubeflow Trainer (trainer.py) and KServe (kserve.py) when
+installed, the Job / Deployment / LeaderWorkerSet controllers and the kubelet (workloads.py), KEDA (keda.py),
+kube-scheduler (scheduler.py) and HAMi's scheduler (hami.py), the disruption and quota controllers (disruption.py,
+admission.py). Objects created through the API, and pods the controllers create, pass the admission the real
+cluster applies: Kueue's, Volcano's, HAMi's, Trainer's and KServe's webhooks, the Priority and ResourceQuota
+plugins. Every module cites the documentation it follows and says what it leaves out.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from datetime import datetime, timedelta
 
 from tests.backends.k8s_fake import admission, disruption, hami, keda, workloads
 from tests.backends.k8s_fake.hami import HamiScheduler
+from tests.backends.k8s_fake.kserve import KServe
 from tests.backends.k8s_fake.kueue import Kueue, KueueConfig
 from tests.backends.k8s_fake.resources import Resource, find
 from tests.backends.k8s_fake.scheduler import KubeScheduler, Snapshot
 from tests.backends.k8s_fake.store import ApiError, Store, timestamp
+from tests.backends.k8s_fake.trainer import Trainer
 from tests.backends.k8s_fake.volcano import Volcano
 
 TERMINAL = workloads.TERMINAL
@@ -54,6 +57,8 @@ class ControlPlane:
         self.events = find(resources, "", "v1", "events")
         self.kueue = Kueue(self, kueue) if find(resources, "kueue.x-k8s.io", "v1beta2", "clusterqueues") else None
         self.volcano = Volcano(self) if find(resources, "batch.volcano.sh", "v1alpha1", "jobs") else None
+        self.trainer = Trainer(self) if find(resources, "trainer.kubeflow.org", "v1alpha1", "trainjobs") else None
+        self.kserve = KServe(self) if find(resources, "serving.kserve.io", "v1beta1", "inferenceservices") else None
         self.hami = hami_installed
         self.schedulers = [KubeScheduler(self), *([HamiScheduler(self)] if hami_installed else [])]
         self.keda_metrics: dict[tuple[str, str], int] = {}
@@ -140,6 +145,9 @@ class ControlPlane:
             admission.priority(self, obj)
         if self.volcano is not None:
             self.volcano.admit(resource, obj)
+        for validating in (self.trainer, self.kserve):
+            if validating is not None:
+                validating.admit(resource, obj)
         if resource is self.pods:
             admission.resource_quota(self, obj)
 
@@ -174,6 +182,9 @@ class ControlPlane:
                 changed |= self.kueue.reconcile(now)
             if self.volcano is not None:
                 changed |= self.volcano.reconcile(now)
+            for controller in (self.trainer, self.kserve):
+                if controller is not None:
+                    changed |= controller.reconcile(now)
             changed |= workloads.jobs(self, now)
             changed |= workloads.deployments(self, now)
             changed |= workloads.leader_worker_sets(self, now)

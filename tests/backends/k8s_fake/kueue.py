@@ -31,6 +31,13 @@ into a ClusterQueue's quota, or left pending with the reason Kueue gives.
   lowers its completions with it (https://kueue.sigs.k8s.io/docs/tasks/run/jobs/#partial-admission,
   https://kueue.sigs.k8s.io/docs/reference/labels-and-annotations/).
 - A finished Job or pod finishes its Workload and its quota is released.
+- Kubeflow Trainer TrainJobs (framework `trainer.kubeflow.org/trainjob`, https://kueue.sigs.k8s.io/docs/tasks/run/trainjobs/):
+  the webhook suspends a queued TrainJob; its Workload has one pod set per replicated job of its runtime (named after
+  it; the `node` job counts the TrainJob's numNodes); admission adds a `podSpecOverrides` entry with the flavors'
+  node selector and tolerations for each pod set's job and clears `suspend`; eviction suspends it again and removes
+  that entry; Complete / Failed finish the Workload. A TrainJob is admitted whole (no partial admission).
+- KServe has no Kueue integration (kubernetes-sigs/kueue#1603): an InferenceService is queued only through its
+  predictor pods, which the pod integration manages when `predictor.labels` carries the queue-name label.
 
 Simplified: admission checks, fair sharing, waitForPodsReady and MultiKueue are not modelled;
 topology-aware scheduling only checks that a pod set asking for a topology gets a flavor with one and then
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -59,6 +67,9 @@ OWNER = "fake.kueue/owner"  # where the model keeps which object (and LWS group)
 LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 COMPLETIONS_EQUAL = "kueue.x-k8s.io/job-completions-equal-parallelism"
+TRAINER = "trainer.kubeflow.org"
+TRAINJOB = "trainer.kubeflow.org/trainjob"
+SAVED_OVERRIDES = "fake.kueue/trainjob-overrides"  # a TrainJob's podSpecOverrides before admission
 
 
 @dataclass
@@ -72,6 +83,7 @@ class KueueConfig:
         "pod",
         "deployment",
         "leaderworkerset.x-k8s.io/leaderworkerset",
+        "trainer.kubeflow.org/trainjob",
     )
 
 
@@ -99,12 +111,13 @@ class Kueue:
     # --- webhooks ------------------------------------------------------------------------------------------
 
     def mutate(self, resource, obj: dict) -> None:
-        """Kueue's defaulting webhooks on create: a queued Job starts suspended; a Deployment's and a
+        """Kueue's defaulting webhooks on create: a queued Job or TrainJob starts suspended; a Deployment's and a
         LeaderWorkerSet's queue label reaches their pod templates; a queued pod is gated until admitted."""
         labels = obj.get("metadata", {}).get("labels") or {}
         key = (resource.group, resource.kind)
-        if key == ("batch", "Job") and QUEUE in labels and "batch/job" in self.config.frameworks:
-            obj.setdefault("spec", {})["suspend"] = True
+        suspends = {("batch", "Job"): "batch/job", (TRAINER, "TrainJob"): TRAINJOB}
+        if key in suspends and QUEUE in labels and suspends[key] in self.config.frameworks:
+            obj.setdefault("spec", {})["suspend"] = True  # a queued Job or TrainJob starts suspended
         elif key == ("apps", "Deployment") and QUEUE in labels and "deployment" in self.config.frameworks:
             template = obj["spec"]["template"].setdefault("metadata", {})
             template.setdefault("labels", {})[QUEUE] = labels[QUEUE]
@@ -151,6 +164,12 @@ class Kueue:
                 if minimum and minimum.isdigit() and 0 < int(minimum) < count:
                     podset["minCount"] = int(minimum)  # partial admission
                 out.append((job, "", [podset], queue))
+        if self.plane.trainer is not None and TRAINJOB in self.config.frameworks:
+            for trainjob in self.plane.store.all(TRAINER, "trainjobs"):
+                queue = (trainjob["metadata"].get("labels") or {}).get(QUEUE)
+                podsets = self.plane.trainer.pod_sets(trainjob)
+                if queue and podsets and not trainjob["metadata"].get("deletionTimestamp"):
+                    out.append((trainjob, "", podsets, queue))
         for pod in self.plane.store.all("", "pods"):
             labels = pod["metadata"].get("labels") or {}
             owners = {r.get("kind") for r in pod["metadata"].get("ownerReferences") or []}
@@ -265,6 +284,7 @@ class Kueue:
             "Job": ("batch", "jobs"),
             "Pod": ("", "pods"),
             "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+            "TrainJob": (TRAINER, "trainjobs"),
         }
         group_plural = plural.get(ref.get("kind"))
         if group_plural is None:
@@ -284,7 +304,7 @@ class Kueue:
             if owner is None:
                 continue
             done = ""
-            if owner["kind"] == "Job":
+            if owner["kind"] in ("Job", "TrainJob"):
                 if _true(owner, "Complete"):
                     done = "Succeeded"
                 elif _true(owner, "Failed"):
@@ -555,6 +575,23 @@ class Kueue:
                     owner["spec"]["completions"] = count
             owner["spec"]["suspend"] = False
             self.plane.save(self.plane.resource("batch", "v1", "jobs"), owner)
+        elif owner["kind"] == "TrainJob":
+            # Kueue keeps what the TrainJob asked for, to restore it on eviction (the model: as an annotation).
+            overrides = owner["spec"].get("podSpecOverrides") or []
+            wl["metadata"].setdefault("annotations", {})[SAVED_OVERRIDES] = json.dumps(overrides)
+            self.plane.save(self.workloads, wl)
+            overrides = _copy(overrides)
+            for assignment in assignments:
+                selector, tolerations = self._injection(assignment, flavors)
+                override = {"targetJobs": [{"name": assignment["name"]}]}
+                if selector:
+                    override["nodeSelector"] = selector
+                if tolerations:
+                    override["tolerations"] = tolerations
+                overrides.append(override)
+            owner["spec"]["podSpecOverrides"] = overrides
+            owner["spec"]["suspend"] = False
+            self.plane.save(self.plane.resource(TRAINER, "v1alpha1", "trainjobs"), owner)
         # a Deployment's pod and a LeaderWorkerSet group's pods are ungated by _ungate_pods
         self.plane.event(now, owner, "Started", f"Admitted by clusterQueue {cand.cq}", "Normal")
 
@@ -594,12 +631,12 @@ class Kueue:
             owner, group = self._owner_of(wl)
             if owner is None:
                 continue
-            if owner["kind"] == "Job":
+            if owner["kind"] in ("Job", "TrainJob"):
                 if owner["spec"].get("suspend") and not owner["metadata"].get("deletionTimestamp"):
                     # Suspended again from outside while admitted (e.g. a re-applied manifest): Kueue's job
                     # reconciler starts an admitted Workload's Job again.
                     owner["spec"]["suspend"] = False
-                    self.plane.save(self.plane.resource("batch", "v1", "jobs"), owner)
+                    self.plane.save(self.plane.resource(*_api(owner)), owner)
                     changed = True
                 continue
             assignments = {a["name"]: a for a in admission["podSetAssignments"]}
@@ -716,6 +753,14 @@ class Kueue:
                     owner["spec"]["completions"] = count
             self.plane.save(self.plane.resource("batch", "v1", "jobs"), owner)
             self.plane.event(now, owner, "Stopped", text, "Normal")
+        elif owner["kind"] == "TrainJob":
+            overrides = json.loads((wl["metadata"].get("annotations") or {}).get(SAVED_OVERRIDES, "[]"))
+            owner["spec"]["podSpecOverrides"] = overrides
+            if not overrides:
+                del owner["spec"]["podSpecOverrides"]
+            owner["spec"]["suspend"] = True
+            self.plane.save(self.plane.resource(TRAINER, "v1alpha1", "trainjobs"), owner)
+            self.plane.event(now, owner, "Stopped", text, "Normal")
         elif owner["kind"] == "Pod":
             self.plane.delete(self.plane.pods, owner, now)
         else:
@@ -815,6 +860,10 @@ def _inject(spec: dict, selector: dict, tolerations: list) -> None:
         del spec["tolerations"]
     if not spec["nodeSelector"]:
         del spec["nodeSelector"]
+
+
+def _api(owner: dict) -> tuple[str, str, str]:
+    return (TRAINER, "v1alpha1", "trainjobs") if owner["kind"] == "TrainJob" else ("batch", "v1", "jobs")
 
 
 def _admitted_at(wl: dict) -> str:

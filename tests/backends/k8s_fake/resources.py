@@ -49,8 +49,14 @@ RESOURCES = (
     Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True, "lws", ("status",)),
     Resource("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject", True, "keda", ("status",)),
     Resource("keda.sh", "v1alpha1", "triggerauthentications", "TriggerAuthentication", True, "keda"),
+    Resource("serving.kserve.io", "v1beta1", "inferenceservices", "InferenceService", True, "kserve", ("status",)),
+    Resource("serving.kserve.io", "v1alpha1", "servingruntimes", "ServingRuntime", True, "kserve"),
+    Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True, "trainer", ("status",)),
+    Resource("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", False, "trainer"),
 )
-ADDONS = ("kueue", "volcano", "lws", "keda")
+ADDONS = ("kueue", "volcano", "lws", "keda", "kserve", "trainer")
+# What a fake serves unless told otherwise: KServe and Kubeflow Trainer are opt-in (addons={..., "kserve"}).
+DEFAULT_ADDONS = ("kueue", "volcano", "lws", "keda")
 
 
 def served(addons: set[str]) -> list[Resource]:

@@ -41,7 +41,7 @@ import yaml
 from tests.backends.k8s_fake import hami, logs, patching, watch
 from tests.backends.k8s_fake.cluster import ControlPlane
 from tests.backends.k8s_fake.kueue import KueueConfig
-from tests.backends.k8s_fake.resources import ADDONS, Resource, find, served
+from tests.backends.k8s_fake.resources import ADDONS, DEFAULT_ADDONS, Resource, find, served
 from tests.backends.k8s_fake.store import ApiError, Store, conflict, patched, timestamp
 from tests.backends.k8s_fake.workloads import exit_containers
 
@@ -114,7 +114,7 @@ class FakeKubernetes:
         """`kueue`: the Kueue Configuration's resource settings (default: Kueue's defaults); `hami`: HAMi's
         webhook and scheduler are installed; `lws_gang`: the LWS controller's
         gangSchedulingManagement.schedulerProvider ("volcano"; default none, as LWS ships)."""
-        addons = set(ADDONS if addons is None else addons)
+        addons = set(DEFAULT_ADDONS if addons is None else addons)
         unknown = addons - set(ADDONS)
         if unknown:
             raise ValueError(f"unknown add-ons {sorted(unknown)}; known: {ADDONS}")

@@ -57,7 +57,21 @@ SERVE = {
     "env": {"VLLM_LOGGING_LEVEL": "INFO"},
 }
 
-# name -> (kind, spec data, queueing or "slurm")
+SGLANG = {
+    "name": "qwen-7b",
+    "tenant": "acme",
+    "queue": "serve",
+    "engine": "sglang",
+    "model": "Qwen/Qwen2.5-7B-Instruct",
+    "gpu_model": "h100",
+    "tensor_parallel": 1,
+    "data_parallel": 2,
+    "port": 30000,
+    "extra_args": ["--trust-remote-code"],
+}
+
+# name -> (kind, spec data, queueing or "slurm"); "<queueing>+<target>" renders for a cluster whose
+# inference_target (deployment, lws, kserve) or training_target (trainjob) is that target.
 CASES: dict[str, tuple[str, dict, str]] = {
     "training-4x8-h100-kueue.yaml": (
         "training",
@@ -100,21 +114,24 @@ CASES: dict[str, tuple[str, dict, str]] = {
         apply_overrides(SERVE, {"secret_env": [{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}]}),
         "kueue",
     ),
-    "sglang-dp2.yaml": (
+    "sglang-dp2.yaml": ("inference", SGLANG, "volcano"),
+    "sglang-dp2-lws.yaml": ("inference", SGLANG, "kueue+lws"),
+    "sglang-dp2-kserve-volcano.yaml": ("inference", SGLANG, "volcano+kserve"),
+    "vllm-tp4-kserve.yaml": (
         "inference",
-        {
-            "name": "qwen-7b",
-            "tenant": "acme",
-            "queue": "serve",
-            "engine": "sglang",
-            "model": "Qwen/Qwen2.5-7B-Instruct",
-            "gpu_model": "h100",
-            "tensor_parallel": 1,
-            "data_parallel": 2,
-            "port": 30000,
-            "extra_args": ["--trust-remote-code"],
-        },
-        "volcano",
+        apply_overrides(SERVE, {"secret_env": [{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}]}),
+        "kueue+kserve",
+    ),
+    "training-4x8-h100-trainjob.yaml": (
+        "training",
+        apply_overrides(
+            TRAINING,
+            {
+                "tolerations": [{"key": "example.com/reserved-for", "value": "pretraining", "effect": "NoSchedule"}],
+                "secret_env": [{"name": "WANDB_API_KEY", "secret": "wandb", "key": "api-key"}],
+            },
+        ),
+        "kueue+trainjob",
     ),
     "vllm-tp8-pp2-lws.yaml": (
         "inference",
@@ -152,6 +169,11 @@ SLURM_TARGETS = {"slurm": {}, "slurm-pyxis": {"containers": "pyxis", "volume_dir
 
 
 def kube_context(queueing: str, spec: Spec, **overrides) -> RenderContext:
+    """The modelled cluster's context; `queueing` may name a deployment target too ("kueue+kserve")."""
+    queueing, _, target = queueing.partition("+")
+    if target:
+        key = "training_target" if target == "trainjob" else "inference_target"
+        overrides = {key: target, **overrides}
     tenant_queue = f"{spec.tenant}-{spec.queue}"
     values = {
         "namespace": tenant_queue,

@@ -8,8 +8,9 @@ the context says where it runs. The console passes a backend the spec with a `Wo
 tables say: namespace, queue, tier, GPU product label, taints, Slurm account); the backend adds its own
 settings with `kubernetes_context` / `slurm_context` and renders (`Backend.render`, used by `submit`).
 
-Training jobs become a Volcano Job or a Kueue-managed batch/v1 Indexed Job running torchrun; inference
-services a Deployment + Service (+ KEDA ScaledObject), or a LeaderWorkerSet when a replica spans nodes;
+Training jobs become a Volcano Job or a Kueue-managed batch/v1 Indexed Job running torchrun, or a Kubeflow Trainer
+TrainJob; inference services a Deployment + Service (+ KEDA ScaledObject), or a LeaderWorkerSet when a replica spans
+nodes, or a KServe InferenceService (the cluster's `inference_target` / `training_target` settings choose);
 on Slurm an sbatch script with `srun torchrun`, or a long-running engine behind a health check.
 Nothing here touches the database or a cluster. RenderError (a ValueError) names what cannot be expressed.
 """

@@ -34,7 +34,7 @@ from apps.backends.render.pools import (
 from apps.backends.render.spec import InferenceServiceSpec, SecretEnv, Spec, TrainingJobSpec, Volume
 from apps.backends.render.volcano import leaf_queue_name
 from apps.backends.render.volcano import resource_name as volcano_resource_name
-from apps.backends.render.workload.context import QUEUEINGS, RenderContext
+from apps.backends.render.workload.context import QUEUEINGS, RenderContext, target_errors
 from apps.backends.types import Sharing, Topology
 
 WORKLOAD_LABEL = "gpu-console/workload"
@@ -108,6 +108,17 @@ def check_context(ctx: RenderContext) -> None:
     """Everything from the context that lands in a name, label or selector is valid, or RenderError."""
     if ctx.queueing not in QUEUEINGS:
         raise RenderError("queueing", f"{ctx.queueing!r} is not one of {', '.join(QUEUEINGS)}")
+    problems = target_errors(
+        {
+            "queueing": ctx.queueing,
+            "inference_target": ctx.inference_target,
+            "training_target": ctx.training,
+            "trainjob_runtime": ctx.trainjob_runtime,
+        }
+    )
+    if problems:
+        field, _, message = problems[0].partition(": ")
+        raise RenderError(field, message)
     for what, value in (("namespace", ctx.namespace), ("priority_class", ctx.priority_class)):
         if not is_dns_label(value):
             raise RenderError(what, f"{value!r} is not a DNS-1123 label")

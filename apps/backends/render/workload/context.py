@@ -12,10 +12,23 @@ from dataclasses import dataclass, field
 import yaml
 
 from apps.backends.render.errors import RenderError
-from apps.backends.render.names import is_qualified_name
+from apps.backends.render.names import is_dns_subdomain, is_qualified_name
 from apps.backends.render.result import comment_block
 
 QUEUEINGS = ("kueue", "volcano")
+# What a cluster runs inference services and training jobs as (its connection settings `inference_target` and
+# `training_target`; docs/targets.md). "deployment": a Deployment, or a LeaderWorkerSet when a replica spans nodes
+# (today's behaviour); "lws": always a LeaderWorkerSet; "kserve": a KServe InferenceService. "kueue-job": a batch/v1
+# Indexed Job that Kueue admits; "volcano": a Volcano Job; "trainjob": a Kubeflow Trainer TrainJob.
+INFERENCE_TARGETS = ("deployment", "lws", "kserve")
+TRAINING_TARGETS = ("kueue-job", "volcano", "trainjob")
+# The training target each queueing system takes when the setting is absent (what the console rendered before).
+DEFAULT_TRAINING_TARGET = {"kueue": "kueue-job", "volcano": "volcano"}
+# Which queueing systems each training target works with: a kueue-job is Kueue's, a Volcano Job Volcano's; the
+# pinned Trainer API (v1alpha1, 2025-02) has a coscheduling pod-group policy but no Volcano one, so a TrainJob on a
+# Volcano cluster would run outside its queues, and it is only offered with Kueue (kubeflow TrainJob integration).
+TRAINING_QUEUEING = {"kueue-job": ("kueue",), "volcano": ("volcano",), "trainjob": ("kueue",)}
+DEFAULT_TRAINJOB_RUNTIME = "torch-distributed"  # the ClusterTrainingRuntime the Trainer ships for PyTorch
 # Node labels that carry each topology level. kubernetes.io/hostname is standard; nvidia.com/gpu.clique is
 # what GPU Feature Discovery sets for an NVLink domain; the leaf-switch label is site-specific.
 DEFAULT_TOPOLOGY_LABELS = {
@@ -90,12 +103,54 @@ def topology_labels(connection: dict) -> dict[str, str]:
     return labels
 
 
+def target_errors(connection: dict) -> list[str]:
+    """What is wrong with a cluster's `inference_target`, `training_target` and `trainjob_runtime` settings, as
+    "<setting>: ..." messages; [] when they are absent (the defaults) or valid."""
+    errors = []
+    inference = connection.get("inference_target")
+    if inference is not None and inference not in INFERENCE_TARGETS:
+        errors.append(f"inference_target: {inference!r} is not one of {', '.join(INFERENCE_TARGETS)}")
+    training = connection.get("training_target")
+    queueing = connection.get("queueing", "kueue")
+    if training is not None and training not in TRAINING_TARGETS:
+        errors.append(f"training_target: {training!r} is not one of {', '.join(TRAINING_TARGETS)}")
+    elif training is not None and queueing in QUEUEINGS and queueing not in TRAINING_QUEUEING[training]:
+        why = {
+            "kueue-job": "a suspended Job waits for Kueue, which this cluster's queueing does not name",
+            "volcano": "a Volcano Job needs Volcano's scheduler and queues",
+            "trainjob": "the pinned Kubeflow Trainer API has no Volcano pod-group policy, so its pods would bypass "
+            "Volcano's queues; use training_target volcano",
+        }[training]
+        errors.append(f"training_target: {training!r} does not work with queueing {queueing!r}: {why}")
+    runtime = connection.get("trainjob_runtime")
+    if runtime is not None and (not isinstance(runtime, str) or not is_dns_subdomain(runtime)):
+        errors.append(f"trainjob_runtime: {runtime!r} is not a ClusterTrainingRuntime name (a DNS subdomain)")
+    return errors
+
+
+def targets(connection: dict) -> tuple[str, str, str]:
+    """(inference target, training target, TrainJob runtime) of a cluster: its settings, else the defaults that keep
+    what it ran before (RenderError naming the setting when one is not valid)."""
+    errors = target_errors(connection)
+    if errors:
+        field, _, message = errors[0].partition(": ")
+        raise RenderError(f"connection.{field}", message)
+    queueing = connection.get("queueing", "kueue")
+    return (
+        connection.get("inference_target") or "deployment",
+        connection.get("training_target") or DEFAULT_TRAINING_TARGET.get(queueing, "kueue-job"),
+        connection.get("trainjob_runtime") or DEFAULT_TRAINJOB_RUNTIME,
+    )
+
+
 def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderContext:
     """The Kubernetes renderer's context on a cluster with these connection settings (`queueing`, default
     kueue; `gpus_per_node`, default 8; `topology_labels`, the node labels of the leaf switch and NVLink domain,
     defaults in DEFAULT_TOPOLOGY_LABELS; the GPU-sharing setup: `hami_node_labels`, `volcano_vgpu`,
-    `volcano_per_model_resources`, as the quota renderer reads them, see desired.QuotaSettings)."""
+    `volcano_per_model_resources`, as the quota renderer reads them, see desired.QuotaSettings; the deployment
+    targets `inference_target`, `training_target` and `trainjob_runtime`, see `targets`)."""
     hami_labels = connection.get("hami_node_labels") or {}
+    inference_target, training_target, trainjob_runtime = targets(connection)
     return RenderContext(
         namespace=context.namespace,
         queue_name=context.queue,
@@ -112,6 +167,9 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
         volcano_vgpu=bool(connection.get("volcano_vgpu", False)),
         per_model_gpu_resources=bool(connection.get("volcano_per_model_resources", False)),
         gpu_pools=context.gpu_pools,
+        inference_target=inference_target,
+        training_target=training_target,
+        trainjob_runtime=trainjob_runtime,
     )
 
 
@@ -158,6 +216,9 @@ class RenderContext:
     workload whose pool is not among them is refused (no quota object covers it, no node would run it).
     `topology_labels` are the node labels of each topology level (the cluster's `topology_labels` setting):
     a gang kept on one leaf switch or NVLink domain has a required pod affinity on that label.
+    `inference_target` / `training_target` say what a service or a job becomes (INFERENCE_TARGETS, TRAINING_TARGETS;
+    "" for a training job: the queueing system's own, DEFAULT_TRAINING_TARGET); `trainjob_runtime` is the
+    ClusterTrainingRuntime a TrainJob names.
     """
 
     namespace: str
@@ -178,6 +239,14 @@ class RenderContext:
     volcano_vgpu: bool = False
     per_model_gpu_resources: bool = False
     gpu_pools: tuple[str, ...] | None = None  # see WorkloadContext; a sharing mode outside them is refused
+    inference_target: str = "deployment"
+    training_target: str = ""
+    trainjob_runtime: str = DEFAULT_TRAINJOB_RUNTIME
+
+    @property
+    def training(self) -> str:
+        """The training target in effect: the setting, else the queueing system's own."""
+        return self.training_target or DEFAULT_TRAINING_TARGET.get(self.queueing, "kueue-job")
 
 
 class _Dumper(yaml.SafeDumper):

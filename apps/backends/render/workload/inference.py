@@ -1,4 +1,5 @@
-"""Inference services on Kubernetes: a Deployment, or a LeaderWorkerSet when a replica spans nodes.
+"""Inference services on Kubernetes: a Deployment, or a LeaderWorkerSet when a replica spans nodes or the cluster's
+`inference_target` is lws (a KServe InferenceService with `kserve`: kserve.py).
 
 Both get a ClusterIP Service "<name>-api" on the serving pods (the LeaderWorkerSet controller already owns
 a headless Service named after the set), a PodDisruptionBudget so that a drain never takes the service below
@@ -53,7 +54,7 @@ COOLDOWN_S = 300  # a replica costs minutes of weight loading: scale in slowly
 def inference_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> tuple[list[dict], list[str], str]:
     """(objects, caveats, endpoint) for one service."""
     service = f"{name}-api"
-    if spec.multi_node:
+    if uses_lws(spec, ctx):
         objects = [_leader_worker_set(spec, ctx, name), _service(spec, ctx, service, "leader")]
     else:
         objects = [_deployment(spec, ctx, name), _service(spec, ctx, service, "server")]
@@ -62,6 +63,11 @@ def inference_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str)
         objects.append(_scaled_object(spec, ctx, name))
     endpoint = f"http://{service}.{ctx.namespace}.svc.{ctx.cluster_domain}:{spec.port}"
     return objects, _caveats(spec, ctx, name), endpoint
+
+
+def uses_lws(spec: InferenceServiceSpec, ctx: RenderContext) -> bool:
+    """A LeaderWorkerSet: a replica spans nodes (the only way to run one), or the cluster asks for LWS."""
+    return spec.multi_node or ctx.inference_target == "lws"
 
 
 def _env(spec: InferenceServiceSpec) -> dict[str, str]:
@@ -190,22 +196,35 @@ def _multi_node_commands(spec: InferenceServiceSpec) -> tuple[list[str], list[st
 
 
 def _leader_worker_set(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> dict:
-    leader_cmd, worker_cmd = _multi_node_commands(spec)
-    leader = _container(spec, ctx, leader_cmd, serving=True)
-    worker = _container(spec, ctx, worker_cmd, serving=False)
-    template: dict = {
-        "size": spec.nodes_per_replica,
-        # A group is one model instance: when any of its pods restarts, the whole group restarts together.
-        "restartPolicy": "RecreateGroupOnPodRestart",
-        "leaderTemplate": {
-            "metadata": _pod_metadata(spec, ctx, "leader", queue_annotation=False),
-            "spec": _pod_spec(spec, ctx, leader),
-        },
-        "workerTemplate": {
-            "metadata": _pod_metadata(spec, ctx, "worker", queue_annotation=False),
-            "spec": _pod_spec(spec, ctx, worker),
-        },
-    }
+    if spec.multi_node:
+        leader_cmd, worker_cmd = _multi_node_commands(spec)
+        leader = _container(spec, ctx, leader_cmd, serving=True)
+        worker = _container(spec, ctx, worker_cmd, serving=False)
+        template: dict = {
+            "size": spec.nodes_per_replica,
+            # A group is one model instance: when any of its pods restarts, the whole group restarts together.
+            "restartPolicy": "RecreateGroupOnPodRestart",
+            "leaderTemplate": {
+                "metadata": _pod_metadata(spec, ctx, "leader", queue_annotation=False),
+                "spec": _pod_spec(spec, ctx, leader),
+            },
+            "workerTemplate": {
+                "metadata": _pod_metadata(spec, ctx, "worker", queue_annotation=False),
+                "spec": _pod_spec(spec, ctx, worker),
+            },
+        }
+    else:
+        # inference_target lws with one pod per replica: groups of one, whose only pod (the leader, from the
+        # worker template when there is no leader template) runs the engine as a Deployment's pod would.
+        container = _container(spec, ctx, [kube_literal(arg) for arg in engine_argv(spec)], serving=True)
+        template = {
+            "size": 1,
+            "restartPolicy": "RecreateGroupOnPodRestart",
+            "workerTemplate": {
+                "metadata": _pod_metadata(spec, ctx, "leader", queue_annotation=False),
+                "spec": _pod_spec(spec, ctx, container),
+            },
+        }
     body: dict = {}
     if not spec.autoscaling.enabled:
         body["replicas"] = spec.replicas
@@ -271,7 +290,7 @@ def waiting_query(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> 
     "<name>-<template hash>-<suffix>", LeaderWorkerSet leaders "<name>-<group>" (workers serve no HTTP).
     The patterns cannot match another workload's pods, whose names have a different number of parts.
     """
-    pods = f"{name}-[0-9]+" if spec.multi_node else f"{name}-[a-z0-9]+-[a-z0-9]+"
+    pods = f"{name}-[0-9]+" if uses_lws(spec, ctx) else f"{name}-[a-z0-9]+-[a-z0-9]+"
     return f'sum({WAITING_METRIC[spec.engine]}{{namespace="{ctx.namespace}",pod=~"{pods}"}})'
 
 
@@ -279,7 +298,7 @@ def _scaled_object(spec: InferenceServiceSpec, ctx: RenderContext, name: str) ->
     """KEDA: replicas = ceil(waiting / threshold) within min..max; min >= 1 keeps a warm replica."""
     target = (
         {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "name": name}
-        if spec.multi_node
+        if uses_lws(spec, ctx)
         else {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
     )
     scaling = spec.autoscaling
@@ -311,7 +330,7 @@ def _scaled_object(spec: InferenceServiceSpec, ctx: RenderContext, name: str) ->
 def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[str]:
     out = []
     if ctx.queueing == "kueue":
-        kind = "leaderworkerset.x-k8s.io/leaderworkerset" if spec.multi_node else "deployment (with pod)"
+        kind = "leaderworkerset.x-k8s.io/leaderworkerset" if uses_lws(spec, ctx) else "deployment (with pod)"
         out.append(
             f"Kueue manages this service only with its {kind} integration enabled; it admits the pods' cpu, "
             f"memory and GPU requests against the ClusterQueue's ResourceFlavor '{spec.gpu_model}'."

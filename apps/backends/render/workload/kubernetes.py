@@ -2,7 +2,10 @@
 
 Pure: no client, no cluster. The objects are plain dicts for server-side apply, in apply order, and every
 one passes `apps.backends.render.validate` (built-ins on Kubernetes 1.31-1.35 in strict mode, custom
-objects against the vendored Volcano, LeaderWorkerSet and KEDA CRDs); see `validation_errors`.
+objects against the vendored Volcano, LeaderWorkerSet, KEDA, KServe and Kubeflow Trainer CRDs); see
+`validation_errors`. What a service or a job becomes is the cluster's `inference_target` / `training_target`
+(RenderContext): Deployment / LeaderWorkerSet (inference.py) or InferenceService (kserve.py); Kueue Job or
+Volcano Job (training.py) or TrainJob (trainjob.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from apps.backends.render.workload.common import (
 )
 from apps.backends.render.workload.context import RenderContext, RenderedWorkload
 from apps.backends.render.workload.inference import inference_objects
+from apps.backends.render.workload.kserve import kserve_objects
 from apps.backends.render.workload.training import training_objects
+from apps.backends.render.workload.trainjob import trainjob_objects
 from apps.backends.types import Sharing
 
 
@@ -39,11 +44,17 @@ def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:
     name = object_name(spec, ctx)
     if isinstance(spec, TrainingJobSpec):
         _check_training_fits(spec, ctx)
-        objects, caveats = training_objects(spec, ctx, name)
+        if ctx.training == "trainjob":
+            objects, caveats = trainjob_objects(spec, ctx, name)
+        else:
+            objects, caveats = training_objects(spec, ctx, name)
         endpoint = ""
     else:
         spec = _on_nodes_of(spec, ctx.gpus_per_node)
-        objects, caveats, endpoint = inference_objects(spec, ctx, name)
+        if ctx.inference_target == "kserve":
+            objects, caveats, endpoint = kserve_objects(spec, ctx, name)
+        else:
+            objects, caveats, endpoint = inference_objects(spec, ctx, name)
     return RenderedWorkload(objects=objects, caveats=volcano_resource_caveat(spec, ctx) + caveats, endpoint=endpoint)
 
 
