@@ -112,6 +112,36 @@ def insert_rows(*objs: models.Model) -> None:
             _saved(obj, pk, alias)
 
 
+def insert_rows_and_commit(*objs: models.Model) -> None:
+    """`insert_rows`, then COMMIT, sent to PostgreSQL together (psycopg's pipeline mode: one round trip).
+
+    For the outermost transaction only (`connection.in_atomic_block` with no savepoint around it): the caller's
+    `transaction.atomic()` then finds the transaction committed (its own commit does nothing) and runs the
+    on-commit hooks after it, outside the pipeline. An error of the INSERT or of the COMMIT (a deferred foreign
+    key) is raised here as Django's, and the caller's atomic block rolls back what is left, as with its own
+    commit. A decision that holds the admission lock until the commit holds it one round trip less."""
+    alias = router.db_for_write(type(objs[0]))
+    connection = connections[alias]
+    if connection.vendor != "postgresql" or len(objs) == 1 or connection.savepoint_ids:
+        raise RuntimeError("insert_rows_and_commit: PostgreSQL, several rows, outermost transaction only")
+    statements, values = [], []
+    for obj in objs:
+        sql, row = _prepared(obj, connection)
+        statements.append(sql)
+        values.extend(row)
+    cursor = connection.cursor()
+    try:
+        with connection.wrap_database_errors:
+            with connection.connection.pipeline():
+                cursor.execute(_chain(tuple(statements)), values)
+                connection.connection.commit()  # queued after the INSERT; the pipeline's sync sends both
+            pks = cursor.fetchone()
+    finally:
+        cursor.close()
+    for obj, pk in zip(objs, pks, strict=True):
+        _saved(obj, pk, alias)
+
+
 CHAIN_PARAMS_CACHED = 200
 
 

@@ -15,16 +15,13 @@ the user may view: other tenants' allocation is one "other tenants" line, their 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import Count, F, Q, Sum, Window
-from django.db.models.functions import RowNumber
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from apps.accounts.permissions import allowed_tenant_ids
@@ -32,9 +29,10 @@ from apps.accounts.roles import Action
 from apps.backends.shares import SHARE_UNITS
 from apps.core.refcache import cached
 from apps.fleet.capacity import ModelCapacity, capacity_by_model
-from apps.fleet.models import Cluster, Node, NodeState
+from apps.fleet.models import Cluster, Node
+from apps.health import heatmap
 
-HEATMAP_COLUMNS = 160  # about 8 px per column at 1440 px: more nodes than this share a column
+HEATMAP_COLUMNS = heatmap.HEATMAP_COLUMNS  # about 8 px per column at 1440 px: more nodes than this share a column
 TOP_TENANTS = 8
 SEVERITIES = ("fatal", "critical", "warning", "info")
 
@@ -84,63 +82,20 @@ def gpu_states(capacity: list[ModelCapacity]) -> tuple[list[GpuStates], GpuState
 # Utilization heatmap
 
 
-# (join, GPU index, utilization) over a health row's utilization by GPU (`NodeHealth.gpu_util`, {index: value},
-# written at ingest), in each database's JSON dialect. On PostgreSQL, OFFSET 0 keeps the lateral subquery whole, so
-# the grouping sorts numbers, not each GPU's JSON. The small document is stored inline: reading each node's whole
-# readings (`gpus`, ~6 kB, compressed) instead cost 670 ms at 12,800 nodes against 1,280 documents' 45 ms.
-_GPU_CELLS = {
-    "postgresql": (
-        "LEFT JOIN LATERAL (SELECT key::int AS gpu, (value #>> '{}')::float AS util "
-        "FROM jsonb_each(h.gpu_util) OFFSET 0) g ON TRUE",
-        "g.gpu",
-        "g.util",
-    ),
-    "sqlite": (
-        "LEFT JOIN json_each(h.gpu_util) g",
-        "CAST(g.key AS INTEGER)",
-        "g.value",
-    ),
-}
-
-
-def utilization_heatmap(nodes, node_count: int) -> dict | None:
+def utilization_heatmap(nodes, node_count: int, node_sets: dict | None = None) -> dict | None:
     """GPU utilization (%) by node and GPU index, from the last scrape, grouped in SQL into heatmap columns.
 
     Nodes are ordered by cluster and name. Up to `HEATMAP_COLUMNS` nodes, each node is a column; beyond
     that, runs of `group` consecutive nodes of one cluster share a column, and each cell is the mean
     of that GPU index over them (with min and max for the hover). Nodes whose exporter does not answer
-    give no value (a gap), rather than their stale last readings. One query.
+    give no value (a gap), rather than their stale last readings. One query: with `node_sets` (per cluster,
+    what `capacity_by_model` counted of its nodes), each cluster's cells as its last health cycle stored them
+    while they hold (`apps/health/heatmap.py`), else computed from every node's health row.
     """
     if node_count == 0:
         return None
-    group = max(1, math.ceil(node_count / HEATMAP_COLUMNS))
-    ranked = (
-        nodes.exclude(state=NodeState.VANISHED)
-        .filter(gpu_count__gt=0)
-        .order_by()
-        .annotate(
-            node_id=F("id"),
-            node_name=F("name"),
-            cluster_name=F("cluster__name"),
-            pos=Window(RowNumber(), partition_by=[F("cluster_id")], order_by=F("name").asc()),
-            in_cluster=Window(Count("id"), partition_by=[F("cluster_id")]),
-        )
-        .values("node_id", "node_name", "cluster_id", "cluster_name", "pos", "in_cluster")
-    )
-    inner, params = ranked.query.sql_with_params()
-    join, gpu, util = _GPU_CELLS[connection.vendor]
-    sql = f"""
-        SELECT MAX(r.cluster_name), (r.pos - 1) / %s AS col, MIN(r.node_name), MAX(r.node_name), MAX(r.in_cluster),
-               MIN(r.node_id),
-               {gpu} AS gpu, AVG({util}), MIN({util}), MAX({util}), COUNT({util})
-        FROM ({inner}) r
-        LEFT JOIN health_nodehealth h ON h.node_id = r.node_id AND h.exporter_up
-        {join}
-        GROUP BY r.cluster_id, col, gpu
-    """  # noqa: S608 - only our own compiled SQL and constants are interpolated; values are parameters
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [group, *params])
-        rows = cursor.fetchall()
+    group = heatmap.group_size(node_count, HEATMAP_COLUMNS)
+    rows = heatmap.rows(nodes, group, node_sets)
     columns: dict[tuple[str, int], dict] = {}
     indexes: set[int] = set()
     total, readings = 0.0, 0
@@ -388,7 +343,8 @@ def fleet_overview(user, current_tenant=None, now: datetime | None = None, tenan
 
     now = now or timezone.now()
     nodes = Node.objects.for_user(user, Action.VIEW)
-    capacity = capacity_by_model(nodes)
+    node_sets: dict[int, tuple[int, int, int]] = {}  # per cluster: what the stored heatmap cells hold for
+    capacity = capacity_by_model(nodes, node_sets=node_sets)
     states, states_total = gpu_states(capacity)
     node_count = sum(c.nodes for c in capacity)
     visible = allowed_tenant_ids(user, Action.VIEW)
@@ -399,7 +355,11 @@ def fleet_overview(user, current_tenant=None, now: datetime | None = None, tenan
     incidents, budgets = incidents_and_isolation(nodes) if node_count else ([(s, 0) for s in SEVERITIES], [])
     # Every viewer sees the whole fleet (or none of it): one heatmap, shared for OVERVIEW_CACHE_S.
     heatmap = (
-        cached("overview:heatmap", lambda: utilization_heatmap(nodes, node_count), ttl=settings.OVERVIEW_CACHE_S)
+        cached(
+            "overview:heatmap",
+            lambda: utilization_heatmap(nodes, node_count, node_sets),
+            ttl=settings.OVERVIEW_CACHE_S,
+        )
         if node_count
         else None
     )

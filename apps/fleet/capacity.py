@@ -55,12 +55,15 @@ class ModelCapacity:
         return round(self.stranded / self.free, 3) if self.free else 0.0
 
 
-def capacity_by_model(nodes=None, cluster=None) -> list[ModelCapacity]:
+def capacity_by_model(nodes=None, cluster=None, node_sets: dict | None = None) -> list[ModelCapacity]:
     """Per-model capacity of `nodes` (a Node queryset, default all), from one grouped query.
 
     Nodes are grouped in SQL by cluster, model, leaf switch and size (a few hundred groups for 1,280
     nodes), with the free, whole-free and stranded counts summed per group; the groups are folded into
-    models here. The most common node size wins ties towards the larger size.
+    models here. The most common node size wins ties towards the larger size. `node_sets`, when given, is
+    filled with each cluster's (nodes, sum of their ids, sum of their squared ids), counted in the same
+    statement: what tells the overview whether a cluster's stored heatmap cells still hold
+    (`apps/health/heatmap.py`).
     """
     qs = nodes if nodes is not None else Node.objects.all()
     if cluster is not None:
@@ -86,6 +89,7 @@ def capacity_by_model(nodes=None, cluster=None) -> list[ModelCapacity]:
             max_free=Max(free, filter=in_service, default=0),
             whole=Count("id", filter=whole),
             stranded=Sum(free, filter=in_service & ~whole, default=0),
+            **({"id_sum": Sum("id"), "id_sq": Sum(F("id") * F("id"))} if node_sets is not None else {}),
         )
     )
     by_model: dict[int | None, ModelCapacity] = {}
@@ -110,6 +114,9 @@ def capacity_by_model(nodes=None, cluster=None) -> list[ModelCapacity]:
         cap._sizes[row["gpu_count"]] += row["n"]
         if row["whole"]:
             leaf_whole[model_id][(row["cluster_id"], row["leaf_switch"] or "(none)")] += row["whole"]
+        if node_sets is not None:
+            n, id_sum, id_sq = node_sets.get(row["cluster_id"], (0, 0, 0))
+            node_sets[row["cluster_id"]] = (n + row["n"], id_sum + row["id_sum"], id_sq + row["id_sq"])
     for model_id, cap in by_model.items():
         cap.gpus_per_node = max(cap._sizes.items(), key=lambda item: (item[1], item[0]))[0]
         if leaf_whole[model_id]:

@@ -180,6 +180,30 @@ class NodeRollup(models.Model):
         return f"{self.node_id} {self.minute:%Y-%m-%d %H:%M}"
 
 
+class UtilizationHeatmap(models.Model):
+    """One cluster's columns of the overview's utilization heatmap, as the health cycle left them (issue 23).
+
+    Written by each ingestion cycle in the transaction that writes the cluster's health rows
+    (`apps.health.heatmap.store_heatmap`), so the overview reads ~130 cells a cluster instead of grouping every
+    GPU's utilization on each view. `cells` are the heatmap statement's rows for this cluster, each
+    [column, first node, last node, nodes in the cluster, first node id, GPU index, mean, min, max, readings]. They
+    hold for the nodes counted in `nodes`, `id_sum` and `id_sq` (the cluster's nodes with GPUs that have not
+    vanished: their number, and the sums of their ids and squared ids) grouped `group_size` to a column: the
+    overview uses them only while the fleet still gives the same, and groups the nodes itself otherwise.
+    """
+
+    cluster = models.OneToOneField("fleet.Cluster", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    group_size = models.PositiveIntegerField()
+    nodes = models.PositiveIntegerField()
+    id_sum = models.DecimalField(max_digits=40, decimal_places=0)
+    id_sq = models.DecimalField(max_digits=40, decimal_places=0)
+    cells = models.JSONField(default=list)
+    computed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {self.nodes} nodes, {self.group_size} a column"
+
+
 class RuleKind(models.TextChoices):
     XID = "xid", _("XID codes (last XID value)")
     THRESHOLD = "threshold", _("Value (or sum of values) against a threshold")

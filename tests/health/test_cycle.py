@@ -191,3 +191,30 @@ def test_counters_kept_between_cycles_feed_the_rate_rules_also_across_an_exporte
     incident = Incident.objects.get(cause="nvlink")
     assert incident.node.name == "gpu-0003" and incident.gpus[0]["index"] == 2
     assert "rose by" in incident.evidence[0]["text"]
+
+
+def test_each_cycle_stores_its_clusters_heatmap_cells_as_the_overview_computes_them(fleet):
+    """Issue 23: the overview reads the cells the cycle stored (`UtilizationHeatmap`); they equal the computed."""
+    from apps.dashboard import overview
+    from apps.fleet.capacity import capacity_by_model
+    from apps.health.models import UtilizationHeatmap
+
+    cluster = fleet["cluster"]
+
+    def both():
+        node_sets: dict = {}
+        count = sum(c.nodes for c in capacity_by_model(Node.objects.all(), node_sets=node_sets))
+        return overview.utilization_heatmap(Node.objects.all(), count), overview.utilization_heatmap(
+            Node.objects.all(), count, node_sets
+        )
+
+    cycle(cluster)
+    stored = UtilizationHeatmap.objects.get(cluster=cluster)
+    assert stored.nodes == 4 and stored.group_size == 1 and len(stored.cells) == 4 * 8
+    computed, from_stored = both()
+    assert computed["has_data"] and from_stored == computed
+    inject(cluster, "gpu-0002", "exporter-down")
+    cycle(cluster)  # the silent node's column goes blank in the stored cells too
+    computed, from_stored = both()
+    assert from_stored == computed and computed["readings"] == 3 * 8
+    assert sum(cell[9] for cell in UtilizationHeatmap.objects.get(cluster=cluster).cells) == 3 * 8

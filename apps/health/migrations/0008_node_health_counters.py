@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('health', '0006_node_gpu_util'),
+        ('health', '0007_utilization_heatmap'),
     ]
 
     operations = [
