@@ -19,6 +19,10 @@ from apps.backends.types import Sharing, Topology, WorkloadSpec
 
 OUTCOME_LABEL = "sim/outcome"  # "succeed", "fail" or "timeout" overrides the seeded outcome (tests, demos)
 OUTCOMES = ("succeed", "fail", "timeout")
+# Behaviours (tests, demos), in seconds into each run: from HANG_LABEL on the run keeps "running" while its GPUs go
+# quiet (a stuck NCCL collective, a deadlocked loader); the first IDLE_PHASE_LABEL seconds are a data-loading phase.
+HANG_LABEL = "sim/hang-after-s"
+IDLE_PHASE_LABEL = "sim/idle-phase-s"
 FAILURE_RATE = 0.05  # share of workloads the seed makes fail, part-way through their run
 # Work under a runtime limit whose length nobody declared: most runs finish within 60-95 % of the limit, a few
 # would need longer and are stopped by it (as jobs are on real clusters: Kubernetes DeadlineExceeded, Slurm
@@ -39,6 +43,8 @@ class RunPlan:
     duration_s: int
     fail_after_s: int | None
     max_runtime_s: int | None = None
+    hang_after_s: int | None = None
+    idle_phase_s: int | None = None
 
 
 def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
@@ -79,6 +85,9 @@ def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
         raise bad(f"max_runtime_s must be a positive number of seconds, not {spec.max_runtime_s!r}")
     if spec.labels.get(OUTCOME_LABEL, "succeed") not in OUTCOMES:
         raise bad(f"label {OUTCOME_LABEL} must be one of {', '.join(OUTCOMES)}")
+    for label in (HANG_LABEL, IDLE_PHASE_LABEL):
+        if label in spec.labels and _seconds(spec.labels[label]) is None:
+            raise bad(f"label {label} must be a whole number of seconds, 0 or more, not {spec.labels[label]!r}")
     return Request(
         model=spec.gpu_model,
         workers=spec.workers,
@@ -87,6 +96,11 @@ def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
         topology=topology,
         tolerations=tolerations_from_labels(spec.labels) | _tolerated_keys(spec),
     )
+
+
+def _seconds(value) -> int | None:
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None
 
 
 def _tolerated_keys(spec: WorkloadSpec) -> frozenset[str]:
@@ -138,7 +152,14 @@ def run_plan(seed: int, spec: WorkloadSpec) -> RunPlan:
         duration = max(1, int(limit * (beyond if overruns else within)))
     else:
         duration = int(min(max(sampled, MIN_DURATION_S), MAX_DURATION_S))
-    return RunPlan(duration, max(1, int(duration * fail_point)) if fails else None, limit)
+    hang, idle = spec.labels.get(HANG_LABEL), spec.labels.get(IDLE_PHASE_LABEL)
+    return RunPlan(
+        duration,
+        max(1, int(duration * fail_point)) if fails else None,
+        limit,
+        _seconds(hang) if hang is not None else None,
+        _seconds(idle) if idle is not None else None,
+    )
 
 
 def spec_to_json(spec: WorkloadSpec) -> dict:

@@ -47,6 +47,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "last_heartbeat_at",
             "spec",
         ]
         read_only_fields = fields
@@ -186,6 +187,10 @@ class TemplateSubmitSerializer(StrictSerializer):
         default=dict,
         help_text="Merged into the template's spec: objects merge, lists and values replace, null removes a field",
     )
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    last_heartbeat_at = serializers.DateTimeField(read_only=True)
 
 
 class CancelSerializer(StrictSerializer):
