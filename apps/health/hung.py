@@ -262,6 +262,8 @@ def _open(rule: RuleSpec, version: int, workload: Workload, verdict: Verdict, at
     from apps.health.services.notify import notify_incident
 
     cause = f"{HUNG_JOB}-{workload.pk}"
+    for entry in verdict.evidence:
+        entry["version"] = version
     gpus = _gpus_of(workload)
     lead = Node.objects.get(cluster_id=workload.cluster_id, name=gpus[0][0]) if gpus else None
     with transaction.atomic():

@@ -66,10 +66,10 @@ def test_a_hang_is_found_after_the_window_an_idle_phase_never_a_gap_is_not_judge
     fleet, personas, django_capture_on_commit_callbacks
 ):
     capture = django_capture_on_commit_callbacks
-    hangs = start(personas, capture, "hangs")
+    hangs = start(personas, capture, "hangs", env={"SIM_HANG_AFTER_S": "120"})  # the label sim/hang-after-s
     loads = start(personas, capture, "loads-data")
     gappy = start(personas, capture, "gappy")
-    behaves(hangs, hang_after_s=120)  # stuck from its third minute on
+    assert SimWorkload.objects.get(name=hangs.backend_name).hang_after_s == 120  # stuck from its third minute on
     behaves(loads, idle_phase_s=300)  # five idle minutes of data loading, then busy: shorter than the window
     behaves(gappy, hang_after_s=0)  # quiet from the start, but one minute of its node's rollups goes missing
     clock = Clock(fleet["cluster"])

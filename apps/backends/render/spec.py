@@ -194,7 +194,7 @@ class TrainingJobSpec:
             "tolerations": [t.to_dict() for t in self.tolerations],
             "secret_env": [s.to_dict() for s in self.secret_env],
             **({"cluster": self.cluster} if self.cluster else {}),
-            **({"progress_timeout_minutes": self.progress_timeout_minutes} if self.progress_timeout_minutes else {}),
+            "progress_timeout_minutes": self.progress_timeout_minutes,
         }
 
 

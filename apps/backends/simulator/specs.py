@@ -15,14 +15,12 @@ from apps.backends.simulator.hardware import MIG_SLICES, MODELS
 from apps.backends.simulator.placement import Demand, Request, tolerations_from_labels
 from apps.backends.simulator.seeding import rng
 from apps.backends.simulator.shape import FleetShape
-from apps.backends.types import Sharing, Topology, WorkloadSpec
+from apps.backends.types import SIM_HANG_LABEL, SIM_IDLE_PHASE_LABEL, Sharing, Topology, WorkloadSpec
 
 OUTCOME_LABEL = "sim/outcome"  # "succeed", "fail" or "timeout" overrides the seeded outcome (tests, demos)
 OUTCOMES = ("succeed", "fail", "timeout")
-# Behaviours (tests, demos), in seconds into each run: from HANG_LABEL on the run keeps "running" while its GPUs go
-# quiet (a stuck NCCL collective, a deadlocked loader); the first IDLE_PHASE_LABEL seconds are a data-loading phase.
-HANG_LABEL = "sim/hang-after-s"
-IDLE_PHASE_LABEL = "sim/idle-phase-s"
+# Behaviours (tests, demos): apps/backends/types.py says what they do.
+HANG_LABEL, IDLE_PHASE_LABEL = SIM_HANG_LABEL, SIM_IDLE_PHASE_LABEL
 FAILURE_RATE = 0.05  # share of workloads the seed makes fail, part-way through their run
 # Work under a runtime limit whose length nobody declared: most runs finish within 60-95 % of the limit, a few
 # would need longer and are stopped by it (as jobs are on real clusters: Kubernetes DeadlineExceeded, Slurm

@@ -106,6 +106,7 @@ def short_form(workload: Workload) -> dict:
         "created_at": _when(workload.created_at),
         "started_at": _when(workload.started_at),
         "finished_at": _when(workload.finished_at),
+        "last_heartbeat_at": _when(workload.last_heartbeat_at),
         "spec": workload.spec,
     }
 
