@@ -14,6 +14,7 @@ from apps.health.models import Incident
 from apps.health.services import rulesets
 from apps.health.services.rulesets import tune_rule
 from apps.health.tasks import hung_jobs_task
+from apps.tenancy.models import Admission
 from apps.workloads.models import Workload
 from apps.workloads.services import reconcile_workloads
 from tests.utils.personas import build_personas, fresh
@@ -38,7 +39,9 @@ def test_the_minute_task_opens_the_hung_jobs_incident(live_celery):
     workload.refresh_from_db()
     assert workload.state == "running"
     now = timezone.now()
+    # The run started (and was admitted) ten minutes ago, as far as the console knows.
     Workload.objects.filter(pk=workload.pk).update(started_at=now - timedelta(minutes=10))
+    Admission.objects.filter(pk=workload.admission_id).update(admitted_at=now - timedelta(minutes=10))
     # Minutes of readings before the task runs (and one ahead: whichever minute the worker's check falls in, the
     # minutes of its window are rolled up).
     for back in (4, 3, 2, 1, 0, -1):
