@@ -154,6 +154,7 @@ def check_cluster(cluster_id: int, at: datetime | None = None) -> HungResult:
         )
         starts = {w.pk: _run_start(w) for w in workloads}
         candidates = [w for w in workloads if starts[w.pk] is not None and starts[w.pk] <= end - window]
+        candidates = _not_busy_now(cluster, candidates, float(params["util_below"]))
         rollups = _rollups(cluster, {node for w in candidates for node, _ in _gpus_of(w)}, minutes[0], end)
         for workload in workloads:
             start = starts[workload.pk]
@@ -174,6 +175,22 @@ def check_cluster(cluster_id: int, at: datetime | None = None) -> HungResult:
         result.not_judged = len(unsure)
     _mark(cluster, hung_now, unsure, at)
     return result
+
+
+def _not_busy_now(cluster: Cluster, workloads: list[Workload], util_below: float) -> list[Workload]:
+    """Leave out jobs with a GPU at or above the utilization floor in the latest scrape (NodeHealth.gpu_util, a
+    few bytes per node): busy jobs, the common case, cost no rollup reads. The rest are judged from the rollups."""
+    nodes = {node for w in workloads for node, _ in _gpus_of(w)}
+    if not nodes:
+        return []
+    latest = dict(
+        NodeHealth.objects.filter(node__cluster=cluster, node__name__in=nodes).values_list("node__name", "gpu_util")
+    )
+    return [
+        w
+        for w in workloads
+        if not any((latest.get(node) or {}).get(str(index), 0) >= util_below for node, index in _gpus_of(w))
+    ]
 
 
 def _rollups(cluster: Cluster, nodes: set[str], start: datetime, end: datetime) -> dict[tuple[str, datetime], dict]:
