@@ -57,6 +57,12 @@ app.conf.beat_schedule = {
         "schedule": float(settings.HEALTH_SCRAPE_INTERVAL_S),
         "options": {"queue": "celery"},  # the fan-out: ingest_cluster_task per cluster, queue "health"
     },
+    # Hung training jobs, judged from the minute rollups once a minute: check_hung_jobs_task per cluster ("health").
+    "hung-jobs": {
+        "task": "apps.health.tasks.hung_jobs_task",
+        "schedule": 60.0,
+        "options": {"queue": "celery"},
+    },
     # Close quiet incidents, resume what automation isolated once validated, resend lost notifications.
     "health-housekeeping": {
         "task": "apps.health.tasks.health_housekeeping_task",

@@ -383,6 +383,7 @@ CELERY_QUEUE_NAMES = ["celery", "health", "inventory", "metering"]
 CELERY_TASK_QUEUES = [Queue(name, routing_key=name) for name in CELERY_QUEUE_NAMES]
 CELERY_TASK_ROUTES = {
     "apps.health.tasks.ingest_cluster_task": {"queue": "health"},
+    "apps.health.tasks.check_hung_jobs_task": {"queue": "health"},
     "apps.fleet.tasks.sync_cluster_task": {"queue": "inventory"},
     "apps.chargeback.tasks.meter_cluster_task": {"queue": "metering"},
 }
@@ -458,6 +459,11 @@ HEALTH_ROLLUP_DAYS = env_int("HEALTH_ROLLUP_DAYS", 30, minimum=1)
 HEALTH_CORDON_INLINE = env_bool("HEALTH_CORDON_INLINE", True)
 # An incident whose cause stayed quiet this long is closed by automation where that is safe.
 HEALTH_QUIET_S = env_int("HEALTH_QUIET_S", 120, minimum=1)
+# The hung-job rule's stack dump (its `dump` parameter): a command run per pod of a hung job, without a shell, its
+# {namespace} {pod} {node} {job} filled in, e.g. "kubectl exec -n {namespace} {pod} -- py-spy dump --pid 1"; its
+# output, trimmed, goes on the incident's timeline. Empty: simulated clusters answer themselves, others get none.
+HUNG_JOB_DUMP_COMMAND = env_str("HUNG_JOB_DUMP_COMMAND", "")
+HUNG_JOB_DUMP_TIMEOUT_S = env_int("HUNG_JOB_DUMP_TIMEOUT_S", 30, minimum=1, maximum=600)
 # Links in notifications (e.g. https://console.example.com); relative links when empty.
 CONSOLE_BASE_URL = env_str("CONSOLE_BASE_URL", "")
 EMAIL_BACKEND = env_str(

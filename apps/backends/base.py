@@ -228,6 +228,11 @@ class Backend(ABC):
         use ({name}, {service}, {namespace}, {port}, {cluster}), not yet URL-quoted."""
         return ""
 
+    def stack_dump(self, namespace: str, pod: str, node: str, job: str) -> str | None:
+        """A stack dump of pod `pod`'s processes that the backend takes by itself, for a hung job's incident; None
+        when it takes none (real clusters: the console runs HUNG_JOB_DUMP_COMMAND instead, when it is set)."""
+        return None
+
     # A simulation: the controls of a backend that simulates its cluster (faults, its clock, the fleet shape)
 
     #: The class of the controls `simulation()` returns, for a backend that simulates its cluster; None for

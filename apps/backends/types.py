@@ -18,6 +18,13 @@ ENGINE_LABEL = "gpu-console/engine"  # vllm | sglang
 MIN_REPLICAS_LABEL = "gpu-console/min-replicas"  # these three only when autoscaling is on
 MAX_REPLICAS_LABEL = "gpu-console/max-replicas"
 WAITING_THRESHOLD_LABEL = "gpu-console/waiting-threshold"
+# Simulator behaviours (apps/backends/simulator/specs.py), in seconds into each run: from SIM_HANG_LABEL on the run
+# stays "running" while its GPUs go quiet (a stuck NCCL collective, a deadlocked loader); the first
+# SIM_IDLE_PHASE_LABEL seconds are a data-loading phase. A console spec has no labels: these variables of its `env`
+# become them (demos; any other cluster just sees two environment variables).
+SIM_HANG_LABEL = "sim/hang-after-s"
+SIM_IDLE_PHASE_LABEL = "sim/idle-phase-s"
+SIM_ENV_LABELS = {"SIM_HANG_AFTER_S": SIM_HANG_LABEL, "SIM_IDLE_PHASE_S": SIM_IDLE_PHASE_LABEL}
 
 
 class BackendState(StrEnum):

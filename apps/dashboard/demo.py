@@ -171,6 +171,8 @@ DEMO_WORKLOADS = [
             "gpus_per_worker": 8,
             "gpu_model": "a100",
             "max_runtime_s": 5 * 3600,
+            # The simulator hangs its run 15 minutes in (a stuck all-reduce): the hung-job rule finds it 10 later.
+            "env": {"SIM_HANG_AFTER_S": "900"},
         },
     ),
     (
@@ -197,6 +199,7 @@ DEMO_WORKLOADS = [
             "tenant": "lab-rl",
             "queue": "default",
             "tier": "exploratory",
+            "env": {"SIM_IDLE_PHASE_S": "300"},  # five minutes of loading first: idle, never called hung
             "workers": 3,
             "gpus_per_worker": 2,
             "gpu_model": "a100",

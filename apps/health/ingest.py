@@ -33,7 +33,15 @@ from apps.health.models import (
     TelemetrySource,
 )
 from apps.health.parsing import ParsedScrape
-from apps.health.rules import ROLLUP_METRICS, CompiledRules, Finding, evaluate_gpu, exporter_down, missing_gpus
+from apps.health.rules import (
+    FOLDED_METRICS,
+    HUNG_JOB,
+    CompiledRules,
+    Finding,
+    evaluate_gpu,
+    exporter_down,
+    missing_gpus,
+)
 from apps.health.sources import Outcome, ScrapeError
 
 logger = logging.getLogger(__name__)
@@ -102,8 +110,9 @@ def collect(source: TelemetrySource, cluster: Cluster, nodes: list[str], wanted)
     return sources.read_in_process(cluster, nodes, wanted)
 
 
-def run_cycle(cluster_id: int) -> CycleResult:
-    """Read the cluster's telemetry (outside any transaction), then ingest it. Skipped if a cycle runs."""
+def run_cycle(cluster_id: int, at: datetime | None = None) -> CycleResult:
+    """Read the cluster's telemetry (outside any transaction), then ingest it. Skipped if a cycle runs.
+    `at` is when the readings count as taken (now; tests stepping through simulated minutes give theirs)."""
     from apps.health.services.rulesets import compiled_rules
 
     cluster = Cluster.objects.get(pk=cluster_id)
@@ -120,7 +129,7 @@ def run_cycle(cluster_id: int) -> CycleResult:
         # rules stand between a fault and its cordon (issue 23: scrape finished → cordon applied ≤ 1 s).
         state = load_state(cluster, [node_id for node_id, _ in nodes])
         outcomes = collect(source, cluster, [name for _, name in nodes], compiled.metrics)
-        result = ingest(cluster, nodes, outcomes, compiled, timezone.now(), state)
+        result = ingest(cluster, nodes, outcomes, compiled, at or timezone.now(), state)
         result.duration_ms = int((time.monotonic() - started) * 1000)
         _record_source(source, result, outcomes)
         return result
@@ -152,7 +161,7 @@ def _minute(at: datetime) -> datetime:
     return at.replace(second=0, microsecond=0)
 
 
-def _fold(acc: dict, gpus: dict, metrics=ROLLUP_METRICS) -> dict:
+def _fold(acc: dict, gpus: dict, metrics=FOLDED_METRICS) -> dict:
     """Add this scrape's values to the minute's accumulator {index: {metric: [min, sum, max, n]}}."""
     for index, gpu in gpus.items():
         per = acc.setdefault(index, {})
@@ -422,7 +431,8 @@ def _touch_incidents(firing_causes: dict[int, set[str]], silent: set[int], at) -
     for node_id, causes in firing_causes.items():
         if causes:
             firing |= Q(node_id=node_id, cause__in=causes)
-    open_here = Incident.objects.open().filter(node_id__in=list(firing_causes))
+    # A hung job's incident is the job's, not its lead node's: the minute's hung-job check marks it (health/hung.py).
+    open_here = Incident.objects.open().filter(node_id__in=list(firing_causes)).exclude(rule_key=HUNG_JOB)
     if firing:
         open_here.filter(firing).update(last_seen_at=at, clean_since=None)
     quiet = open_here.exclude(node_id__in=silent).filter(clean_since__isnull=True)

@@ -212,6 +212,7 @@ class RuleKind(models.TextChoices):
     BITMASK = "bitmask", _("Bits set in a bitmask")
     GPU_MISSING = "gpu-missing", _("A GPU the inventory knows is missing from the exporter")
     EXPORTER_DOWN = "exporter-down", _("The exporter does not answer")
+    HUNG_JOB = "hung-job", _("A running training job's GPUs idle for a window, or its heartbeat stopped")
 
 
 class RuleSet(models.Model):

@@ -20,7 +20,7 @@ from apps.core.text import gettext_noop
 
 SEVERITIES = ("info", "warning", "critical", "fatal")
 ACTIONS = ("record", "alert", "cordon", "drain", "request-reset", "request-rma")
-KINDS = ("xid", "threshold", "increase", "rate", "bitmask", "gpu-missing", "exporter-down")
+KINDS = ("xid", "threshold", "increase", "rate", "bitmask", "gpu-missing", "exporter-down", "hung-job")
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     ">=": operator.ge,
@@ -43,6 +43,17 @@ ROLLUP_METRICS = (
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
 )
 DISPLAY_METRICS = (*ROLLUP_METRICS, "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_FB_FREE")
+# Bytes per second over PCIe (on in dcgm-exporter's default counters) and NVLink (off by default): rolled up per
+# minute too, so that the hung-job rule can judge a window of minutes from the rollups alone.
+TRAFFIC_METRICS = (
+    "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_PROF_PCIE_RX_BYTES",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    "DCGM_FI_PROF_NVLINK_RX_BYTES",
+)
+FOLDED_METRICS = (*ROLLUP_METRICS, *TRAFFIC_METRICS)
+HUNG_JOB = "hung-job"  # the kind, the default rule's key, and the prefix of its incidents' causes
+HUNG_JOB_THEN = ("notify", "requeue", "cancel")
 
 
 @dataclass(frozen=True)
@@ -210,17 +221,28 @@ DEFAULT_RULES: tuple[RuleSpec, ...] = (
         "warning",
         "alert",
     ),
+    RuleSpec(
+        HUNG_JOB,
+        HUNG_JOB,
+        gettext_noop("Hung training job (its GPUs idle, or its heartbeat stopped)"),
+        HUNG_JOB,
+        {"window_minutes": 10, "util_below": 5, "traffic_below_mbps": 10, "then": "notify", "dump": False},
+        "warning",
+        "alert",
+    ),
 )
 
 # Stored in English (a rule's title, an incident's title, reasons that name an incident) and shown in the reader's
 # language by recognising these templates (apps/core/stored_text.py); a custom rule's title stays as written.
 INCIDENT_TITLE = gettext_noop("%(rule)s on %(node)s")
+JOB_INCIDENT_TITLE = gettext_noop("%(rule)s: %(job)s on %(node)s")
 INCIDENT_REASON = gettext_noop("%(title)s (incident #%(incident)s)")
 AUTOMATIC_REASON = gettext_noop("automatic: %(title)s (incident #%(incident)s)")
 AUTOMATION_STARTED = gettext_noop("automation started %(kind)s as operation #%(operation)s")
 OPERATION_DONE = gettext_noop("%(kind)s done (operation #%(operation)s)")
 STORED_TEMPLATES = (
     INCIDENT_TITLE,
+    JOB_INCIDENT_TITLE,
     INCIDENT_REASON,
     AUTOMATIC_REASON,
     AUTOMATION_STARTED,
@@ -229,7 +251,7 @@ STORED_TEMPLATES = (
 )
 # "%(rule)s on %(node)s" would match many an English sentence: it counts only when `rule` is a default rule's title.
 STORED_KNOWN = {"rule"}
-STORED_PARAMS = {"node": r"\S+", "incident": r"\d+", "operation": r"\d+", "kind": r"[\w.-]+"}
+STORED_PARAMS = {"node": r"\S+", "job": r"\S+", "incident": r"\d+", "operation": r"\d+", "kind": r"[\w.-]+"}
 
 
 class RuleError(ValueError):
@@ -300,6 +322,27 @@ def validate(kind: str, params: dict, severity: str, action: str) -> None:
             raise RuleError("mask", "a positive integer bit mask")
     elif kind == "exporter-down":
         _number(params, "after_failures", minimum=1)
+    elif kind == HUNG_JOB:
+        validate_hung_job(params, action)
+
+
+def validate_hung_job(params: dict, action: str) -> None:
+    """window_minutes 1-1440, util_below 0-100 (%), traffic_below_mbps ≥ 0 (MB/s), then, dump; it only tells."""
+    if action not in {"record", "alert"}:
+        raise RuleError("action", "record or alert: a hung job is the job's problem, its node is not isolated")
+    window = params.get("window_minutes", 10)
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= 1440:
+        raise RuleError("window_minutes", "a whole number of minutes from 1 to 1440")
+    if _number({"util_below": params.get("util_below", 5)}, "util_below", minimum=0) > 100:
+        raise RuleError("util_below", "a percentage from 0 to 100")
+    _number({"traffic_below_mbps": params.get("traffic_below_mbps", 10)}, "traffic_below_mbps", minimum=0)
+    if params.get("then", "notify") not in HUNG_JOB_THEN:
+        raise RuleError("then", f"one of: {', '.join(HUNG_JOB_THEN)}")
+    if not isinstance(params.get("dump", False), bool):
+        raise RuleError("dump", "true or false")
+    unknown = sorted(set(params) - {"window_minutes", "util_below", "traffic_below_mbps", "then", "dump"})
+    if unknown:
+        raise RuleError(unknown[0], "not a parameter of this kind of rule")
 
 
 @dataclass(slots=True)
@@ -492,6 +535,7 @@ class CompiledRules:
     gpu_checks: list[GpuCheck] = field(default_factory=list)
     missing: RuleSpec | None = None
     exporter_down: RuleSpec | None = None
+    hung_job: RuleSpec | None = None
     metrics: frozenset[str] = frozenset()
     # The counters the increase and rate rules compare with the previous scrape: all a cycle keeps of it.
     previous: frozenset[str] = frozenset()
@@ -499,12 +543,14 @@ class CompiledRules:
 
 def compile_rules(rules: Iterable[RuleSpec], version: int) -> CompiledRules:
     compiled = CompiledRules(version=version)
-    metrics: set[str] = set(DISPLAY_METRICS)
+    metrics: set[str] = {*DISPLAY_METRICS, *TRAFFIC_METRICS}
     previous: set[str] = set()
     for rule in rules:
         if not rule.enabled:
             continue
-        if rule.kind == "gpu-missing":
+        if rule.kind == HUNG_JOB:
+            compiled.hung_job = rule  # judged once a minute from the rollups (apps/health/hung.py)
+        elif rule.kind == "gpu-missing":
             compiled.missing = rule
         elif rule.kind == "exporter-down":
             compiled.exporter_down = rule

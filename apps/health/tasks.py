@@ -36,6 +36,23 @@ def ingest_cluster_task(cluster_id: int) -> dict:
 
 
 @shared_task
+def hung_jobs_task() -> int:
+    """Beat, once a minute: the hung-job check of each cluster that syncs, one task per cluster (queue health)."""
+    ids = list(Cluster.objects.filter(sync_enabled=True).values_list("id", flat=True))
+    for cluster_id in ids:
+        check_hung_jobs_task.delay(cluster_id)
+    return len(ids)
+
+
+@shared_task(acks_late=True)
+def check_hung_jobs_task(cluster_id: int) -> dict:
+    from apps.health.hung import check_cluster
+
+    result = check_cluster(cluster_id)
+    return {"cluster": result.cluster, "judged": result.judged, "hung": result.hung, "opened": result.opened}
+
+
+@shared_task
 def health_housekeeping_task() -> dict:
     return {**close_quiet_incidents(), "resent": resend_due()}
 

@@ -82,7 +82,7 @@ def incident_detail(request, pk: int):
     template = "health/_incident_live.html" if is_htmx(request) else "health/incident_detail.html"
     # An incident touches every tenant whose work was on the node: name only those the user may view.
     ids = allowed_tenant_ids(request.user, "view")
-    every_workload = list(incident.workloads.select_related("tenant"))
+    every_workload = list(incident.workloads.select_related("tenant", "created_by"))
     every_tenant = list(incident.tenants.all())
     workloads = [w for w in every_workload if ids is None or w.tenant_id in ids]
     tenants = [t for t in every_tenant if ids is None or t.pk in ids]

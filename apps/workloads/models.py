@@ -119,6 +119,8 @@ class Workload(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The job's own progress signal (POST .../heartbeat/): only the latest is kept, and no audit event per beat.
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     objects = TenantOwnedQuerySet.as_manager()
 

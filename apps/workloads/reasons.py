@@ -14,6 +14,7 @@ from apps.core.text import gettext_noop
 CANCELLED_BY = gettext_noop("cancelled by %(user)s")
 REQUEUED_AFTER_PREEMPTION = gettext_noop("requeued after preemption: %(reason)s")
 REQUEUED_AFTER_FAULT = gettext_noop("requeued after a GPU fault (%(fault)s); admission: %(reason)s")
+REQUEUED_AFTER_HANG = gettext_noop("requeued: its run hung (%(fault)s); admission: %(reason)s")
 PREEMPTED_FOR_LENDER = gettext_noop("preempted to give a lender its guarantee back")
 BACKEND_REFUSED = gettext_noop("backend refused it: %(error)s")
 BACKEND_FORGOT = gettext_noop("the backend no longer knows this workload")
@@ -33,12 +34,14 @@ STATE_CHANGED_WHY = gettext_noop("%(from_state)s → %(to_state)s: %(reason)s")
 BACKEND_RETRY = gettext_noop("%(error)s (retry %(attempt)s in %(delay)s s)")
 REQUEUED = gettext_noop("requeued (%(run)s of %(retries)s)")
 REQUEUED_FAULT_EVENT = gettext_noop("requeued after a GPU fault (run %(run)s): %(reason)s")
+REQUEUED_HANG_EVENT = gettext_noop("requeued: its run hung (%(run)s of %(retries)s): %(reason)s")
 RECLAIMED = gettext_noop("reclaimed by the queue it borrowed from")
 
 STORED_TEMPLATES = (
     CANCELLED_BY,
     REQUEUED_AFTER_PREEMPTION,
     REQUEUED_AFTER_FAULT,
+    REQUEUED_AFTER_HANG,
     PREEMPTED_FOR_LENDER,
     BACKEND_REFUSED,
     BACKEND_FORGOT,
@@ -52,6 +55,7 @@ STORED_TEMPLATES = (
     BACKEND_RETRY,
     REQUEUED,
     REQUEUED_FAULT_EVENT,
+    REQUEUED_HANG_EVENT,
     RECLAIMED,
 )
 # What the numbers look like (apps/core/stored_text.py splits a text at them).

@@ -364,6 +364,12 @@ def cmd_cancel(ctx: Context) -> int:
     return OK
 
 
+def cmd_heartbeat(ctx: Context) -> int:
+    beat = ctx.api.post(f"{WORKLOADS}{ctx.args.id}/heartbeat/", {})
+    note(f"#{ctx.args.id}: heartbeat at {beat['last_heartbeat_at']}")
+    return OK
+
+
 def cmd_logs(ctx: Context) -> int:
     args = ctx.args
     if args.follow:
@@ -691,6 +697,10 @@ def build_parser() -> Parser:
     cancel.add_argument("id", type=int)
     cancel.add_argument("--reason", required=True, help="why (kept on the workload and in the audit log)")
     cancel.set_defaults(run=cmd_cancel)
+
+    heartbeat = command("heartbeat", "report a running job's progress (its spec's progress_timeout_minutes)")
+    heartbeat.add_argument("id", type=int)
+    heartbeat.set_defaults(run=cmd_heartbeat)
 
     quota = command("quota", "GPU quotas per queue and model, with what is used, borrowed and lent now")
     quota.add_argument("--tenant", metavar="SLUG")

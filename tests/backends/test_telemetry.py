@@ -179,3 +179,58 @@ def test_fleet_rendering_matches_per_node_rendering(busy):
         everything = reports.fleet_metrics(engine)
     assert everything["gpu-0001"] == one
     assert set(everything) == {"gpu-0001"}
+
+
+PCIE = ("DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES")
+NVLINK = ("DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES")
+
+
+def test_traffic_follows_the_load_and_nvlink_only_when_the_shape_says(busy):
+    cluster, _ = busy
+    text = scrape_text(cluster, "gpu-0001")
+    for metric in PCIE:
+        assert all(value(text, metric, gpu) > 1e9 for gpu in range(4))  # a busy training GPU moves GB/s
+        assert all(value(text, metric, gpu) < 1e5 for gpu in range(4, 8))  # idle: housekeeping only
+    assert not any(metric in text for metric in NVLINK)  # off in dcgm-exporter's default counters
+    wired, backend = make_cluster("wired", nodes=1, seed=11, nvlink_traffic=True)
+    backend.submit(spec("train", gpus_per_worker=4, duration_s=3600))
+    text = scrape_text(wired, "gpu-0001")
+    for metric in NVLINK:
+        assert value(text, metric, 0) > 1e10 and value(text, metric, 7) == 0
+
+
+def test_a_hung_run_keeps_its_memory_and_goes_quiet_an_idle_phase_then_works():
+    from apps.backends.simulator.specs import HANG_LABEL, IDLE_PHASE_LABEL
+
+    cluster, backend = make_cluster("hangs", nodes=1, seed=3)
+    backend.submit(spec("stuck", gpus_per_worker=4, duration_s=3600, labels={HANG_LABEL: "120"}))
+    backend.submit(spec("loader", gpus_per_worker=4, duration_s=3600, labels={IDLE_PHASE_LABEL: "300"}))
+    text = scrape_text(cluster, "gpu-0001")
+    stuck = {s: samples(text)[("DCGM_FI_DEV_GPU_UTIL", str(s))][0]["pod"].startswith("stuck") for s in range(8)}
+    busy_gpu, loading_gpu = min(g for g, s in stuck.items() if s), min(g for g, s in stuck.items() if not s)
+    assert value(text, "DCGM_FI_DEV_GPU_UTIL", busy_gpu) > 80 and value(text, "DCGM_FI_DEV_GPU_UTIL", loading_gpu) == 0
+    backend.advance(150)  # past the hang; the loader still loads
+    text = scrape_text(cluster, "gpu-0001")
+    for gpu in (busy_gpu, loading_gpu):
+        assert value(text, "DCGM_FI_DEV_GPU_UTIL", gpu) == 0
+        assert value(text, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", gpu) == 0
+        assert sum(value(text, metric, gpu) for metric in PCIE) < 1e5
+        assert value(text, "DCGM_FI_DEV_FB_USED", gpu) > 0.8 * MODELS["h100"].memory_mib  # memory stays held
+    backend.advance(200)  # the loader's data is in: it works; the hung run stays hung
+    text = scrape_text(cluster, "gpu-0001")
+    assert value(text, "DCGM_FI_DEV_GPU_UTIL", loading_gpu) > 80 and value(text, "DCGM_FI_DEV_GPU_UTIL", busy_gpu) == 0
+    dump = backend.stack_dump("team-a", "stuck-0", "gpu-0001", "stuck")
+    assert (
+        "all_reduce" in dump
+        and "ncclProxyProgress" in dump
+        and dump == backend.stack_dump("team-a", "stuck-0", "gpu-0001", "stuck")
+    )
+
+
+def test_behaviour_labels_are_checked():
+    from apps.backends.base import PermanentBackendError
+    from apps.backends.simulator.specs import HANG_LABEL
+
+    _, backend = make_cluster("labels", nodes=1)
+    with pytest.raises(PermanentBackendError, match="sim/hang-after-s must be a whole number"):
+        backend.submit(spec("bad", labels={HANG_LABEL: "soon"}))

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 def test_a_healthy_fleet_stores_latest_values_and_opens_nothing(fleet):
     result = cycle(fleet["cluster"])
-    assert (result.nodes, result.unreachable, result.samples, result.findings) == (4, 0, 800, 0)
+    assert (result.nodes, result.unreachable, result.samples, result.findings) == (4, 0, 864, 0)  # 27 series x 32 GPUs
     health = NodeHealth.objects.get(node__name="gpu-0001")
     assert health.status == "ok" and health.exporter_up and len(health.gpus) == 8
     gpu = health.gpus["0"]
@@ -28,7 +28,7 @@ def test_a_healthy_fleet_stores_latest_values_and_opens_nothing(fleet):
     assert "DCGM_FI_DEV_MEM_CLOCK" not in gpu["v"]  # only what rules and pages read is kept
     assert Incident.objects.count() == 0
     source = TelemetrySource.objects.get(cluster=fleet["cluster"])
-    assert source.kind == SourceKind.SIMULATOR and source.last_nodes == 4 and source.last_samples == 800
+    assert source.kind == SourceKind.SIMULATOR and source.last_nodes == 4 and source.last_samples == 864
 
 
 def test_minute_rollups_and_pruning(fleet):

@@ -405,6 +405,10 @@ TABLE: dict[str, Spec] = {
     "POST /api/v1/workloads/{id}/cancel/": _write(
         view_and(SUBMIT), ok=(200,), obj=lambda w, s: {"id": s.training.pk}, body=lambda w, s: {"reason": "x"}
     ),
+    # A heartbeat writes last_heartbeat_at and, on purpose, no audit event (docs/health.md): not checked as a change.
+    "POST /api/v1/workloads/{id}/heartbeat/": _write(
+        view_and(SUBMIT), ok=(200,), obj=lambda w, s: {"id": s.training.pk}, changes=None
+    ),
     "GET /api/v1/templates/": Spec(LOGGED_IN),
     "GET /api/v1/workload-specs/{kind}/schema/": Spec(LOGGED_IN, shared=lambda w: {"kind": "training"}),
     "POST /api/v1/templates/": _write(

@@ -47,7 +47,7 @@ SECTIONS = {
     "serving": {"engine", "model", "tensor_parallel", "pipeline_parallel", "data_parallel", "replicas"}
     | {"max_model_len", "gpu_memory_utilization", "port", "readiness", "autoscaling", "shutdown", "weights"}
     | {"extra_args"},
-    "advanced": {"tolerations", "volumes", "retries"},
+    "advanced": {"tolerations", "volumes", "retries", "progress_timeout_minutes"},
 }
 KEYWORDS = {
     *("$schema", "$defs", "$ref", "title", "description", "default", "x-group", "type", "anyOf", "enum", "const"),

@@ -139,6 +139,9 @@ class TrainingJobSpec:
     tolerations: list[Toleration] = field(default_factory=list)  # beside the node pool's
     secret_env: list[SecretEnv] = field(default_factory=list)
     cluster: str = ""  # where to run it (one of the queue's clusters); empty: placement picks
+    # Minutes without a heartbeat after which the console's hung-job rule calls the run hung; None: no signal.
+    # The console's concern only: no renderer puts it into a manifest.
+    progress_timeout_minutes: int | None = None
 
     @property
     def gpus_per_pod(self) -> float:
@@ -191,6 +194,7 @@ class TrainingJobSpec:
             "tolerations": [t.to_dict() for t in self.tolerations],
             "secret_env": [s.to_dict() for s in self.secret_env],
             **({"cluster": self.cluster} if self.cluster else {}),
+            "progress_timeout_minutes": self.progress_timeout_minutes,
         }
 
 

@@ -174,6 +174,10 @@ class SimulatorBackend(Backend):
     def service_metrics_url(self, name: str, values: dict[str, str]) -> str:
         return reverse("simulator:service_metrics", args=[self.cluster.name, name])
 
+    def stack_dump(self, namespace: str, pod: str, node: str, job: str) -> str | None:
+        """What py-spy would print for the pod's main process (apps/backends/simulator/history.py)."""
+        return history.stack_dump(self.cluster, namespace, pod, node, job)
+
     simulation_class = Simulation
 
     # Simulator-only operations (the services and the demo use these).

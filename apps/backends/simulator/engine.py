@@ -232,6 +232,8 @@ class Engine:
             duration_s=plan.duration_s,
             fail_after_s=plan.fail_after_s,
             max_runtime_s=plan.max_runtime_s,
+            hang_after_s=plan.hang_after_s,
+            idle_phase_s=plan.idle_phase_s,
         )
         self.workloads[workload.name] = workload
         self._requests[workload.pk] = request

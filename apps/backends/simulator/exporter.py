@@ -65,15 +65,17 @@ def scrape(cluster_name: str, node_name: str) -> ExporterAnswer:
     ):
         for index in allocation.gpu_indexes:
             occupy(slots[index], allocation.mode, allocation.share, allocation)
+    now = sim.sim_now()
     text = render_node_metrics(
         spec,
         MODELS[spec.model],
-        reports.gpu_loads(slots),
+        reports.gpu_loads(slots, now),
         faults,
         seed=shape.seed,
-        now=sim.sim_now(),
+        now=now,
         booted_at=sim.booted_at,
         hostname_label=shape.hostname_label,
+        nvlink_traffic=shape.nvlink_traffic,
     )
     return ExporterAnswer(200, text)
 

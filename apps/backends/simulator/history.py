@@ -96,3 +96,50 @@ def _constant_loads(allocations, start: datetime, end: datetime):
         load += changes.get(left, 0.0)
         if left >= start and right <= end and right > left:
             yield left, right, round(load, 9)
+
+
+_STUCK_FRAMES = (  # where a run the simulator hangs is stuck: an all-reduce that never completes
+    "    ncclProxyProgress (libnccl.so.2)",
+    "    c10d::ProcessGroupNCCL::WorkNCCL::synchronizeInternal (libtorch_cuda.so)",
+    "    all_reduce (torch/distributed/distributed_c10d.py:2501)",
+    "    wrapper (torch/distributed/c10d_logger.py:83)",
+    "    _allreduce_grads (train.py:214)",
+    "    train_step (train.py:251)",
+    "    main (train.py:318)",
+    "    <module> (train.py:342)",
+)
+_LOADING_FRAMES = (
+    "    _next_data (torch/utils/data/dataloader.py:1328)",
+    "    __next__ (torch/utils/data/dataloader.py:631)",
+    "    train_epoch (train.py:188)",
+    "    main (train.py:318)",
+    "    <module> (train.py:342)",
+)
+_WORKING_FRAMES = (
+    "    backward (torch/_tensor.py:521)",
+    "    train_step (train.py:247)",
+    "    main (train.py:318)",
+    "    <module> (train.py:342)",
+)
+
+
+def stack_dump(cluster, namespace: str, pod: str, node: str, job: str) -> str | None:
+    """A py-spy-like dump of the pod's main process (pods are named <run>-<worker>), from where its run is now:
+    stuck in an NCCL all-reduce once it hangs, in the data loader during its idle phase, computing otherwise."""
+    simulation = SimCluster.objects.filter(cluster=cluster).first()
+    run = pod.rsplit("-", 1)[0] if "-" in pod else pod
+    workload = SimWorkload.objects.filter(sim__cluster=cluster, name=run).first() if simulation else None
+    if workload is None or workload.started_at is None:
+        return None
+    now = simulation.sim_now()
+    into = (now - workload.started_at).total_seconds()
+    if workload.hang_after_s is not None and into >= workload.hang_after_s:
+        frames, state = _STUCK_FRAMES, "idle"
+    elif workload.idle_phase_s and into < workload.idle_phase_s:
+        frames, state = _LOADING_FRAMES, "idle"
+    else:
+        frames, state = _WORKING_FRAMES, "active"
+    pid = 100 + stable_hash(pod, "pid") % 30000
+    thread = stable_hash(pod, "thread") % (1 << 44) | (0x7F << 40)
+    head = f"Process {pid}: python train.py (pod {namespace}/{pod} on {node})\nPython v3.11.9 (/usr/bin/python3.11)\n"
+    return head + f'\nThread {pid} (0x{thread:x}) ({state}): "MainThread"\n' + "\n".join(frames) + "\n"

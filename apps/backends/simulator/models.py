@@ -105,6 +105,14 @@ class SimWorkload(models.Model):
         null=True, blank=True, help_text="the runtime limit: a run still going then is stopped (timed out)"
     )
     attempts = models.PositiveIntegerField(default=0, help_text="runs started (a drain requeues)")
+    # Behaviour labels (specs.HANG_LABEL, specs.IDLE_PHASE_LABEL), kept as columns: the exporter reads them for every
+    # running workload on every scrape, and running work's spec is not loaded (Engine defers it).
+    hang_after_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="from this many seconds into each run its GPUs go quiet (a hung job)"
+    )
+    idle_phase_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the first seconds of each run are idle (data loading)"
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["sim", "name"], name="simworkload_unique_name_per_sim")]
@@ -122,6 +130,15 @@ class SimWorkload(models.Model):
     def run_s(self) -> int:
         """How long a run lasts: its work, or its runtime limit when that comes first."""
         return min(self.work_s, self.max_runtime_s) if self.max_runtime_s else self.work_s
+
+    def computing_at(self, now) -> bool:
+        """Does the current run keep its GPUs busy at `now`? No during its idle phase and once it hangs."""
+        if self.started_at is None:
+            return False
+        into = (now - self.started_at).total_seconds()
+        if self.idle_phase_s and into < self.idle_phase_s:
+            return False
+        return not (self.hang_after_s is not None and into >= self.hang_after_s)
 
     @property
     def times_out(self) -> bool:

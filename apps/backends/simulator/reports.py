@@ -203,15 +203,24 @@ def usage_since(engine: Engine, since: datetime) -> list[UsageRecord]:
     return records
 
 
-def gpu_loads(slots: list[GpuSlot]) -> list[GpuLoad]:
-    """Per GPU: the load and the pod shown on it (the largest holder; a shared GPU shows one of its pods)."""
+def gpu_loads(slots: list[GpuSlot], now: datetime | None = None) -> list[GpuLoad]:
+    """Per GPU: the load and the pod shown on it (the largest holder; a shared GPU shows one of its pods).
+
+    With `now`, the part of the load whose runs compute at that instant (not hung, not in an idle phase)."""
     loads = []
     for slot in slots:
         if not slot.holders:
             loads.append(GpuLoad())
             continue
         top = max(slot.holders, key=lambda a: a.share)
-        loads.append(GpuLoad(_slot_fraction(slot), top.workload.tenant, f"{top.workload.name}-{top.worker}"))
+        fraction = _slot_fraction(slot)
+        load = GpuLoad(fraction, top.workload.tenant, f"{top.workload.name}-{top.worker}")
+        if now is not None:
+            quiet = [a for a in slot.holders if not a.workload.computing_at(now)]
+            if quiet:
+                total = sum(a.share for a in slot.holders) or 1.0
+                load.computing = fraction * (1 - sum(a.share for a in quiet) / total)
+        loads.append(load)
     return loads
 
 
@@ -221,12 +230,13 @@ def node_metrics(engine: Engine, node: str) -> str:
     return render_node_metrics(
         spec,
         MODELS[spec.model],
-        gpu_loads(engine.nodes[node].slots),
+        gpu_loads(engine.nodes[node].slots, engine.now),
         [f for f in engine.faults if f.node == node],
         seed=engine.shape.seed,
         now=engine.now,
         booted_at=engine.sim.booted_at,
         hostname_label=engine.shape.hostname_label,
+        nvlink_traffic=engine.shape.nvlink_traffic,
     )
 
 

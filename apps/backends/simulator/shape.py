@@ -42,6 +42,8 @@ class FleetShape:
     nodes_per_rack: int = 8
     racks_per_leaf: int = 4
     hostname_label: str = "Hostname"
+    # The exporter also prints DCGM_FI_PROF_NVLINK_TX/RX_BYTES (off in dcgm-exporter's default counters).
+    nvlink_traffic: bool = False
 
     def validate(self) -> FleetShape:
         """Raise ShapeError naming the first field at fault; return self so calls can chain."""
@@ -62,6 +64,8 @@ class FleetShape:
                 raise ShapeError(name, f"{name} must be between 1 and 256, not {value!r}")
         if self.hostname_label not in HOSTNAME_LABELS:
             raise ShapeError("hostname_label", f"hostname_label must be one of {', '.join(HOSTNAME_LABELS)}")
+        if not isinstance(self.nvlink_traffic, bool):
+            raise ShapeError("nvlink_traffic", f"nvlink_traffic must be true or false, not {self.nvlink_traffic!r}")
         return self
 
     @property
@@ -75,10 +79,10 @@ class FleetShape:
             self.nodes_per_rack,
             self.racks_per_leaf,
             self.hostname_label,
-        )
+        )  # not nvlink_traffic: the same fleet, only its exporters print two more series
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "nodes": self.nodes,
             "gpus_per_node": self.gpus_per_node,
             "models": dict(self.models),
@@ -87,6 +91,9 @@ class FleetShape:
             "racks_per_leaf": self.racks_per_leaf,
             "hostname_label": self.hostname_label,
         }
+        if self.nvlink_traffic:  # shapes stored before it existed, and equal to them, stay as they were
+            data["nvlink_traffic"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> FleetShape:

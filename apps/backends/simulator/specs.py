@@ -15,10 +15,12 @@ from apps.backends.simulator.hardware import MIG_SLICES, MODELS
 from apps.backends.simulator.placement import Demand, Request, tolerations_from_labels
 from apps.backends.simulator.seeding import rng
 from apps.backends.simulator.shape import FleetShape
-from apps.backends.types import Sharing, Topology, WorkloadSpec
+from apps.backends.types import SIM_HANG_LABEL, SIM_IDLE_PHASE_LABEL, Sharing, Topology, WorkloadSpec
 
 OUTCOME_LABEL = "sim/outcome"  # "succeed", "fail" or "timeout" overrides the seeded outcome (tests, demos)
 OUTCOMES = ("succeed", "fail", "timeout")
+# Behaviours (tests, demos): apps/backends/types.py says what they do.
+HANG_LABEL, IDLE_PHASE_LABEL = SIM_HANG_LABEL, SIM_IDLE_PHASE_LABEL
 FAILURE_RATE = 0.05  # share of workloads the seed makes fail, part-way through their run
 # Work under a runtime limit whose length nobody declared: most runs finish within 60-95 % of the limit, a few
 # would need longer and are stopped by it (as jobs are on real clusters: Kubernetes DeadlineExceeded, Slurm
@@ -39,6 +41,8 @@ class RunPlan:
     duration_s: int
     fail_after_s: int | None
     max_runtime_s: int | None = None
+    hang_after_s: int | None = None
+    idle_phase_s: int | None = None
 
 
 def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
@@ -79,6 +83,9 @@ def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
         raise bad(f"max_runtime_s must be a positive number of seconds, not {spec.max_runtime_s!r}")
     if spec.labels.get(OUTCOME_LABEL, "succeed") not in OUTCOMES:
         raise bad(f"label {OUTCOME_LABEL} must be one of {', '.join(OUTCOMES)}")
+    for label in (HANG_LABEL, IDLE_PHASE_LABEL):
+        if label in spec.labels and _seconds(spec.labels[label]) is None:
+            raise bad(f"label {label} must be a whole number of seconds, 0 or more, not {spec.labels[label]!r}")
     return Request(
         model=spec.gpu_model,
         workers=spec.workers,
@@ -87,6 +94,11 @@ def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
         topology=topology,
         tolerations=tolerations_from_labels(spec.labels) | _tolerated_keys(spec),
     )
+
+
+def _seconds(value) -> int | None:
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None
 
 
 def _tolerated_keys(spec: WorkloadSpec) -> frozenset[str]:
@@ -138,7 +150,14 @@ def run_plan(seed: int, spec: WorkloadSpec) -> RunPlan:
         duration = max(1, int(limit * (beyond if overruns else within)))
     else:
         duration = int(min(max(sampled, MIN_DURATION_S), MAX_DURATION_S))
-    return RunPlan(duration, max(1, int(duration * fail_point)) if fails else None, limit)
+    hang, idle = spec.labels.get(HANG_LABEL), spec.labels.get(IDLE_PHASE_LABEL)
+    return RunPlan(
+        duration,
+        max(1, int(duration * fail_point)) if fails else None,
+        limit,
+        _seconds(hang) if hang is not None else None,
+        _seconds(idle) if idle is not None else None,
+    )
 
 
 def spec_to_json(spec: WorkloadSpec) -> dict:

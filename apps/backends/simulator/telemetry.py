@@ -70,9 +70,40 @@ METRICS: tuple[tuple[str, str, str, bool], ...] = (
         "Ratio of cycles the device memory interface is active sending or receiving data.",
         True,
     ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - "
+        "in bytes per second.",
+        False,
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - "
+        "in bytes per second.",
+        False,
+    ),
+)
+# Off in dcgm-exporter's default-counters.csv: printed only when the fleet shape turns them on (`nvlink_traffic`).
+NVLINK_TRAFFIC_METRICS: tuple[tuple[str, str, str, bool], ...] = (
+    (
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
+        False,
+    ),
+    (
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "gauge",
+        "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
+        False,
+    ),
 )
 METRIC_NAMES = tuple(name for name, *_ in METRICS)
-_HEADERS = tuple(f"# HELP {name} {help_}\n# TYPE {name} {kind}\n" for name, kind, help_, _ in METRICS)
+_HEADERS = tuple(
+    f"# HELP {name} {help_}\n# TYPE {name} {kind}\n" for name, kind, help_, _ in (*METRICS, *NVLINK_TRAFFIC_METRICS)
+)
 
 # Fault-driven counter rates, per second of the fault being active.
 _NVLINK_CRC_PER_S = 40.0
@@ -80,15 +111,24 @@ _NVLINK_REPLAY_PER_S = 5.0
 _NVLINK_RECOVERY_PER_S = 1 / 60
 _THERMAL_VIOLATION_RATIO = 0.6  # share of each second spent throttled
 _REMAPPED_ROWS_ON_FAILURE = 8  # the bank's spare rows are exhausted when remapping fails
+# Traffic of a fully busy training GPU, bytes per second: PCIe (input batches, checkpoints, host staging) a few
+# GB/s; NVLink (gradient all-reduce) tens of GB/s on NVLink boards. An idle GPU moves a few kB/s of housekeeping.
+_PCIE_BUSY_BPS = (1.5e9, 3.0e9)
+_NVLINK_BUSY_BPS = (40e9, 60e9)
+_IDLE_BPS = 20e3
 
 
 @dataclass(slots=True)
 class GpuLoad:
-    """The work on one GPU: `load` 0..1 (whole 1, MIG slices/7, time-slice shares) and the pod shown on it."""
+    """The work on one GPU: `load` 0..1 (whole 1, MIG slices/7, time-slice shares) and the pod shown on it.
+
+    `computing` is the part of `load` that computes now (None: all of it). Work that holds a GPU without
+    computing (a hung run, a data-loading phase) keeps its memory but not its utilization or traffic."""
 
     load: float = 0.0
     namespace: str = ""
     pod: str = ""
+    computing: float | None = None
 
 
 class FaultLike(Protocol):
@@ -109,8 +149,10 @@ def render_node_metrics(
     booted_at: datetime,
     hostname_label: str = "Hostname",
     driver_version: str = DRIVER_VERSION,
+    nvlink_traffic: bool = False,
 ) -> str:
-    """The node's /metrics text. `faults` are every fault ever injected on the node (cleared ones too)."""
+    """The node's /metrics text. `faults` are every fault ever injected on the node (cleared ones too).
+    `nvlink_traffic` adds DCGM_FI_PROF_NVLINK_TX/RX_BYTES (off in the exporter's default counters)."""
     minute = int(now.timestamp() // 60)
     uptime = max((now - booted_at).total_seconds(), 0.0)
     labels = []
@@ -124,9 +166,24 @@ def render_node_metrics(
             label += f',container="{CONTAINER}",namespace="{load.namespace}",pod="{load.pod}"'
         labels.append(label)
         hits = [f for f in faults if f.gpu_index is None or f.gpu_index == gpu.index]
-        rows.append(_gpu_values(model, gpu.uuid, load.load, hits, seed=seed, minute=minute, now=now, uptime=uptime))
+        rows.append(
+            _gpu_values(
+                model,
+                gpu.uuid,
+                load.load,
+                hits,
+                seed=seed,
+                minute=minute,
+                now=now,
+                uptime=uptime,
+                computing=load.computing,
+                nvlink_traffic=nvlink_traffic,
+            )
+        )
     out = []
-    for column, (name, _kind, _help, is_float) in enumerate(METRICS):
+    for column, (name, _kind, _help, is_float) in enumerate(
+        (*METRICS, *NVLINK_TRAFFIC_METRICS) if nvlink_traffic else METRICS
+    ):
         out.append(_HEADERS[column])
         for label, values in zip(labels, rows, strict=True):
             value = values[column]
@@ -162,6 +219,8 @@ def _gpu_values(
     minute: int,
     now: datetime,
     uptime: float,
+    computing: float | None = None,
+    nvlink_traffic: bool = False,
 ) -> tuple:
     hw = model.hardware
     jitter = stable_hash(seed, uuid, minute)
@@ -170,11 +229,14 @@ def _gpu_values(
     lost = FaultKind.XID79 in active  # fell off the bus: no work reaches it any more
     thermal = FaultKind.THERMAL in active
     load = 0.0 if lost else min(max(load, 0.0), 1.0)
+    held = load  # memory stays allocated while the work holding it computes nothing (hung, loading data)
+    if computing is not None:
+        load = min(load, max(computing, 0.0))
     busy = load > 0
 
     util = utilization_pct(load, jitter) if busy else 0
     mem_copy = round(util * (0.35 + 0.3 * unit(jitter, 8)))
-    fb_used = round(model.memory_mib * load * (0.85 + 0.1 * unit(jitter, 16))) if busy else 0
+    fb_used = round(model.memory_mib * held * (0.85 + 0.1 * unit(jitter, 16))) if held > 0 else 0
     fb_free = model.memory_mib - fb_used
     # Idle 30-35 °C; a fully busy GPU 60-80 °C.
     gpu_temp = 30 + round(5 * unit(jitter, 24)) + (round(load * (30 + 15 * unit(jitter, 32))) if busy else 0)
@@ -195,6 +257,10 @@ def _gpu_values(
     gr_active = util / 100 * (0.95 + 0.05 * unit(jitter, 0)) if busy else 0.0
     tensor_active = gr_active * (0.3 + 0.35 * unit(jitter, 8))
     dram_active = gr_active * (0.25 + 0.4 * unit(jitter, 16))
+
+    idle_bps = _IDLE_BPS * unit(jitter, 4)
+    pcie_tx = int(load * (_PCIE_BUSY_BPS[0] + (_PCIE_BUSY_BPS[1] - _PCIE_BUSY_BPS[0]) * unit(jitter, 12)) + idle_bps)
+    pcie_rx = int(load * (_PCIE_BUSY_BPS[0] + (_PCIE_BUSY_BPS[1] - _PCIE_BUSY_BPS[0]) * unit(jitter, 20)) + idle_bps)
 
     # Counters: background rates over uptime, plus what the faults add from their injection on.
     hours = uptime / 3600
@@ -224,7 +290,7 @@ def _gpu_values(
         if latest is None or fault.injected_at >= latest:
             last_xid, latest = xid, fault.injected_at
 
-    return (
+    values = (
         sm_clock,
         hw.mem_clock_mhz,
         mem_temp,
@@ -250,4 +316,12 @@ def _gpu_values(
         gr_active,
         tensor_active,
         dram_active,
+        pcie_tx,
+        pcie_rx,
     )
+    if not nvlink_traffic:
+        return values
+    span = _NVLINK_BUSY_BPS[1] - _NVLINK_BUSY_BPS[0]
+    nvlink_tx = int(load * (_NVLINK_BUSY_BPS[0] + span * unit(jitter, 28))) if model.nvlink else 0
+    nvlink_rx = int(load * (_NVLINK_BUSY_BPS[0] + span * unit(jitter, 36))) if model.nvlink else 0
+    return (*values, nvlink_tx, nvlink_rx)

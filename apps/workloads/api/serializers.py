@@ -47,6 +47,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "last_heartbeat_at",
             "spec",
         ]
         read_only_fields = fields
@@ -105,6 +106,7 @@ def short_form(workload: Workload) -> dict:
         "created_at": _when(workload.created_at),
         "started_at": _when(workload.started_at),
         "finished_at": _when(workload.finished_at),
+        "last_heartbeat_at": _when(workload.last_heartbeat_at),
         "spec": workload.spec,
     }
 
@@ -186,6 +188,10 @@ class TemplateSubmitSerializer(StrictSerializer):
         default=dict,
         help_text="Merged into the template's spec: objects merge, lists and values replace, null removes a field",
     )
+
+
+class HeartbeatSerializer(serializers.Serializer):
+    last_heartbeat_at = serializers.DateTimeField(read_only=True)
 
 
 class CancelSerializer(StrictSerializer):

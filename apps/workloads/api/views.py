@@ -15,6 +15,7 @@ from apps.core.errors import NotFound
 from apps.workloads import services
 from apps.workloads.api.serializers import (
     CancelSerializer,
+    HeartbeatSerializer,
     LogsQuerySerializer,
     TemplateSaveSerializer,
     TemplateSerializer,
@@ -135,6 +136,17 @@ class WorkloadViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Read
         body.is_valid(raise_exception=True)
         workload = services.cancel_workload(request.user, self.get_object(), **body.validated_data)
         return Response(WorkloadSerializer(workload).data)
+
+    @extend_schema(
+        request=None,
+        responses={200: HeartbeatSerializer, 409: _error("`not_running`: the job is not placed (pending or ended).")},
+    )
+    @action(detail=True, methods=["post"])
+    def heartbeat(self, request, pk=None):
+        """The running job's progress signal: a job whose spec sets `progress_timeout_minutes` and sends none for
+        that long is hung (docs/health.md). Only the latest time is kept; heartbeats are not audited."""
+        at = services.record_heartbeat(request.user, self.get_object())
+        return Response({"last_heartbeat_at": at})
 
     @extend_schema(parameters=[LogsQuerySerializer], responses=LOG_RESPONSES)
     @action(detail=True, methods=["get"], content_negotiation_class=JsonErrors)

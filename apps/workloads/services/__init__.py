@@ -1,6 +1,7 @@
 """Workload services, one module per concern: submission (submit, cancel), templates, the outbox that talks
 to backends, the reconcile tick, and requeue. Each change is audited once."""
 
+from apps.workloads.services.heartbeat import record_heartbeat
 from apps.workloads.services.outbox import drain_outbox, process_outbox_entry
 from apps.workloads.services.reconcile import (
     carry_out_reclaims,
@@ -20,6 +21,7 @@ __all__ = [
     "drain_outbox",
     "process_outbox_entry",
     "reconcile_workloads",
+    "record_heartbeat",
     "release_orphan_claims",
     "requeue_workload",
     "save_template",

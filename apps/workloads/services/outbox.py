@@ -191,7 +191,8 @@ def _process_claimed(entry_id: int) -> str:
         with contextlib.suppress(NotFoundError):  # never reached the backend, or already gone: nothing to stop
             # The run the entry was written for (a stop after the runtime limit may outlive a requeue).
             backend.cancel(workload.backend_name if entry.run == workload.requeues else workload.run_name(entry.run))
-        if workload.state in WorkloadState.terminal():  # already ended here (past its runtime limit): stop only
+        if workload.state in WorkloadState.terminal() or entry.run != workload.requeues:
+            # already ended here (past its runtime limit), or an earlier run's stop (a hung run requeued): stop only
             return _finish_entry(entry, "stopped")
         with transaction.atomic():
             final = WorkloadState.PREEMPTED if entry.action == OutboxAction.PREEMPT else WorkloadState.CANCELLED

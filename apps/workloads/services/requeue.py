@@ -23,7 +23,7 @@ from apps.workloads import reasons
 from apps.workloads.models import Workload, WorkloadKind, WorkloadState
 from apps.workloads.services.state import CLAIM_PREFIX, add_event
 
-PREEMPTION, FAULT = "preemption", "fault"
+PREEMPTION, FAULT, HUNG = "preemption", "fault", "hung"
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class Cause:
     new_run_clock: bool  # the run starts over: started_at and placements are cleared (kept after a preemption)
     state_reason: str  # template: %(reason)s the admission's reason, %(fault)s the cause's reason
     event: str  # template of the timeline line: %(run)s, %(retries)s, %(reason)s
+    stops_run: bool = False  # the run still goes on at the backend: the outbox stops it (by its own run number)
 
 
 CAUSES = {
@@ -54,12 +55,22 @@ CAUSES = {
         state_reason=reasons.REQUEUED_AFTER_FAULT,
         event=reasons.REQUEUED_FAULT_EVENT,
     ),
+    # The health automation found the run hung (apps/health/hung.py); the caller stops the old run through the outbox.
+    # A hang may be the job's own bug (a deadlocked loader): it spends a retry, so a job that always hangs stops.
+    HUNG: Cause(
+        from_states=frozenset({WorkloadState.RUNNING}),
+        spends_retry=True,
+        new_run_clock=True,
+        state_reason=reasons.REQUEUED_AFTER_HANG,
+        event=reasons.REQUEUED_HANG_EVENT,
+        stops_run=True,
+    ),
 }
 
 
 def requeue_workload(actor, workload: Workload, *, cause: str, reason: str) -> Workload | None:
     """Send a training job back to its queue as a new run (same spec; a checkpointing job resumes from its
-    CHECKPOINT_PATH). `cause` is PREEMPTION or FAULT, `reason` what ended the run (the audit event's reason).
+    CHECKPOINT_PATH). `cause` is PREEMPTION, FAULT or HUNG, `reason` what ended the run (the audit event's reason).
     `actor` None is the system (the outbox, the health automation); a person needs on-call or platform-admin.
     Returns the requeued workload, or None when there is nothing to requeue (not a training job, not in a
     state the cause requeues from, no retries left, or its run was stopped by its runtime limit)."""
@@ -89,6 +100,11 @@ def requeue_workload(actor, workload: Workload, *, cause: str, reason: str) -> W
             clusters=[locked.cluster],
             max_runtime_s=(locked.spec or {}).get("max_runtime_s"),
         )
+        if how.stops_run:
+            from apps.workloads.models import OutboxAction
+            from apps.workloads.services.outbox import enqueue
+
+            enqueue(locked, OutboxAction.CANCEL)  # written for this run: it stops this run, whatever comes next
         locked.requeues += 1
         locked.admission = claim
         locked.backend_name = locked.run_name(locked.requeues)

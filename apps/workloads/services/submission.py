@@ -378,13 +378,18 @@ def _state_from_claim(workload: Workload, claim) -> None:
 
 
 def cancel_workload(actor, workload: Workload, *, reason: str = "") -> Workload:
-    """Cancel in any state: a pending one at once, a placed one through the backend; a finished one is left."""
-    require(
-        actor,
-        Action.SUBMIT,
-        workload.tenant,
-        _("You may not cancel work in tenant %(slug)s.") % {"slug": workload.tenant.slug},
-    )
+    """Cancel in any state: a pending one at once, a placed one through the backend; a finished one is left.
+    `actor` None is the system (the health automation's hung-job rule), which must say why."""
+    if actor is None:
+        if not reason:
+            raise ValueError("the system cancels only with a reason")
+    else:
+        require(
+            actor,
+            Action.SUBMIT,
+            workload.tenant,
+            _("You may not cancel work in tenant %(slug)s.") % {"slug": workload.tenant.slug},
+        )
     if workload.is_finished or workload.state == WorkloadState.CANCELLING:
         return workload
     with transaction.atomic():

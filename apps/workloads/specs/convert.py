@@ -11,6 +11,7 @@ from apps.backends.types import (
     KIND_LABEL,
     MAX_REPLICAS_LABEL,
     MIN_REPLICAS_LABEL,
+    SIM_ENV_LABELS,
     WAITING_THRESHOLD_LABEL,
     Sharing,
     Topology,
@@ -31,6 +32,7 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
     """
     labels = {KIND_LABEL: spec.kind}
     if isinstance(spec, TrainingJobSpec):
+        labels.update({label: spec.env[name] for name, label in SIM_ENV_LABELS.items() if name in spec.env})
         return WorkloadSpec(
             name=spec.name,
             tenant=spec.tenant,

@@ -103,6 +103,13 @@ class TrainingJobModel(WorkloadModel):
         N_("Elastic range"), N_("torchrun's elastic range, resuming from checkpoints; empty: a fixed size"), None
     )
     retries: int = advanced(N_("Retries"), N_("Restarts after a failure"), 3, ge=0, le=100)
+    progress_timeout_minutes: int | None = advanced(
+        N_("Progress timeout (minutes)"),
+        N_("Hung when no heartbeat comes for this long (POST /api/v1/workloads/<id>/heartbeat/); empty: none"),
+        None,
+        ge=1,
+        le=10_080,
+    )
     volumes: list[VolumeModel] = advanced(
         N_("Volumes"), N_("PersistentVolumeClaims mounted into every worker"), [], max_length=MAX_VOLUMES
     )
