@@ -33,6 +33,7 @@ from apps.backends.kubernetes.resources import (
     NODE,
     POD,
     PRUNED_KINDS,
+    ROUTED_KINDS,
     WORKLOAD_KINDS,
     Kind,
     kind_of,
@@ -82,6 +83,7 @@ ADDON_USE = {
     "hami": "HAMi: fractional vGPUs (sharing mode hami)",
 }
 WORKLOAD_LABEL = "gpu-console/workload"
+ROLE_LABEL = "gpu-console/role"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
 SELECTOR_CHUNK = 50
 # The pods that hold a node's GPUs: placed and not finished (the inventory's list, and its watch).
@@ -433,12 +435,17 @@ class KubernetesBackend(Backend):
         ns = obj["metadata"].get("namespace", "")
         workload = (obj["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
         if workload:
-            for kind in self._served(COMPANION_KINDS):
+            # A routed service's engine Deployment selects its pods by role too (its router's pods share the workload
+            # label): then its router, prefill pool and the router's account and Role go with it.
+            routed = ROLE_LABEL in ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels", {})
+            for kind in self._served(COMPANION_KINDS + (ROUTED_KINDS if routed else [])):
                 for item in self.api.list(
                     kind.path(namespace=ns),
                     f"list {kind.plural} of {name}",
                     labelSelector=f"{WORKLOAD_LABEL}={workload}",
                 ):
+                    if kind in WORKLOAD_KINDS and item["metadata"]["name"] == name:
+                        continue  # the top object: deleted last, in the foreground
                     self._delete(kind, item["metadata"]["name"], ns, "Background")
         self._delete(kind_of(obj), name, ns, "Foreground")
         return WorkloadStatus(backend_id, BackendState.CANCELLED, "deleted: its pods are stopping", finished_at=now)
