@@ -149,18 +149,18 @@ def workload_detail(request, pk: int):
     )
 
 
-ROUTERS = {"sglang": "SGLang router", "vllm": "vLLM router (production-stack)"}
+ROUTERS = {"sglang": "sglang_router", "vllm": "vllm-router"}  # the router programs (docs/inference.md)
 
 
 def serving_topology(workload) -> dict | None:
-    """A routed service's parts for its page: the router (its policy, whether it serves) and each engine pool's
-    replicas and GPUs; None for a plain Service in front of the replicas (docs/inference.md: routing)."""
+    """A routed service's parts for its page: the router (which one, its routing, PD or not) and each engine pool's
+    replicas and GPUs, all in the workload's state (the simulator and the backends run them together); None for a
+    plain Service in front of the replicas (docs/inference.md: routing)."""
     spec = workload.spec or {}
     split = spec.get("disaggregation")
     routing = spec.get("routing", "round-robin")
     if not split and routing == "round-robin":
         return None
-    running = workload.state == "running"
     tp = spec.get("tensor_parallel", 1)
     if split:
         pools = [
@@ -173,8 +173,8 @@ def serving_topology(workload) -> dict | None:
         "router": ROUTERS.get(spec.get("engine", "vllm"), ""),
         "routing": routing,
         "pd": bool(split),
-        "router_state": "serving" if running else workload.state,
-        "pools": [{**pool, "state": "running" if running else workload.state} for pool in pools],
+        "state": workload.state,
+        "pools": pools,
     }
 
 

@@ -34,7 +34,8 @@ def test_a_disaggregated_service_holds_both_pools_gpus_and_serves_each_engine(
     body = client.get(reverse("workloads:workload_detail", args=[workload.pk])).content.decode()
     assert 'data-testid="serving-topology"' in body
     router = body.split('data-testid="router-state">', 1)[1].split("</dd>", 1)[0]
-    assert "SGLang router" in router and "cache-aware" in router and "serving" in router
+    assert "<code>sglang_router</code>" in router and "<code>cache-aware</code>" in router
+    assert "prefill and decode pools" in router and router.endswith("running")
     assert "1 replica × 2 GPUs · running" in body.split('data-testid="pool-prefill">', 1)[1].split("</dd>", 1)[0]
     assert "3 replicas × 1 GPUs · running" in body.split('data-testid="pool-decode">', 1)[1].split("</dd>", 1)[0]
 
@@ -44,9 +45,9 @@ def test_a_plain_service_has_no_topology_and_a_cache_aware_one_has_one_pool():
     assert serving_topology(plain) is None
     routed = SimpleNamespace(spec={"engine": "vllm", "replicas": 2, "routing": "cache-aware"}, state="pending")
     assert serving_topology(routed) == {
-        "router": "vLLM router (production-stack)",
+        "router": "vllm-router",
         "routing": "cache-aware",
         "pd": False,
-        "router_state": "pending",
-        "pools": [{"role": "server", "replicas": 2, "gpus": 1, "state": "pending"}],
+        "state": "pending",
+        "pools": [{"role": "server", "replicas": 2, "gpus": 1}],
     }
