@@ -79,6 +79,11 @@ def test_a_split_service_holds_both_pools_gpus():
         ({"tensor_parallel": 16, "disaggregation": PD}, "tensor_parallel", "a prefill replica runs on one node"),
         ({"port": 8998, "disaggregation": PD}, "port", "SGLang's disaggregation bootstrap port"),
         (
+            {"routing": "cache-aware", "tensor_parallel": 16, "port": 30000},
+            "routing",
+            "cache-aware routing runs replicas of one node: 16 GPUs per replica span nodes of 8 GPUs",
+        ),
+        (
             {"engine": "vllm", "port": 5600, "disaggregation": {**PD, "transfer_backend": "nixl"}},
             "port",
             "vLLM's NIXL side channel",

@@ -315,6 +315,25 @@ class InferenceServiceModel(WorkloadModel):
         problems.check()
         return args
 
+    @field_validator("routing")
+    @classmethod
+    def _router_finds_single_node_replicas(cls, routing: str, info: ValidationInfo) -> str:
+        """The router sends each request to one engine pod: a replica spanning nodes (a LeaderWorkerSet group) is
+        not rendered behind it."""
+        problems, gpus = Problems(), _gpus_per_replica(info.data, info.data.get("data_parallel"))
+        if routing != "round-robin" and gpus is not None and gpus > gpus_per_node(info):
+            problems.add(
+                "routing",
+                N_(
+                    "cache-aware routing runs replicas of one node: %(gpus)s GPUs per replica span nodes of "
+                    "%(per_node)s GPUs",
+                    gpus=gpus,
+                    per_node=gpus_per_node(info),
+                ),
+            )
+        problems.check(info)
+        return routing
+
     @field_validator("disaggregation")
     @classmethod
     def _pools_can_split(cls, split: DisaggregationModel | None, info: ValidationInfo) -> DisaggregationModel | None:

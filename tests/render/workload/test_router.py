@@ -119,3 +119,29 @@ def test_slurm_refuses_routing_and_pd_by_name(overrides, field):
     with pytest.raises(RenderError) as caught:
         render_slurm(spec, slurm_context())
     assert caught.value.field == field and "Kubernetes only" in str(caught.value)
+
+
+def test_a_routed_replica_must_fit_the_clusters_nodes():
+    """Parsed for 8-GPU nodes, rendered for a cluster of 4-GPU nodes: refused by name, never a broken pod."""
+    cache_aware = parse_spec(
+        "inference", apply_overrides(SERVE, {"routing": "cache-aware", "tensor_parallel": 8}), CATALOG
+    )
+    with pytest.raises(RenderError) as caught:
+        render_kubernetes(cache_aware, kube_context("kueue", cache_aware, gpus_per_node=4))
+    assert caught.value.field == "routing"
+    split = parse_spec(
+        "inference",
+        apply_overrides(
+            SERVE,
+            {
+                "replicas": 1,
+                "autoscaling": None,
+                "tensor_parallel": 1,
+                "disaggregation": {"prefill": {"gpus_per_replica": 8}, "decode": {}, "transfer_backend": "nixl"},
+            },
+        ),
+        CATALOG,
+    )
+    with pytest.raises(RenderError) as caught:
+        render_kubernetes(split, kube_context("kueue", split, gpus_per_node=4))
+    assert caught.value.field == "disaggregation.prefill.gpus_per_replica"
