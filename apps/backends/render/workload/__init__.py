@@ -9,7 +9,8 @@ tables say: namespace, queue, tier, GPU product label, taints, Slurm account); t
 settings with `kubernetes_context` / `slurm_context` and renders (`Backend.render`, used by `submit`).
 
 Training jobs become a Volcano Job or a Kueue-managed batch/v1 Indexed Job running torchrun; inference
-services a Deployment + Service (+ KEDA ScaledObject), or a LeaderWorkerSet when a replica spans nodes;
+services a Deployment + Service (+ KEDA ScaledObject), or a LeaderWorkerSet when a replica spans nodes, or with
+cache-aware routing / prefill-decode pools the engine's router in front of per-pool Deployments (router.py);
 on Slurm an sbatch script with `srun torchrun`, or a long-running engine behind a health check.
 Nothing here touches the database or a cluster. RenderError (a ValueError) names what cannot be expressed.
 """
