@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 # without parsing its command line (the simulator serves the engine's /metrics from them).
 KIND_LABEL = "gpu-console/kind"
 ENGINE_LABEL = "gpu-console/engine"  # vllm | sglang
+ENGINES_LABEL = "gpu-console/engines"  # a disaggregated service's engines (prefill + decode replicas)
 MIN_REPLICAS_LABEL = "gpu-console/min-replicas"  # these three only when autoscaling is on
 MAX_REPLICAS_LABEL = "gpu-console/max-replicas"
 WAITING_THRESHOLD_LABEL = "gpu-console/waiting-threshold"

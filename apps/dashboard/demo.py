@@ -159,6 +159,22 @@ DEMO_WORKLOADS = [
             "autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 4, "waiting_threshold": 5},
         },
     ),
+    # Cache-aware routing with prefill/decode pools (docs/inference.md): its page shows the router and each pool.
+    (
+        "bob",
+        "inference",
+        {
+            "name": "chat-pd",
+            "tenant": "acme-llm",
+            "queue": "serve",
+            "engine": "sglang",
+            "model": "Qwen/Qwen2.5-7B-Instruct",
+            "gpu_model": "h100",
+            "tensor_parallel": 1,
+            "routing": "cache-aware",
+            "disaggregation": {"prefill": {"replicas": 1}, "decode": {"replicas": 2}},
+        },
+    ),
     (
         "alice",
         "training",

@@ -141,11 +141,41 @@ def workload_detail(request, pk: int):
                 "render_error": error,
                 "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
                 "service_panel": inference,
+                "serving_topology": serving_topology(workload) if inference else None,
                 "can_set_slo": inference and has_perm(request.user, Action.MANAGE, workload.tenant),
                 "can_cancel": has_perm(request.user, Action.SUBMIT, workload.tenant),
             },
         )
     )
+
+
+ROUTERS = {"sglang": "sglang_router", "vllm": "vllm-router"}  # the router programs (docs/inference.md)
+
+
+def serving_topology(workload) -> dict | None:
+    """A routed service's parts for its page: the router (which one, its routing, PD or not) and each engine pool's
+    replicas and GPUs, all in the workload's state (the simulator and the backends run them together); None for a
+    plain Service in front of the replicas (docs/inference.md: routing)."""
+    spec = workload.spec or {}
+    split = spec.get("disaggregation")
+    routing = spec.get("routing", "round-robin")
+    if not split and routing == "round-robin":
+        return None
+    tp = spec.get("tensor_parallel", 1)
+    if split:
+        pools = [
+            {"role": role, "replicas": split[role]["replicas"], "gpus": split[role].get("gpus_per_replica") or tp}
+            for role in ("prefill", "decode")
+        ]
+    else:
+        pools = [{"role": "server", "replicas": spec.get("replicas", 1), "gpus": tp}]
+    return {
+        "router": ROUTERS.get(spec.get("engine", "vllm"), ""),
+        "routing": routing,
+        "pd": bool(split),
+        "state": workload.state,
+        "pools": pools,
+    }
 
 
 @require_safe

@@ -41,6 +41,7 @@ ALLOWED = {
     "PCIe",
     "SGLang",
     "HAMi",
+    "nixl",  # NVIDIA's KV-cache transfer library, a prefill/decode split's transfer_backend choice
     # Kubernetes and scheduling terms Chinese operators use as they are (Kueue's Cohort, gang scheduling,
     # dcgm-exporter's "exporter", Tensor Cores, kubeconfig files)
     "Cohort",

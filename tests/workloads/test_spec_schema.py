@@ -35,6 +35,8 @@ DATACLASSES = {
     "Autoscaling": render.Autoscaling,
     "Shutdown": render.Shutdown,
     "Weights": render.Weights,
+    "Pool": render.Pool,
+    "Disaggregation": render.Disaggregation,
 }
 DERIVED = {"fraction", "units", "gpus_per_node"}
 # The form's sections, as the submit form lays them out.
@@ -46,7 +48,7 @@ SECTIONS = {
     "sharing": {"sharing"},
     "serving": {"engine", "model", "tensor_parallel", "pipeline_parallel", "data_parallel", "replicas"}
     | {"max_model_len", "gpu_memory_utilization", "port", "readiness", "autoscaling", "shutdown", "weights"}
-    | {"extra_args"},
+    | {"extra_args", "routing", "disaggregation"},
     "advanced": {"tolerations", "volumes", "retries", "progress_timeout_minutes"},
 }
 KEYWORDS = {
@@ -139,10 +141,18 @@ def test_the_schema_is_draft_2020_12_with_only_the_keywords_the_form_and_tests_k
     assert json_schema(kind)["properties"], "json_schema returns a copy"
 
 
+# Fields to_dict keeps only when set (a stored spec from before them reads the same).
+PD = {"prefill": {"replicas": 1}, "decode": {"replicas": 2, "gpus_per_replica": 2}, "transfer_backend": "nixl"}
+SET_ONLY = {
+    "training": {"cluster": "gpu-east"},
+    "inference": {"cluster": "gpu-east", "routing": "cache-aware", "disaggregation": PD},
+}
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_schema_lists_exactly_the_fields_parse_spec_accepts_and_stores(kind):
     schema = json_schema(kind)
-    stored = parse_spec(kind, BASE[kind](cluster="gpu-east"), CATALOG).to_dict()
+    stored = parse_spec(kind, BASE[kind](**SET_ONLY[kind]), CATALOG).to_dict()
     assert set(stored) == set(schema["properties"])  # what to_dict keeps is what the schema describes
     for name, node, _ in _objects(schema):
         fields = {f.name for f in dataclasses.fields(DATACLASSES[name])} - DERIVED

@@ -514,6 +514,17 @@ def test_max_gpus_counts_autoscaling_headroom():
 
 
 ROUND_TRIP = [
+    ("inference", inference(routing="cache-aware")),
+    (
+        "inference",
+        inference(
+            engine="sglang",
+            disaggregation={
+                "prefill": {"replicas": 2, "autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 4}},
+                "decode": {"replicas": 3, "gpus_per_replica": 4},
+            },
+        ),
+    ),
     ("training", training()),
     ("training", training(sharing={"mode": "mig", "mig_profile": "1g.10gb"}, gpus_per_worker=1, workers=7)),
     ("training", training(sharing={"mode": "hami", "gpumem_mib": 10240, "gpucores": 30}, gpus_per_worker=1)),

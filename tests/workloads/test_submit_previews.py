@@ -213,9 +213,8 @@ def test_the_form_offers_only_the_users_queues(fleet, personas, client):
     assert 'data-testid="no-queues"' in client.get(reverse("workloads:workload_submit")).content.decode()
 
 
-def test_a_slurm_cluster_receives_an_sbatch_script(fleet, personas, client):
-    """The preview renders for the cluster placement would choose; on Slurm that is the sbatch script, which has no
-    schema to validate against (what Slurm cannot run is refused when rendering)."""
+def slurm_queue(fleet, personas) -> None:
+    """A Slurm cluster "hpc" with one H100 node, and tenant A's queue a/hpc bound to it."""
     from apps.fleet.models import Cluster, Node, NodeState
 
     admin = fresh(personas.platform_admin)
@@ -236,6 +235,12 @@ def test_a_slurm_cluster_receives_an_sbatch_script(fleet, personas, client):
     tenancy.bind_queue(admin, queue, cluster=slurm, namespaces=[], slurm_account="a_hpc")
     tenancy.set_quota(admin, queue=fleet["queue"], gpu_model=fleet["h100"], guaranteed=8)
     tenancy.set_quota(admin, queue=queue, gpu_model=fleet["h100"], guaranteed=8)
+
+
+def test_a_slurm_cluster_receives_an_sbatch_script(fleet, personas, client):
+    """The preview renders for the cluster placement would choose; on Slurm that is the sbatch script, which has no
+    schema to validate against (what Slurm cannot run is refused when rendering)."""
+    slurm_queue(fleet, personas)
     client.force_login(fresh(personas.member_a))
     body = preview(client, "rendering", fields(queue="a/hpc")).content.decode()
     assert "sbatch script" in body and "for hpc" in body
@@ -317,3 +322,46 @@ def test_the_rendering_preview_follows_the_clusters_deployment_targets(fleet, le
     rendering = preview(client, "rendering", service).content.decode()
     assert "kind: InferenceService" in rendering and "kserve-container" in rendering
     assert "Strict validation passed" in rendering
+
+
+def test_routing_and_pools_from_the_form_render_the_router_and_both_pools(fleet, lender, personas, client):
+    client.force_login(fresh(personas.member_a))
+    page = client.get(reverse("workloads:workload_submit"), {"kind": "inference"}).content.decode()
+    assert 'name="routing"' in page and 'name="disaggregation.prefill.replicas"' in page
+    data = {
+        "kind": "inference",
+        "mode": "fields",
+        "name": "split",
+        "queue": "a/train",
+        "tier": "online-inference",
+        "engine": "sglang",
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "gpu_model": "h100",
+        "routing": "cache-aware",
+        "disaggregation.prefill.replicas": "1",
+        "disaggregation.decode.replicas": "2",
+        "disaggregation.decode.gpus_per_replica": "2",
+    }
+    admission = preview(client, "admission", data).content.decode()
+    assert "within guarantee (5 of 8)" in admission  # 1 x 1 prefill + 2 x 2 decode
+    rendering = preview(client, "rendering", data).content.decode()
+    assert "split-router" in rendering and "split-prefill" in rendering
+    assert "--pd-disaggregation" in rendering and "Strict validation passed" in rendering
+
+
+def test_routing_on_a_slurm_cluster_is_refused_naming_the_field(fleet, personas, client):
+    slurm_queue(fleet, personas)
+    client.force_login(fresh(personas.member_a))
+    data = {
+        "kind": "inference",
+        "mode": "fields",
+        "name": "routed",
+        "queue": "a/hpc",
+        "tier": "online-inference",
+        "engine": "vllm",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_model": "h100",
+        "routing": "cache-aware",
+    }
+    rendering = preview(client, "rendering", data).content.decode()
+    assert "routing" in rendering and "Kubernetes only" in rendering

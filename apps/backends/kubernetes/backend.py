@@ -33,6 +33,7 @@ from apps.backends.kubernetes.resources import (
     NODE,
     POD,
     PRUNED_KINDS,
+    ROUTED_KINDS,
     TRAINJOB,
     WORKLOAD_KINDS,
     Kind,
@@ -90,6 +91,7 @@ ADDON_USE = {
 # Add-ons a connection test reports only when the cluster's targets use them (or they are installed).
 TARGET_ADDONS = {"kserve": ("inference_target", "kserve"), "trainer": ("training_target", "trainjob")}
 WORKLOAD_LABEL = "gpu-console/workload"
+ROLE_LABEL = "gpu-console/role"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
 # The labels a TrainJob's pods are read with (see _trainjob_pods): whose they are, for status and metering.
 CONSOLE_LABELS = (MANAGED_BY, TENANT_LABEL, QUEUE_LABEL, WORKLOAD_LABEL, "gpu-console/kind")
@@ -494,12 +496,17 @@ class KubernetesBackend(Backend):
         ns = obj["metadata"].get("namespace", "")
         workload = (obj["metadata"].get("labels") or {}).get(WORKLOAD_LABEL)
         if workload:
-            for kind in self._served(COMPANION_KINDS):
+            # A routed service's engine Deployment selects its pods by role too (its router's pods share the workload
+            # label): then its router, prefill pool and the router's account and Role go with it.
+            routed = ROLE_LABEL in ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels", {})
+            for kind in self._served(COMPANION_KINDS + (ROUTED_KINDS if routed else [])):
                 for item in self.api.list(
                     kind.path(namespace=ns),
                     f"list {kind.plural} of {name}",
                     labelSelector=f"{WORKLOAD_LABEL}={workload}",
                 ):
+                    if kind in WORKLOAD_KINDS and item["metadata"]["name"] == name:
+                        continue  # the top object: deleted last, in the foreground
                     self._delete(kind, item["metadata"]["name"], ns, "Background")
         self._delete(kind_of(obj), name, ns, "Foreground")
         return WorkloadStatus(backend_id, BackendState.CANCELLED, "deleted: its pods are stopping", finished_at=now)

@@ -33,6 +33,9 @@ KINDS = [
     Kind("v1", "Namespace", "namespaces", False),
     Kind("v1", "ResourceQuota", "resourcequotas", True),
     Kind("v1", "Service", "services", True),
+    Kind("v1", "ServiceAccount", "serviceaccounts", True),
+    Kind("rbac.authorization.k8s.io/v1", "Role", "roles", True),
+    Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", True),
     Kind("v1", "Node", "nodes", False),
     Kind("v1", "Pod", "pods", True),
     Kind("v1", "Event", "events", True),
@@ -76,6 +79,15 @@ COMPANION_KINDS = [
     _BY_KEY[("keda.sh/v1alpha1", "ScaledObject")],
     _BY_KEY[("v1", "Service")],
     _BY_KEY[("policy/v1", "PodDisruptionBudget")],
+]
+# A routed inference service's other parts (apps/backends/render/workload/router.py): its router and prefill
+# Deployments beside the top one, and the router's account and pod-reading Role. Cancel deletes them by the
+# workload label like the companions.
+ROUTED_KINDS = [
+    _BY_KEY[("apps/v1", "Deployment")],
+    _BY_KEY[("v1", "ServiceAccount")],
+    _BY_KEY[("rbac.authorization.k8s.io/v1", "Role")],
+    _BY_KEY[("rbac.authorization.k8s.io/v1", "RoleBinding")],
 ]
 # What the quota renderers produce (the drift report lists these by the console's label).
 QUOTA_KINDS = [

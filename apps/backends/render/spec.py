@@ -233,6 +233,45 @@ class Weights(_Fields):
     mount_path: str = "/models"
 
 
+ROUTING = ("round-robin", "cache-aware")
+TRANSFER_BACKENDS = ("nixl", "mooncake")
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One side of a prefill/decode split: its replicas, GPUs per replica (None: the service's tensor_parallel)
+    and its own autoscaling on its engines' queue."""
+
+    replicas: int = 1
+    gpus_per_replica: int | None = None
+    autoscaling: Autoscaling = field(default_factory=Autoscaling)
+
+    def to_dict(self) -> dict:
+        return {
+            "replicas": self.replicas,
+            "gpus_per_replica": self.gpus_per_replica,
+            "autoscaling": self.autoscaling.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Disaggregation:
+    """Prefill and decode as separate pools with a router in PD mode between them; `transfer_backend` moves the
+    KV cache from a prefill engine to a decode engine (SGLang's --disaggregation-transfer-backend, vLLM's KV
+    connector: nixl is vLLM's NixlConnector)."""
+
+    prefill: Pool = field(default_factory=Pool)
+    decode: Pool = field(default_factory=Pool)
+    transfer_backend: str = "nixl"
+
+    def to_dict(self) -> dict:
+        return {
+            "prefill": self.prefill.to_dict(),
+            "decode": self.decode.to_dict(),
+            "transfer_backend": self.transfer_backend,
+        }
+
+
 @dataclass(frozen=True)
 class InferenceServiceSpec:
     """An OpenAI-compatible serving deployment of one model with vLLM or SGLang.
@@ -272,11 +311,27 @@ class InferenceServiceSpec:
     tolerations: list[Toleration] = field(default_factory=list)  # beside the node pool's
     secret_env: list[SecretEnv] = field(default_factory=list)
     cluster: str = ""  # where to run it (one of the queue's clusters); empty: placement picks
+    routing: str = "round-robin"  # or "cache-aware": a router in front of the replicas
+    disaggregation: Disaggregation | None = None  # prefill and decode pools behind a router in PD mode
 
     @property
     def gpus_per_replica(self) -> int:
         dp = self.data_parallel if self.engine == "sglang" else 1
         return self.tensor_parallel * self.pipeline_parallel * dp
+
+    @property
+    def routed(self) -> bool:
+        """A router runs in front of the engines: cache-aware routing, or prefill/decode pools."""
+        return self.routing == "cache-aware" or self.disaggregation is not None
+
+    def pool_gpus(self, pool: Pool) -> int:
+        """GPUs per replica of one disaggregated pool (one node: a pool's replica is one pod)."""
+        return pool.gpus_per_replica or self.tensor_parallel
+
+    def pools(self) -> list[tuple[str, Pool]]:
+        """(role, pool) of a disaggregated service, prefill first; [] when it is not split."""
+        split = self.disaggregation
+        return [("prefill", split.prefill), ("decode", split.decode)] if split else []
 
     @property
     def nodes_per_replica(self) -> int:
@@ -292,23 +347,28 @@ class InferenceServiceSpec:
 
     @property
     def total_gpus(self) -> float:
+        if self.disaggregation:
+            return float(sum(pool.replicas * self.pool_gpus(pool) for _, pool in self.pools()))
         return float(self.replicas * self.gpus_per_replica)
 
     @property
     def max_gpus(self) -> float:
-        """GPUs at full scale: max_replicas with autoscaling, else the fixed replicas."""
-        top = self.autoscaling.max_replicas if self.autoscaling.enabled and self.autoscaling.max_replicas else 0
-        return float(max(self.replicas, top) * self.gpus_per_replica)
+        """GPUs at full scale: max_replicas with autoscaling, else the fixed replicas (per pool when split)."""
+        if self.disaggregation:
+            return float(sum(_top(pool.replicas, pool.autoscaling) * self.pool_gpus(pool) for _, pool in self.pools()))
+        return float(_top(self.replicas, self.autoscaling) * self.gpus_per_replica)
 
     @property
     def gang_gpus(self) -> float:
         """One replica's GPUs must be admitted together; replicas are independent of each other."""
+        if self.disaggregation:
+            return float(max(self.pool_gpus(pool) for _, pool in self.pools()))
         return float(self.gpus_per_replica)
 
     @property
     def total_units(self) -> int:
         """The service's whole GPUs in units of 1/SHARE_UNITS GPU: what its quota claim counts."""
-        return self.replicas * self.gpus_per_replica * SHARE_UNITS
+        return int(self.total_gpus) * SHARE_UNITS
 
     def to_dict(self) -> dict:
         return {
@@ -340,7 +400,14 @@ class InferenceServiceSpec:
             "tolerations": [t.to_dict() for t in self.tolerations],
             "secret_env": [s.to_dict() for s in self.secret_env],
             **({"cluster": self.cluster} if self.cluster else {}),
+            # Only when set: a stored spec from before routing existed reads the same.
+            **({"routing": self.routing} if self.routing != "round-robin" else {}),
+            **({"disaggregation": self.disaggregation.to_dict()} if self.disaggregation else {}),
         }
+
+
+def _top(replicas: int, scaling: Autoscaling) -> int:
+    return max(replicas, scaling.max_replicas if scaling.enabled and scaling.max_replicas else 0)
 
 
 Spec = TrainingJobSpec | InferenceServiceSpec

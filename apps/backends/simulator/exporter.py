@@ -22,6 +22,7 @@ from apps.backends.simulator.shape import nodes_by_name
 from apps.backends.simulator.telemetry import render_node_metrics
 from apps.backends.types import (
     ENGINE_LABEL,
+    ENGINES_LABEL,
     KIND_LABEL,
     MAX_REPLICAS_LABEL,
     MIN_REPLICAS_LABEL,
@@ -111,6 +112,8 @@ def service_profile(workload: SimWorkload, seed: int) -> ServiceProfile | None:
     if labels.get(KIND_LABEL) != "inference" or engine not in ENGINES or workload.started_at is None:
         return None
     replicas = max(1, spec.get("workers", 1) // max(spec.get("gang_min") or 1, 1))
+    if labels.get(ENGINES_LABEL):  # a disaggregated service: its prefill and decode engines, not its GPU chunks
+        replicas = int(labels[ENGINES_LABEL])
     threshold = labels.get(WAITING_THRESHOLD_LABEL)
     return ServiceProfile(
         name=workload.name,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import math
 
 from apps.backends.render.spec import Spec, TrainingJobSpec
 from apps.backends.render.workload.engines import engine_argv
 from apps.backends.types import (
     ENGINE_LABEL,
+    ENGINES_LABEL,
     KIND_LABEL,
     MAX_REPLICAS_LABEL,
     MIN_REPLICAS_LABEL,
@@ -59,6 +61,14 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
         labels[MIN_REPLICAS_LABEL] = str(scaling.min_replicas)
         labels[MAX_REPLICAS_LABEL] = str(scaling.max_replicas or scaling.min_replicas)
         labels[WAITING_THRESHOLD_LABEL] = str(scaling.waiting_threshold)
+    workers, per_worker, gang = spec.replicas * spec.nodes_per_replica, spec.gpus_per_pod, spec.nodes_per_replica
+    if spec.disaggregation:
+        # Two pools of different replica sizes as one uniform worker list: workers of the sizes' greatest common
+        # divisor, so the GPUs (and the quota they count) are exactly the pools'. One pool's replica is one node.
+        sizes = [spec.pool_gpus(pool) for _, pool in spec.pools()]
+        per_worker, gang = math.gcd(*sizes), 1
+        workers = int(spec.total_gpus) // per_worker
+        labels[ENGINES_LABEL] = str(sum(pool.replicas for _, pool in spec.pools()))
     return WorkloadSpec(
         name=spec.name,
         tenant=spec.tenant,
@@ -66,10 +76,10 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
         tier=spec.tier,
         priority=priority,
         gpu_model=spec.gpu_model,
-        workers=spec.replicas * spec.nodes_per_replica,
-        gpus_per_worker=spec.gpus_per_pod,
+        workers=workers,
+        gpus_per_worker=per_worker,
         sharing=Sharing.WHOLE,
-        gang_min=spec.nodes_per_replica,
+        gang_min=gang,
         topology=Topology.ANY,
         duration_s=SERVICE_DURATION_S,
         max_runtime_s=spec.max_runtime_s,

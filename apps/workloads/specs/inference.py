@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, ValidationInfo, field_validator, model_validator
@@ -10,8 +11,12 @@ from apps.backends.render.spec import (
     DEFAULT_IMAGES,
     DEFAULT_PROMETHEUS,
     DEFAULT_TIERS,
+    ROUTING,
+    TRANSFER_BACKENDS,
     Autoscaling,
+    Disaggregation,
     InferenceServiceSpec,
+    Pool,
     Readiness,
     Shutdown,
     Weights,
@@ -99,6 +104,64 @@ class WeightsModel(SpecModel):
     mount_path: MountPath = "/models"
 
 
+# The ports a disaggregated engine opens beside its API: SGLang's bootstrap server on prefill engines
+# (--disaggregation-bootstrap-port, default 8998: docs.sglang.io/advanced_features/pd_disaggregation.html) and
+# vLLM's NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_PORT, default 5600: docs.vllm.ai/en/latest/features/
+# nixl_connector_usage.html).
+PD_PORTS = {
+    "sglang": (8998, N_("SGLang's disaggregation bootstrap port")),
+    "vllm": (5600, N_("vLLM's NIXL side channel")),
+}
+
+
+class PoolModel(SpecModel):
+    model_config = ConfigDict(title="Pool")
+    SPEC = Pool
+
+    replicas: int = described(N_("Replicas"), N_("Engines of this pool"), 1, ge=1, le=1000)
+    gpus_per_replica: int | None = described(
+        N_("GPUs per replica"), N_("Its tensor parallel size; empty: the service's tensor_parallel"), None, ge=1, le=64
+    )
+    autoscaling: AutoscalingModel = described(
+        N_("Autoscaling"), N_("This pool follows its own engines' queue"), AutoscalingModel()
+    )
+
+    _null_objects = field_validator("autoscaling", mode="before")(null_is_default)
+
+    @field_validator("autoscaling")
+    @classmethod
+    def _holds_the_replicas(cls, scaling: AutoscalingModel, info: ValidationInfo) -> AutoscalingModel:
+        problems, replicas = Problems(), info.data.get("replicas")
+        if scaling.enabled and replicas is not None and not scaling.min_replicas <= replicas <= scaling.max_replicas:  # type: ignore[operator]
+            problems.add(
+                "replicas",
+                N_(
+                    "the starting replicas must be within autoscaling's %(low)s..%(high)s, not %(replicas)s",
+                    low=scaling.min_replicas,
+                    high=scaling.max_replicas,
+                    replicas=replicas,
+                ),
+            )
+        problems.check(info)
+        return scaling
+
+
+class DisaggregationModel(SpecModel):
+    model_config = ConfigDict(title="Disaggregation")
+    SPEC = Disaggregation
+
+    prefill: PoolModel = described(N_("Prefill pool"), N_("Engines that process prompts (compute-bound)"))
+    decode: PoolModel = described(N_("Decode pool"), N_("Engines that generate tokens (memory-bound)"))
+    transfer_backend: Literal[TRANSFER_BACKENDS] | None = described(  # type: ignore[valid-type]
+        N_("KV transfer backend"),
+        N_(
+            "How the KV cache moves from prefill to decode; vLLM: nixl (NixlConnector), required; SGLang: "
+            "mooncake (its default) or nixl"
+        ),
+        None,
+    )
+
+
 class InferenceServiceModel(WorkloadModel):
     """An OpenAI-compatible serving deployment of one model with vLLM or SGLang."""
 
@@ -145,6 +208,20 @@ class InferenceServiceModel(WorkloadModel):
         N_("Passed as they are; not the flags these fields set"),
         [],
         max_length=MAX_EXTRA_ARGS,
+    )
+
+    routing: Literal[ROUTING] = serving(  # type: ignore[valid-type]
+        N_("Routing"),
+        N_(
+            "round-robin: a Service spreads requests; cache-aware: the engine's router sends a prompt to the replica "
+            "that holds its prefix"
+        ),
+        "round-robin",
+    )
+    disaggregation: DisaggregationModel | None = serving(
+        N_("Prefill/decode disaggregation"),
+        N_("Prefill and decode as separate pools with the router in PD mode between them"),
+        None,
     )
 
     _null_objects = field_validator("readiness", "autoscaling", "shutdown", mode="before")(null_is_default)
@@ -238,8 +315,90 @@ class InferenceServiceModel(WorkloadModel):
         problems.check()
         return args
 
+    @field_validator("routing")
+    @classmethod
+    def _router_finds_single_node_replicas(cls, routing: str, info: ValidationInfo) -> str:
+        """The router sends each request to one engine pod: a replica spanning nodes (a LeaderWorkerSet group) is
+        not rendered behind it."""
+        problems, gpus = Problems(), _gpus_per_replica(info.data, info.data.get("data_parallel"))
+        if routing != "round-robin" and gpus is not None and gpus > gpus_per_node(info):
+            problems.add(
+                "routing",
+                N_(
+                    "cache-aware routing runs replicas of one node: %(gpus)s GPUs per replica span nodes of "
+                    "%(per_node)s GPUs",
+                    gpus=gpus,
+                    per_node=gpus_per_node(info),
+                ),
+            )
+        problems.check(info)
+        return routing
+
+    @field_validator("disaggregation")
+    @classmethod
+    def _pools_can_split(cls, split: DisaggregationModel | None, info: ValidationInfo) -> DisaggregationModel | None:
+        """What a prefill/decode split needs: one-node pools of tensor parallel engines, per-pool scaling, and a KV
+        transfer the engine has."""
+        if split is None:
+            return None
+        problems, data, per_node = Problems(), info.data, gpus_per_node(info)
+        engine = data.get("engine")
+        if data.get("pipeline_parallel") not in (None, 1):
+            problems.add("pipeline_parallel", N_("a disaggregated pool runs tensor parallel engines: must be 1"))
+        if data.get("data_parallel") not in (None, 1):
+            problems.add("data_parallel", N_("a disaggregated pool runs tensor parallel engines: must be 1"))
+        if data.get("replicas") not in (None, 1):
+            problems.add(
+                "replicas",
+                N_("with disaggregation each pool sets its own: disaggregation.prefill.replicas and .decode.replicas"),
+            )
+        scaling = data.get("autoscaling")
+        if scaling is not None and scaling.enabled:
+            problems.add(
+                ("autoscaling", "enabled"),
+                N_(
+                    "with disaggregation each pool scales on its own queue: disaggregation.prefill.autoscaling and "
+                    ".decode.autoscaling"
+                ),
+            )
+        tp = data.get("tensor_parallel")
+        for role, pool in (("prefill", split.prefill), ("decode", split.decode)):
+            gpus = pool.gpus_per_replica or tp
+            if gpus is not None and gpus > per_node:
+                field = "gpus_per_replica" if pool.gpus_per_replica else "tensor_parallel"
+                path = ("disaggregation", role, field) if pool.gpus_per_replica else ("tensor_parallel",)
+                problems.add(
+                    path,
+                    N_(
+                        "a %(role)s replica runs on one node: at most %(per_node)s GPUs, not %(gpus)s (%(field)s)",
+                        role=role,
+                        per_node=per_node,
+                        gpus=gpus,
+                        field=field,
+                    ),
+                )
+        if engine == "vllm" and split.transfer_backend is None:
+            problems.add(
+                ("disaggregation", "transfer_backend"),
+                N_("vLLM moves the KV cache through a KV-transfer connector: set it to nixl (NixlConnector)"),
+            )
+        elif engine == "vllm" and split.transfer_backend != "nixl":
+            problems.add(
+                ("disaggregation", "transfer_backend"),
+                N_("the console renders vLLM's NixlConnector: nixl, not %(backend)s", backend=split.transfer_backend),
+            )
+        port = data.get("port")
+        if engine in PD_PORTS and port == PD_PORTS[engine][0]:
+            problems.add("port", N_("%(port)s is %(use)s; pick another port", port=port, use=PD_PORTS[engine][1]))
+        problems.check(info)
+        return split
+
     def to_spec(self, gpus_per_node: int) -> InferenceServiceSpec:
-        return self.spec(gpus_per_node=gpus_per_node)
+        spec = self.spec(gpus_per_node=gpus_per_node)
+        if spec.disaggregation and self.disaggregation and self.disaggregation.transfer_backend is None:
+            # SGLang's own default (--disaggregation-transfer-backend mooncake); vLLM must name its connector.
+            spec = replace(spec, disaggregation=replace(spec.disaggregation, transfer_backend="mooncake"))
+        return spec
 
 
 def _gpus_per_replica(data: dict, dp: int | None) -> int | None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from apps.backends.kubernetes.backend import KubernetesBackend
-from apps.backends.types import LogSource, Taint
+from apps.backends.render.spec import Disaggregation, InferenceServiceSpec, Pool
+from apps.backends.render.workload import RenderContext, render_kubernetes
+from apps.backends.types import LogSource, Taint, WorkloadSpec
 from apps.fleet.models import GpuModel
 from apps.tenancy.desired_state import build_desired_state
 from apps.tenancy.models import Quota
@@ -14,7 +16,7 @@ from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_no
 
 def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "everything") -> KubernetesBackend:
     """Connection, inventory (listed and watched), quota plan / push / drift, submit, status, cordon, taints, drain,
-    cancel, usage."""
+    cancel, a routed service's submit and cancel, usage."""
     seed_nodes(fake, count=2, gpus=4)  # the stock device plugin's nvidia.com/gpu, with Volcano too
     cluster = make_cluster(fake, name=name, queueing=queueing, drain_grace_period_s=10)
     queue = bind_queue(cluster, "team-a", "train", ["team-a-train"])
@@ -42,5 +44,32 @@ def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "e
     backend.resume(node)
     fake.advance(60)
     backend.cancel("train-1")
+    _routed_service(backend, queueing)
     backend.usage_since(fake.now().replace(year=2000))
     return backend
+
+
+def _routed_service(backend: KubernetesBackend, queueing: str) -> None:
+    """A service with its router and prefill/decode pools, submitted and cancelled: the router's account and Role
+    are applied and deleted too."""
+    spec = InferenceServiceSpec(
+        name="pd",
+        tenant="team-a",
+        queue="train",
+        model="Qwen/Qwen2.5-7B-Instruct",
+        gpu_model="h100",
+        engine="sglang",
+        routing="cache-aware",
+        disaggregation=Disaggregation(prefill=Pool(1), decode=Pool(1), transfer_backend="mooncake"),
+    )
+    ctx = RenderContext(
+        namespace="team-a-train",
+        queue_name="team-a-train",
+        priority_class="online-inference",
+        queueing=queueing,
+        workload_id="77",
+        product_label="NVIDIA-H100-80GB-HBM3",
+        name="wl77-pd",
+    )
+    backend.submit(WorkloadSpec("wl77-pd", "team-a", "train", manifest=render_kubernetes(spec, ctx)))
+    backend.cancel("wl77-pd")

@@ -208,3 +208,58 @@ def test_nodes_are_what_the_model_says(journey):
     assert journey.node("a100-mig-01")["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] == "28"
     assert journey.node("l40s-ts-01")["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-L40S-SHARED"
     assert journey.node("a100-01")["metadata"]["labels"]["nvidia.com/gpu.product"] == A100
+
+
+def test_a_disaggregated_sglang_service_runs_its_router_and_both_pools_and_cancels_whole(journey):
+    """Routing and PD (issue 24): the router Deployment and Service in front, prefill and decode pools with their
+    PD flags, each pool scaled by its own ScaledObject; cancel takes every part away."""
+    from apps.backends.registry import get_backend
+
+    spec = inference(
+        "pd",
+        engine="sglang",
+        routing="cache-aware",
+        disaggregation={
+            "prefill": {"replicas": 1, "autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 2}},
+            "decode": {"replicas": 2},
+        },
+    )
+    workload = journey.submit("inference", spec)
+    journey.wait(workload, {"running"})
+    fake, ns, name = journey.fake, "a-serve", workload.backend_name
+    deployments = {d["metadata"]["name"] for d in fake.objects("apps", "v1", "deployments")}
+    assert {name, f"{name}-prefill", f"{name}-router"} <= deployments
+    roles = sorted(p["metadata"]["labels"]["gpu-console/role"] for p in journey.pods(workload))
+    assert roles == ["decode", "decode", "prefill", "router"]
+    by_role = {p["metadata"]["labels"]["gpu-console/role"]: p for p in journey.pods(workload)}
+    assert "--disaggregation-mode" in by_role["prefill"]["spec"]["containers"][0]["command"]
+    router = by_role["router"]["spec"]
+    assert router["serviceAccountName"] == f"{name}-router" and "nodeName" in router
+    assert "--pd-disaggregation" in router["containers"][0]["command"]
+    service = fake.get("", "v1", "services", f"{name}-api", ns)
+    assert service["spec"]["selector"]["gpu-console/role"] == "router"
+    assert fake.get("rbac.authorization.k8s.io", "v1", "roles", f"{name}-router", ns)["rules"][0]["resources"] == [
+        "pods"
+    ]
+    scaled = fake.get("keda.sh", "v1alpha1", "scaledobjects", f"{name}-prefill", ns)
+    assert scaled["spec"]["scaleTargetRef"]["name"] == f"{name}-prefill"
+    fake.scale_metric(ns, f"{name}-prefill", 6)
+    journey.settle(30)
+    assert len([p for p in journey.pods(workload) if p["metadata"]["labels"]["gpu-console/role"] == "prefill"]) == 2
+
+    get_backend(journey.cluster).cancel(name)
+    journey.settle(30)
+    left = [
+        (kind, o["metadata"]["name"])
+        for group, version, plural, kind in (
+            ("apps", "v1", "deployments", "Deployment"),
+            ("", "v1", "serviceaccounts", "ServiceAccount"),
+            ("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+            ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+            ("", "v1", "services", "Service"),
+            ("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject"),
+        )
+        for o in fake.objects(group, version, plural)
+        if o["metadata"]["name"].startswith(name) and not o["metadata"].get("deletionTimestamp")
+    ]
+    assert left == []

@@ -82,4 +82,5 @@ def test_every_request_the_backend_makes_is_allowed(db, fake, queueing):
             used.add(need)
     assert ("", "pods/eviction", "create") in used and ("", "nodes", "patch") in used
     assert ("", "pods/log", "get") in used  # the workload's log, streamed
+    assert ("rbac.authorization.k8s.io", "roles", "delete") in used  # a routed service's router Role, cancelled
     assert ("", "nodes", "watch") in used and ("", "pods", "watch") in used

@@ -188,6 +188,8 @@ def test_every_object_the_backend_sends_is_strictly_valid(db, fake, queueing):
     sent = [r.body for r in fake.requests if r.content_type == APPLY]
     kinds = {(o["apiVersion"], o["kind"]) for o in sent}
     expected = {("v1", "Namespace"), ("v1", "ResourceQuota"), ("scheduling.k8s.io/v1", "PriorityClass")}
+    expected |= {("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "Role"), ("apps/v1", "Deployment")}
+    expected |= {("rbac.authorization.k8s.io/v1", "RoleBinding")}  # a routed service's router
     expected |= (
         {("batch/v1", "Job"), ("kueue.x-k8s.io/v1beta2", "ClusterQueue"), ("kueue.x-k8s.io/v1beta2", "LocalQueue")}
         if queueing == "kueue"

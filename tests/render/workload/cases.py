@@ -56,6 +56,18 @@ SERVE = {
     "weights": {"claim": "llama-weights", "mount_path": "/models"},
     "env": {"VLLM_LOGGING_LEVEL": "INFO"},
 }
+SGLANG = {
+    "name": "qwen-7b",
+    "tenant": "acme",
+    "queue": "serve",
+    "engine": "sglang",
+    "model": "Qwen/Qwen2.5-7B-Instruct",
+    "gpu_model": "h100",
+    "tensor_parallel": 1,
+    "data_parallel": 2,
+    "port": 30000,
+    "extra_args": ["--trust-remote-code"],
+}
 
 SGLANG = {
     "name": "qwen-7b",
@@ -148,6 +160,50 @@ CASES: dict[str, tuple[str, dict, str]] = {
             "shutdown": {"termination_grace_period_s": 300, "drain_seconds": 240},
         },
         "kueue",
+    ),
+    # Routing and prefill/decode disaggregation (issue 24): both engines, cache-aware routing alone and PD.
+    "vllm-cache-aware.yaml": ("inference", apply_overrides(SERVE, {"routing": "cache-aware"}), "kueue"),
+    "sglang-cache-aware.yaml": (
+        "inference",
+        apply_overrides(SGLANG, {"routing": "cache-aware", "data_parallel": 1, "replicas": 12}),
+        "volcano",
+    ),
+    "vllm-pd.yaml": (
+        "inference",
+        apply_overrides(
+            SERVE,
+            {
+                "replicas": 1,
+                "autoscaling": None,
+                "disaggregation": {
+                    "prefill": {"replicas": 2, "gpus_per_replica": 8},
+                    "decode": {
+                        "replicas": 2,
+                        "autoscaling": {"enabled": True, "min_replicas": 2, "max_replicas": 8},
+                    },
+                    "transfer_backend": "nixl",
+                },
+            },
+        ),
+        "kueue",
+    ),
+    "sglang-pd.yaml": (
+        "inference",
+        apply_overrides(
+            SGLANG,
+            {
+                "data_parallel": 1,
+                "routing": "cache-aware",
+                "disaggregation": {
+                    "prefill": {
+                        "replicas": 1,
+                        "autoscaling": {"enabled": True, "min_replicas": 1, "max_replicas": 4, "waiting_threshold": 4},
+                    },
+                    "decode": {"replicas": 3, "gpus_per_replica": 2},
+                },
+            },
+        ),
+        "volcano",
     ),
     "slurm-training.sh": ("training", TRAINING, "slurm"),
     "slurm-inference.sh": (

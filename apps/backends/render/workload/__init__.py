@@ -10,7 +10,8 @@ settings with `kubernetes_context` / `slurm_context` and renders (`Backend.rende
 
 Training jobs become a Volcano Job or a Kueue-managed batch/v1 Indexed Job running torchrun, or a Kubeflow Trainer
 TrainJob; inference services a Deployment + Service (+ KEDA ScaledObject), or a LeaderWorkerSet when a replica spans
-nodes, or a KServe InferenceService (the cluster's `inference_target` / `training_target` settings choose);
+nodes, or a KServe InferenceService (the cluster's `inference_target` / `training_target` settings choose), or with
+cache-aware routing / prefill-decode pools the engine's router in front of per-pool Deployments (router.py);
 on Slurm an sbatch script with `srun torchrun`, or a long-running engine behind a health check.
 Nothing here touches the database or a cluster. RenderError (a ValueError) names what cannot be expressed.
 """

@@ -52,14 +52,44 @@ while time.monotonic() < deadline:
 """
 
 
+# Prefill/decode disaggregation, per engine:
+# * SGLang: `--disaggregation-mode prefill|decode` and `--disaggregation-transfer-backend mooncake|nixl`; a prefill
+#   engine serves its bootstrap server on --disaggregation-bootstrap-port (8998)
+#   (https://docs.sglang.io/advanced_features/pd_disaggregation.html).
+# * vLLM: a KV connector on both pools, `--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`;
+#   NIXL's side channel listens on VLLM_NIXL_SIDE_CHANNEL_PORT (5600)
+#   (https://docs.vllm.ai/en/latest/features/nixl_connector_usage.html).
+SGLANG_BOOTSTRAP_PORT = 8998
+NIXL_KV_TRANSFER_CONFIG = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
+def pd_argv(spec: InferenceServiceSpec, role: str) -> list[str]:
+    """The flags that make an engine one side of a prefill/decode split (`role`: prefill or decode)."""
+    assert spec.disaggregation is not None and role in ("prefill", "decode"), role
+    if spec.engine == "sglang":
+        return [
+            "--disaggregation-mode",
+            role,
+            "--disaggregation-transfer-backend",
+            spec.disaggregation.transfer_backend,
+        ]
+    return ["--kv-transfer-config", NIXL_KV_TRANSFER_CONFIG]
+
+
 def engine_argv(
-    spec: InferenceServiceSpec, *, ray: bool = False, distributed: tuple[str, str, str] | None = None
+    spec: InferenceServiceSpec,
+    *,
+    ray: bool = False,
+    distributed: tuple[str, str, str] | None = None,
+    pd_role: str | None = None,
 ) -> list[str]:
     """The engine's command line for one replica.
 
     `ray`: vLLM across nodes through a Ray cluster. `distributed`: SGLang across nodes, as
     (nnodes, node rank, init address) strings that the caller fills with its own variables.
+    `pd_role`: prefill or decode, for one pool of a disaggregated service.
     """
+    pd = pd_argv(spec, pd_role) if pd_role else []
     if spec.engine == "vllm":
         argv = [
             "vllm",
@@ -79,7 +109,7 @@ def engine_argv(
         argv += ["--gpu-memory-utilization", f"{spec.gpu_memory_utilization:g}"]
         if ray:
             argv += ["--distributed-executor-backend", "ray"]
-        return argv + list(spec.extra_args)
+        return argv + pd + list(spec.extra_args)
     argv = [
         "python3",
         "-m",
@@ -103,7 +133,7 @@ def engine_argv(
     if distributed:
         nnodes, rank, address = distributed
         argv += ["--nnodes", nnodes, "--node-rank", rank, "--dist-init-addr", address]
-    return argv + list(spec.extra_args)
+    return argv + pd + list(spec.extra_args)
 
 
 def drain_command(spec: InferenceServiceSpec) -> list[str]:

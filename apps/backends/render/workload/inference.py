@@ -15,6 +15,7 @@ initialDelaySeconds would instead keep every pod out of the Service for the whol
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from apps.backends.render.spec import InferenceServiceSpec
 from apps.backends.render.workload.common import (
@@ -38,6 +39,7 @@ from apps.backends.render.workload.context import RenderContext
 from apps.backends.render.workload.engines import (
     HEALTH_PATH,
     RAY_PORT,
+    SGLANG_BOOTSTRAP_PORT,
     SGLANG_DIST_PORT,
     WAITING_METRIC,
     drain_command,
@@ -51,9 +53,20 @@ POLLING_INTERVAL_S = 15
 COOLDOWN_S = 300  # a replica costs minutes of weight loading: scale in slowly
 
 
+NIXL_SIDE_CHANNEL_PORT = 5600
+PD_MODEL_LABEL = "model"  # production-stack's router tells prefill from decode engines by this pod label
+BOOTSTRAP_ANNOTATION = "sglang.ai/bootstrap-port"  # the SGLang router's default --bootstrap-port-annotation
+
+
 def inference_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> tuple[list[dict], list[str], str]:
     """(objects, caveats, endpoint) for one service."""
     service = f"{name}-api"
+    if spec.routed:
+        from apps.backends.render.workload.router import routed_objects, router_caveats
+
+        objects = routed_objects(spec, ctx, name, service)
+        endpoint = f"http://{service}.{ctx.namespace}.svc.{ctx.cluster_domain}:{spec.port}"
+        return objects, _caveats(spec, ctx, name) + router_caveats(spec, ctx, name), endpoint
     if uses_lws(spec, ctx):
         objects = [_leader_worker_set(spec, ctx, name), _service(spec, ctx, service, "leader")]
     else:
@@ -66,8 +79,9 @@ def inference_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str)
 
 
 def uses_lws(spec: InferenceServiceSpec, ctx: RenderContext) -> bool:
-    """A LeaderWorkerSet: a replica spans nodes (the only way to run one), or the cluster asks for LWS."""
-    return spec.multi_node or ctx.inference_target == "lws"
+    """A LeaderWorkerSet: a replica spans nodes (the only way to run one), or the cluster asks for LWS. A routed
+    service's engines are single-node Deployments behind the router, whatever the target."""
+    return not spec.routed and (spec.multi_node or ctx.inference_target == "lws")
 
 
 def _env(spec: InferenceServiceSpec) -> dict[str, str]:
@@ -107,14 +121,16 @@ def _probes(spec: InferenceServiceSpec) -> dict:
     }
 
 
-def _container(spec: InferenceServiceSpec, ctx: RenderContext, command: list[str], *, serving: bool) -> dict:
+def _container(
+    spec: InferenceServiceSpec, ctx: RenderContext, command: list[str], *, serving: bool, pd_role: str | None = None
+) -> dict:
     """The engine container; `command` is as the kubelet must see it (already through kube_literal)."""
     container: dict = {"name": "engine", "image": spec.image, "command": command}
     env = _env(spec)
     if env or spec.secret_env:
         container["env"] = env_list(env, spec.secret_env)
     if serving:
-        container["ports"] = [{"name": "http", "containerPort": spec.port}]
+        container["ports"] = [{"name": "http", "containerPort": spec.port}, *_pd_ports(spec, pd_role)]
     container["resources"] = container_resources(spec, ctx)
     if serving:
         container.update(_probes(spec))
@@ -139,24 +155,72 @@ def _pod_spec(spec: InferenceServiceSpec, ctx: RenderContext, container: dict) -
     return pod
 
 
-def _pod_metadata(spec: InferenceServiceSpec, ctx: RenderContext, role: str, *, queue_annotation: bool) -> dict:
-    metadata: dict = {"labels": {**console_labels(spec, ctx), **selector(ctx), ROLE_LABEL: role}}
+def _pd_ports(spec: InferenceServiceSpec, pd_role: str | None) -> list[dict]:
+    """The ports a disaggregated engine opens beside its API (engines.py: PD flags)."""
+    if pd_role is None:
+        return []
+    if spec.engine == "sglang":
+        return [{"name": "bootstrap", "containerPort": SGLANG_BOOTSTRAP_PORT}] if pd_role == "prefill" else []
+    return [{"name": "nixl", "containerPort": NIXL_SIDE_CHANNEL_PORT}]
+
+
+def _pod_metadata(
+    spec: InferenceServiceSpec, ctx: RenderContext, role: str, *, queue_annotation: bool, pd_role: str | None = None
+) -> dict:
+    labels = {**console_labels(spec, ctx), **selector(ctx), ROLE_LABEL: role}
     annotations = pod_annotations(spec, ctx, queue_annotation=queue_annotation)
+    if pd_role and spec.engine == "vllm":
+        labels[PD_MODEL_LABEL] = pd_role  # --prefill-model-labels / --decode-model-labels
+    if pd_role == "prefill" and spec.engine == "sglang":
+        annotations[BOOTSTRAP_ANNOTATION] = str(SGLANG_BOOTSTRAP_PORT)
+    metadata: dict = {"labels": labels}
     if annotations:
         metadata["annotations"] = annotations
     return metadata
 
 
-def _deployment(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> dict:
+def engine_selector(spec: InferenceServiceSpec, ctx: RenderContext, role: str) -> dict[str, str]:
+    """The pods of one engine Deployment: the workload's, and with a router (whose pods share the workload label)
+    also their role, so that no two Deployments' selectors overlap."""
+    return {**selector(ctx), ROLE_LABEL: role} if spec.routed else selector(ctx)
+
+
+def pool_spec(spec: InferenceServiceSpec, role: str) -> InferenceServiceSpec:
+    """The service as one disaggregated pool sees it: its replicas, tensor parallel size and autoscaling."""
+    pool = dict(spec.pools())[role]
+    return replace(
+        spec,
+        tensor_parallel=spec.pool_gpus(pool),
+        pipeline_parallel=1,
+        data_parallel=1,
+        replicas=pool.replicas,
+        autoscaling=pool.autoscaling,
+    )
+
+
+def engine_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str, role: str) -> list[dict]:
+    """A single-node engine Deployment of a routed service (role server, prefill or decode), its disruption
+    budget and its ScaledObject."""
+    pd_role = role if role in ("prefill", "decode") else None
+    objects = [_deployment(spec, ctx, name, role, pd_role=pd_role), _disruption_budget(spec, ctx, name, role)]
+    if spec.autoscaling.enabled:
+        objects.append(_scaled_object(spec, ctx, name))
+    return objects
+
+
+def _deployment(
+    spec: InferenceServiceSpec, ctx: RenderContext, name: str, role: str = "server", *, pd_role: str | None = None
+) -> dict:
     body: dict = {}
     if not spec.autoscaling.enabled:
         body["replicas"] = spec.replicas  # with KEDA the HPA owns replicas; an applied value would fight it
-    body["selector"] = {"matchLabels": selector(ctx)}
+    body["selector"] = {"matchLabels": engine_selector(spec, ctx, role)}
     # Surge one replica before taking one down: a new engine loads its weights while the old one serves.
     body["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
-    container = _container(spec, ctx, [kube_literal(arg) for arg in engine_argv(spec)], serving=True)
+    argv = engine_argv(spec, pd_role=pd_role)
+    container = _container(spec, ctx, [kube_literal(arg) for arg in argv], serving=True, pd_role=pd_role)
     body["template"] = {
-        "metadata": _pod_metadata(spec, ctx, "server", queue_annotation=True),
+        "metadata": _pod_metadata(spec, ctx, role, queue_annotation=True, pd_role=pd_role),
         "spec": _pod_spec(spec, ctx, container),
     }
     labels = {**console_labels(spec, ctx), **queue_labels(ctx)}
@@ -260,7 +324,7 @@ def replica_floor(spec: InferenceServiceSpec) -> int:
     return floor if spec.autoscaling.enabled else min(floor, spec.replicas)
 
 
-def _disruption_budget(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> dict:
+def _disruption_budget(spec: InferenceServiceSpec, ctx: RenderContext, name: str, role: str = "server") -> dict:
     """A policy/v1 PodDisruptionBudget: evictions (a drain, the cluster autoscaler) leave `replica_floor` replicas.
 
     An eviction is refused when fewer than minAvailable selected pods would stay available
@@ -278,7 +342,7 @@ def _disruption_budget(spec: InferenceServiceSpec, ctx: RenderContext, name: str
         "metadata": meta(name, ctx, console_labels(spec, ctx)),
         "spec": {
             "minAvailable": replica_floor(spec) * spec.nodes_per_replica,
-            "selector": {"matchLabels": selector(ctx)},
+            "selector": {"matchLabels": engine_selector(spec, ctx, role)},
         },
     }
 
@@ -347,6 +411,8 @@ def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[
                 "Tensor parallelism across nodes is slow without InfiniBand/RoCE: prefer tensor_parallel within a "
                 "node and pipeline_parallel across nodes."
             )
+    if spec.disaggregation:
+        return out  # each pool's budget and autoscaling: router.router_caveats
     floor = replica_floor(spec)
     if not spec.autoscaling.enabled and floor >= spec.replicas:
         out.append(

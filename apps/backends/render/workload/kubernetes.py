@@ -52,8 +52,10 @@ def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:
     else:
         spec = _on_nodes_of(spec, ctx.gpus_per_node)
         if ctx.inference_target == "kserve":
+            _check_kserve_unrouted(spec)
             objects, caveats, endpoint = kserve_objects(spec, ctx, name)
         else:
+            _check_routed_fits(spec, ctx)
             objects, caveats, endpoint = inference_objects(spec, ctx, name)
     return RenderedWorkload(objects=objects, caveats=volcano_resource_caveat(spec, ctx) + caveats, endpoint=endpoint)
 
@@ -110,6 +112,36 @@ def _on_nodes_of(spec: InferenceServiceSpec, gpus_per_node: int) -> InferenceSer
             f"{gpus} GPUs per replica cannot be laid out on whole {gpus_per_node}-GPU nodes of this cluster",
         )
     return replace(spec, gpus_per_node=gpus_per_node)
+
+
+def _check_kserve_unrouted(spec: InferenceServiceSpec) -> None:
+    """A KServe target renders one InferenceService, whose predictor KServe routes to itself: the engine's own
+    router and prefill/decode pools are rendered for `inference_target` deployment or lws only."""
+    field = "disaggregation" if spec.disaggregation else "routing" if spec.routing != "round-robin" else ""
+    if field:
+        raise RenderError(
+            field,
+            f"{field} is rendered as the engine's router in front of Deployments: this cluster's inference_target "
+            "is kserve (one InferenceService); use a cluster whose inference_target is deployment or lws",
+        )
+
+
+def _check_routed_fits(spec: InferenceServiceSpec, ctx: RenderContext) -> None:
+    """A router sends each request to one engine pod: every routed replica (a pool's too) fits one of this
+    cluster's nodes (the spec was checked for the node size it was parsed for)."""
+    if spec.routing != "round-robin" and not spec.disaggregation and spec.multi_node:
+        raise RenderError(
+            "routing",
+            f"cache-aware routing runs replicas of one node: {spec.gpus_per_replica} GPUs per replica span this "
+            f"cluster's {ctx.gpus_per_node}-GPU nodes",
+        )
+    for role, pool in spec.pools():
+        if spec.pool_gpus(pool) > ctx.gpus_per_node:
+            raise RenderError(
+                f"disaggregation.{role}.gpus_per_replica",
+                f"a {role} replica of {spec.pool_gpus(pool)} GPUs does not fit this cluster's "
+                f"{ctx.gpus_per_node}-GPU nodes",
+            )
 
 
 def validation_errors(rendered: RenderedWorkload, versions: tuple[str, ...] | None = None) -> list[str]:

@@ -70,6 +70,18 @@ def render_slurm(spec: Spec, ctx: SlurmContext) -> RenderedScript:
         )
     if isinstance(spec, TrainingJobSpec):
         return _training(spec, ctx, name)
+    if spec.disaggregation is not None:
+        raise RenderError(
+            "disaggregation",
+            "prefill/decode pools run on Kubernetes only: a Slurm job runs one engine per replica, with no router in "
+            "PD mode and no per-pool scaling; submit it to a Kubernetes cluster, or leave disaggregation out",
+        )
+    if spec.routing != "round-robin":
+        raise RenderError(
+            "routing",
+            "cache-aware routing runs on Kubernetes only (the router finds the engines through the Kubernetes API); "
+            "on Slurm each replica is its own job with its own address: use round-robin",
+        )
     return _inference(spec, ctx, name)
 
 
