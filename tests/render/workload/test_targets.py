@@ -124,3 +124,17 @@ def test_a_hand_built_context_with_a_bad_target_is_refused():
     spec = spec_of("sglang-dp2.yaml")
     with pytest.raises(RenderError, match="inference_target"):
         render_kubernetes(spec, replace(kube_context("volcano", spec), inference_target="knative"))
+
+
+@pytest.mark.parametrize(("case", "field"), [("vllm-cache-aware.yaml", "routing"), ("sglang-pd.yaml", "disaggregation")])
+def test_routing_and_pools_render_behind_the_router_on_lws_and_are_refused_by_kserve(case, field):
+    """A routed service's engines are single-node Deployments behind its router whatever the Deployment/LWS target;
+    the kserve target renders one InferenceService, so it refuses routing and pools by name."""
+    spec = spec_of(case)
+    on_lws = render_kubernetes(spec, kube_context("kueue+lws", spec))
+    kinds = {o["kind"] for o in on_lws.objects}
+    assert "LeaderWorkerSet" not in kinds and "Deployment" in kinds and validation_errors(on_lws) == []
+    assert any(o["metadata"]["name"].endswith("-router") for o in on_lws.objects)
+    with pytest.raises(RenderError, match="inference_target is kserve") as refused:
+        render_kubernetes(spec, kube_context("kueue+kserve", spec))
+    assert refused.value.field == field
