@@ -126,7 +126,9 @@ def test_a_hand_built_context_with_a_bad_target_is_refused():
         render_kubernetes(spec, replace(kube_context("volcano", spec), inference_target="knative"))
 
 
-@pytest.mark.parametrize(("case", "field"), [("vllm-cache-aware.yaml", "routing"), ("sglang-pd.yaml", "disaggregation")])
+@pytest.mark.parametrize(
+    ("case", "field"), [("vllm-cache-aware.yaml", "routing"), ("sglang-pd.yaml", "disaggregation")]
+)
 def test_routing_and_pools_render_behind_the_router_on_lws_and_are_refused_by_kserve(case, field):
     """A routed service's engines are single-node Deployments behind its router whatever the Deployment/LWS target;
     the kserve target renders one InferenceService, so it refuses routing and pools by name."""
