@@ -29,6 +29,11 @@ EXEMPT = {
     ("api:quota-preview", "post"): "reads only: previews a quota change",
     ("workloads:submit_preview", "post"): "reads only: previews a submission (tests/workloads/test_submit_previews.py)",
     ("workloads:submit_editor", "post"): "reads only: turns the submit form into YAML and back",
+    ("api:workload-heartbeat", "post"): (
+        "telemetry, not a change: a running job's liveness signal (its last heartbeat time, like a token's "
+        "last_used_at), sent as often as every training step; the incident its silence opens is audited "
+        "(docs/health.md)"
+    ),
 }
 SKIP_NAMESPACES = {"admin"}  # Django admin: covered by tests/audit/test_append_only.py::test_admin_*
 
