@@ -6,12 +6,18 @@ from apps.fleet.models import Cluster
 from apps.fleet.services import sync_inventory
 
 
-@shared_task
-def sync_all_clusters_task() -> int:
+def fan_out(task) -> int:
+    """Send `task` once per cluster that syncs (each to whichever worker takes it): how periodic per-cluster work
+    starts, never one task for the whole fleet. Returns how many were sent."""
     ids = list(Cluster.objects.filter(sync_enabled=True).values_list("id", flat=True))
     for cluster_id in ids:
-        sync_cluster_task.delay(cluster_id)
+        task.delay(cluster_id)
     return len(ids)
+
+
+@shared_task
+def sync_all_clusters_task() -> int:
+    return fan_out(sync_cluster_task)
 
 
 @shared_task(acks_late=True)

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from apps.fleet.models import Cluster
+from apps.fleet.tasks import fan_out
 from apps.health.ingest import run_cycle
 from apps.health.services.housekeeping import close_quiet_incidents, prune_rollups
 from apps.notifications.services import resend_due
@@ -12,10 +12,7 @@ from apps.notifications.services import resend_due
 @shared_task
 def health_cycle_task() -> int:
     """Beat: one ingestion cycle per cluster that syncs (each on whichever worker takes it)."""
-    ids = list(Cluster.objects.filter(sync_enabled=True).values_list("id", flat=True))
-    for cluster_id in ids:
-        ingest_cluster_task.delay(cluster_id)
-    return len(ids)
+    return fan_out(ingest_cluster_task)
 
 
 @shared_task(acks_late=True)
@@ -38,10 +35,7 @@ def ingest_cluster_task(cluster_id: int) -> dict:
 @shared_task
 def hung_jobs_task() -> int:
     """Beat, once a minute: the hung-job check of each cluster that syncs, one task per cluster (queue health)."""
-    ids = list(Cluster.objects.filter(sync_enabled=True).values_list("id", flat=True))
-    for cluster_id in ids:
-        check_hung_jobs_task.delay(cluster_id)
-    return len(ids)
+    return fan_out(check_hung_jobs_task)
 
 
 @shared_task(acks_late=True)
