@@ -54,7 +54,7 @@ from apps.backends.render.objects import MANAGED_BY, MANAGER, QUEUE_LABEL, TENAN
 from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext
 from apps.backends.render.workload.common import short_name
-from apps.backends.render.workload.context import target_errors, topology_label_errors
+from apps.backends.render.workload.context import target_errors, topology_label_errors, topology_scheduler_errors
 from apps.backends.types import (
     BackendState,
     ConnectionReport,
@@ -127,6 +127,7 @@ class KubernetesBackend(Backend):
         return (
             topology_label_errors(connection.get("topology_labels"))
             + target_errors(connection)
+            + topology_scheduler_errors(connection)
             + connection_errors(connection)
         )
 

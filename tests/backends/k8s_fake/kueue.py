@@ -176,7 +176,8 @@ class Kueue:
             labels = pod["metadata"].get("labels") or {}
             owners = {r.get("kind") for r in pod["metadata"].get("ownerReferences") or []}
             if labels.get(MANAGED) == "true" and QUEUE in labels and "LeaderWorkerSet" not in owners:
-                template = {"metadata": {"labels": labels}, "spec": pod["spec"]}
+                template = {"metadata": {"labels": labels, "annotations": pod["metadata"].get("annotations") or {}}}
+                template["spec"] = pod["spec"]
                 out.append((pod, "", [{"name": "main", "count": 1, "template": template}], labels[QUEUE]))
         for lws in self.plane.store.all("leaderworkerset.x-k8s.io", "leaderworkersets"):
             queue = (lws["metadata"].get("labels") or {}).get(QUEUE)
@@ -663,7 +664,11 @@ class Kueue:
                 _inject(spec, *self._injection(assignments[role], flavors))
                 topology = assignments[role].get("topologyAssignment")
                 if topology:
-                    siblings = [p for p in pods if (p["metadata"].get("labels") or {}).get(LWS_GROUP) == group]
+                    siblings = (
+                        pods
+                        if owner["kind"] == "Pod"
+                        else [p for p in pods if (p["metadata"].get("labels") or {}).get(LWS_GROUP) == group]
+                    )
                     spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **_next_domain(topology, siblings)}
                 spec["schedulingGates"] = [g for g in spec["schedulingGates"] if g.get("name") != GATE]
                 if not spec["schedulingGates"]:
