@@ -143,7 +143,7 @@ def test_a_tas_request_on_a_flavor_without_topology_and_the_reverse(fake):
     plain["spec"]["template"]["spec"]["nodeSelector"] = H100
     create(fake, plain)
     assert reserved(fake, "plain")["message"] == (
-        "couldn't assign flavors to pod set main: Flavor \"h100\" supports only TopologyAwareScheduling, "
+        'couldn\'t assign flavors to pod set main: Flavor "h100" supports only TopologyAwareScheduling, '
         "flavor a100 doesn't match node affinity"
     )
     asks = gang("asks", 1, {REQUIRED: LEAF})
