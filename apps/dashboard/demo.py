@@ -67,6 +67,13 @@ def seed_demo(admin_username: str, password: str) -> list[tuple[str, str]]:
 
 DEMO_CLUSTER = "sim-a"
 DEMO_SHAPE = {"nodes": 32, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.25, "l40s": 0.25}, "seed": 42}
+# The demo cluster's Kubernetes twin keeps gangs on one leaf with Kueue's Topology Aware Scheduling, over the
+# simulator's own topology labels: its rendering shows the Topology's pod-set annotations (docs/targets.md). The
+# simulator itself places by its own model.
+DEMO_TOPOLOGY = {
+    "topology_scheduler": "kueue-tas",
+    "topology_labels": {"rack": "topology.simulator/rack", "leaf": "topology.simulator/leaf-switch"},
+}
 
 
 def seed_fleet(admin) -> None:
@@ -79,6 +86,10 @@ def seed_fleet(admin) -> None:
         cluster = create_simulated_cluster(
             admin, DEMO_CLUSTER, DEMO_SHAPE, description="The demo's simulated fleet: 32 nodes × 8 GPUs."
         )
+    if "topology_scheduler" not in (cluster.connection or {}):
+        from apps.fleet.services import update_cluster
+
+        update_cluster(admin, cluster, connection={**cluster.connection, **DEMO_TOPOLOGY}, reason="demo: Kueue TAS")
     sync_inventory(cluster.pk)
     seed_quotas(admin, cluster)
     seed_health(admin)

@@ -14,6 +14,7 @@ from apps.backends.registry import backend_class, get_backend
 from apps.backends.render.desired import QuotaSettings
 from apps.backends.render.pools import offered
 from apps.backends.render.titles import workload_title
+from apps.backends.render.topology import tas_levels
 from apps.backends.render.workload import WorkloadContext
 from apps.fleet.models import NodePool
 from apps.tenancy.desired_state import gpu_node_refs, model_ref
@@ -66,7 +67,31 @@ def render_context(workload: Workload, tables: RenderTables | None = None) -> Wo
         tolerations=list(tables.taints) if tables.taints is not None else [],
         slurm_account=tables.slurm_account or workload.queue.full_name.replace("-", "_"),
         gpu_pools=_gpu_pools(workload) if _needs_pools(workload) else None,
+        topology_levels=_topology_levels(workload) if _needs_levels(workload) else None,
     )
+
+
+def _needs_levels(workload: Workload) -> bool:
+    """Only a training job with a topology level depends on the levels of its model's Kueue Topology, and only on
+    a real Kubernetes cluster whose topology scheduler is Kueue's TAS."""
+    topology = (workload.spec or {}).get("topology", "any")
+    connection = workload.cluster.connection or {}
+    return (
+        workload.kind == "training"
+        and topology not in ("any", None)
+        and connection.get("topology_scheduler") == "kueue-tas"
+        and backend_class(workload.cluster.kind).gpu_pools_from_inventory
+    )
+
+
+def _topology_levels(workload: Workload) -> tuple[str, ...] | None:
+    """The node labels of the model's Kueue Topology on the workload's cluster, as the quota push renders it from
+    the inventory (render/topology.py); None when the cluster's settings cannot be read."""
+    try:
+        settings = QuotaSettings.from_connection(workload.cluster.connection or {})
+        return tas_levels(model_ref(workload.gpu_model), gpu_node_refs(workload.cluster), settings)
+    except (ValueError, TypeError):
+        return None
 
 
 def _needs_pools(workload: Workload) -> bool:

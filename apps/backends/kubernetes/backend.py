@@ -19,6 +19,7 @@ from functools import cached_property
 from urllib.parse import quote
 
 from apps.backends.base import Backend, BackendError, NotFoundError, PermanentBackendError
+from apps.backends.kubernetes import hypernodes as hypernode_view
 from apps.backends.kubernetes import pods as podinfo
 from apps.backends.kubernetes import quota as quota_push
 from apps.backends.kubernetes import watch as inventory_watch
@@ -54,7 +55,12 @@ from apps.backends.render.objects import MANAGED_BY, MANAGER, QUEUE_LABEL, TENAN
 from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext
 from apps.backends.render.workload.common import short_name
-from apps.backends.render.workload.context import target_errors, topology_label_errors
+from apps.backends.render.workload.context import (
+    target_errors,
+    topology_label_errors,
+    topology_scheduler_errors,
+    volcano_tiers,
+)
 from apps.backends.types import (
     BackendState,
     ConnectionReport,
@@ -127,6 +133,7 @@ class KubernetesBackend(Backend):
         return (
             topology_label_errors(connection.get("topology_labels"))
             + target_errors(connection)
+            + topology_scheduler_errors(connection)
             + connection_errors(connection)
         )
 
@@ -222,8 +229,32 @@ class KubernetesBackend(Backend):
             by_node = group_holders(holders)
             settings = InventorySettings.from_connection(self.settings)
             infos = [node_info(node, by_node.get(node["metadata"]["name"]), settings) for node in nodes]
+        self._hypernode_topology(infos)
         cursor = {"api": self._api_identity(), "nodes": nodes_rv, "pods": pods_rv, "listed_at": taken_at.timestamp()}
+        if self._hypernodes is not None:
+            cursor["hypernodes"] = self._hypernodes[1]  # a HyperNode change moves nodes: the next sync lists again
         return Inventory(nodes=infos, taken_at=taken_at, cursor=cursor if nodes_rv and pods_rv else None)
+
+    @cached_property
+    def _hypernodes(self) -> tuple[hypernode_view.HyperNodes, str] | None:
+        """The cluster's HyperNodes and a fingerprint of them (each one's name and resourceVersion: a list's own
+        resourceVersion moves with any write to the cluster), with topology_scheduler volcano-hypernodes on a
+        cluster that serves them (None otherwise)."""
+        if self.settings.get("topology_scheduler") != "volcano-hypernodes" or "topology.volcano.sh" not in self.groups:
+            return None
+        items = self.api.list(hypernode_view.GROUP_PATH, "list Volcano HyperNodes")
+        return hypernode_view.HyperNodes(items), hypernode_view.fingerprint(items)
+
+    def _hypernode_topology(self, infos: list[NodeInfo]) -> None:
+        """With topology_scheduler volcano-hypernodes, each node's leaf switch and NVLink domain are the Volcano
+        HyperNodes of those levels' tiers that contain it (hypernodes.py)."""
+        if self._hypernodes is None:
+            return
+        view, _ = self._hypernodes
+        tiers = volcano_tiers(self.settings)
+        for info in infos:
+            info.leaf_switch = view.domain(info.name, info.labels, tiers["leaf"])
+            info.nvlink_domain = view.domain(info.name, info.labels, tiers["nvlink"])
 
     def _api_identity(self) -> str:
         return str(self.settings.get("api_url") or self.settings.get("kubeconfig") or "in-cluster")
@@ -240,6 +271,7 @@ class KubernetesBackend(Backend):
             and cursor.get("nodes")
             and cursor.get("pods")
             and time.time() - float(cursor.get("listed_at") or 0) < relist_s
+            and (self._hypernodes is None or cursor.get("hypernodes") == self._hypernodes[1])
         )
         if not usable:
             return self._listed_inventory()
@@ -300,6 +332,7 @@ class KubernetesBackend(Backend):
                     removed.append(name)
                 else:
                     infos.append(info)
+        self._hypernode_topology(infos)
         next_cursor = {**cursor, "nodes": nodes.resource_version, "pods": pods.resource_version}
         return Inventory(nodes=infos, taken_at=taken_at, complete=False, removed=removed, cursor=next_cursor)
 

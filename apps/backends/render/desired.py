@@ -79,6 +79,20 @@ class NodeRef:
     memory_mib: int = 0  # allocatable
 
 
+# The node labels of each topology level above the node, coarsest first: the defaults of the cluster's
+# `topology_labels` connection setting.
+LEVEL_LABELS = {"rack": "gpu-console/rack", "leaf": "gpu-console/leaf-switch", "nvlink": "nvidia.com/gpu.clique"}
+
+
+def level_labels(setting: object) -> tuple[tuple[str, str], ...]:
+    """(level, node label) coarsest first: the defaults with a `topology_labels` setting's (an invalid setting is
+    refused where it is saved, topology_label_errors; here its usable entries count)."""
+    labels = dict(LEVEL_LABELS)
+    if isinstance(setting, dict):
+        labels.update({k: v for k, v in setting.items() if k in labels and isinstance(v, str) and v})
+    return tuple(labels.items())
+
+
 @dataclass(frozen=True)
 class QuotaSettings:
     """The cluster's connection settings that change what its quota objects must cover.
@@ -99,6 +113,11 @@ class QuotaSettings:
     hami_split_count: int = 10
     volcano_vgpu: bool = False
     volcano_per_model_resources: bool = False
+    # Who keeps gangs within a topology level (connection `topology_scheduler`): "kueue-tas" adds a Kueue
+    # Topology per GPU model and its topologyName on the model's whole-GPU flavor (render/topology.py).
+    topology_scheduler: str = "console"
+    # (level, node label) of rack, leaf and NVLink domain, coarsest first (connection `topology_labels`).
+    topology_levels: tuple[tuple[str, str], ...] = tuple(LEVEL_LABELS.items())
 
     @classmethod
     def from_connection(cls, connection: dict) -> QuotaSettings:
@@ -112,6 +131,8 @@ class QuotaSettings:
             hami_split_count=connection.get("hami_split_count", 10),
             volcano_vgpu=bool(connection.get("volcano_vgpu", False)),
             volcano_per_model_resources=bool(connection.get("volcano_per_model_resources", False)),
+            topology_scheduler=connection.get("topology_scheduler") or "console",
+            topology_levels=level_labels(connection.get("topology_labels")),
         )
 
 

@@ -29,6 +29,9 @@ Mapping (reference §1 and §6):
                 bound to one queue (the ClusterQueue's namespaceSelector matches its tenant and queue
                 labels), so the name is unique in it.
 * tier       -> WorkloadPriorityClass with the tier's value.
+* topology   -> with topology_scheduler kueue-tas, a Topology per GPU model (its levels: the cluster's topology
+                labels every node of the model's whole-GPU pool carries, then kubernetes.io/hostname), named
+                after the model like its whole-GPU flavor, which names it in topologyName (render/topology.py).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ from apps.backends.render.objects import (
     obj,
     weight_quantity,
 )
-from apps.backends.render.pools import HAMI_CORES, HAMI_MEMORY, MIG_PREFIX, Pool
+from apps.backends.render.pools import HAMI_CORES, HAMI_MEMORY, MIG_PREFIX, WHOLE, Pool
+from apps.backends.render.topology import tas_levels, topology_object
 
 API = "kueue.x-k8s.io/v1beta2"
 ROOT_COHORT = "gpu-console-root"
@@ -65,8 +69,19 @@ def cluster_objects(plan: Plan, queues: list[QueueSpec]) -> list[dict]:
     _check_unique_names(queues)
     _check_flavor_names(plan)
     objects = [_workload_priority_class(tier.name, tier.value, tier.description) for tier in plan.tiers]
+    tas = plan.state.settings.topology_scheduler == "kueue-tas"
+    if tas:  # a Topology per model, before the flavors that name it (render/topology.py)
+        objects += [
+            topology_object(code, tas_levels(model, plan.state.nodes, plan.state.settings))
+            for code, model in plan.models.items()
+        ]
     objects += [
-        obj(API, "ResourceFlavor", meta(pool.name), spec={"nodeLabels": pool.labels})
+        obj(
+            API,
+            "ResourceFlavor",
+            meta(pool.name),
+            spec={"nodeLabels": pool.labels, **({"topologyName": code} if tas and pool.kind == WHOLE else {})},
+        )
         for code in plan.models
         for pool in plan.pools[code]
     ]

@@ -161,6 +161,11 @@ def check_settings(settings: QuotaSettings) -> None:
     count = settings.hami_split_count
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1024:
         raise RenderError("hami_split_count", f"{count!r} is not a whole number of vGPUs per GPU (1-1024)")
+    if settings.topology_scheduler not in ("console", "kueue-tas", "volcano-hypernodes"):
+        raise RenderError(
+            "topology_scheduler",
+            f"{settings.topology_scheduler!r} is not one of console, kueue-tas, volcano-hypernodes",
+        )
 
 
 def _physical_gpus(node: NodeRef) -> int:

@@ -42,8 +42,14 @@ RULES: list[Rule] = []
 WAIVED: dict[tuple[str, str], str] = {
     ("LocalQueue", "field is immutable"): "transition rule (needs the stored object); a LocalQueue keeps its "
     "ClusterQueue because both names derive from the same queue",
-    ("ResourceFlavor", "topologyName is immutable when topologyName is set"): "transition rule; no topologyName "
-    "is rendered",
+    ("ResourceFlavor", "topologyName is immutable when topologyName is set"): "transition rule; the console sets "
+    "topologyName only with topology_scheduler kueue-tas, always to the model's own Topology, and a cluster that "
+    "leaves kueue-tas needs its whole-GPU flavors recreated (docs/targets.md)",
+    (
+        "Topology",
+        "levels are mutable only when kubernetes.io/hostname is the lowest level both before and after the change",
+    ): "transition rule; every Topology the console renders ends with kubernetes.io/hostname, so its "
+    "levels may change with the inventory",
     ("TrainJob", "ManagedBy value is immutable"): "transition rule; the console never sets managedBy",
     ("TrainJob", "runtimeRef is immutable"): "transition rule; a submitted TrainJob is never re-applied (submit is "
     "idempotent by name)",
@@ -231,6 +237,27 @@ def _rf_topology_needs_labels(obj: dict) -> list[str]:
     return []
 
 
+# --- Kueue: Topology -----------------------------------------------------------------------------------
+
+
+def _levels(obj: dict) -> list[str]:
+    return [level.get("nodeLabel") for level in (obj.get("spec") or {}).get("levels") or []]
+
+
+@rule(KUEUE, "Topology", "must be unique")
+def _topology_unique(obj: dict) -> list[str]:
+    levels = _levels(obj)
+    return [f"spec.levels: {label!r} appears twice" for label in sorted({x for x in levels if levels.count(x) > 1})]
+
+
+@rule(KUEUE, "Topology", "the kubernetes.io/hostname label can only be used at the lowest level of topology")
+def _topology_hostname_lowest(obj: dict) -> list[str]:
+    levels = _levels(obj)
+    if "kubernetes.io/hostname" in levels and levels[-1] != "kubernetes.io/hostname":
+        return ["spec.levels: kubernetes.io/hostname is not the last level"]
+    return []
+
+
 def _each(field: str, message: str, bad: Callable[[dict], bool]) -> Callable[[dict], list[str]]:
     def check(obj: dict) -> list[str]:
         items = (obj.get("spec") or {}).get(field) or []
@@ -368,6 +395,9 @@ def _references(obj: dict) -> list[tuple[tuple[str, str, str, str], str]]:
         for group_spec in spec.get("resourceGroups") or []:
             for flavor in group_spec.get("flavors") or []:
                 refs.append(((KUEUE, "ResourceFlavor", "", flavor.get("name", "")), "a resourceGroups flavor"))
+    if group == KUEUE and kind == "ResourceFlavor" and spec.get("topologyName"):
+        # Kueue holds a ClusterQueue with such a flavor inactive until the Topology exists (TopologyNotFound).
+        refs.append(((KUEUE, "Topology", "", spec["topologyName"]), "spec.topologyName"))
     if group == KUEUE and kind == "Cohort" and spec.get("parentName"):
         refs.append(((KUEUE, "Cohort", "", spec["parentName"]), "spec.parentName"))
     if group == VOLCANO and kind == "Queue" and spec.get("parent") not in (None, "", "root"):

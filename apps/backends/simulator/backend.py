@@ -16,7 +16,7 @@ from apps.backends.base import Backend
 from apps.backends.render.desired import DesiredState
 from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext, kubernetes_context, render_kubernetes
-from apps.backends.render.workload.context import target_errors
+from apps.backends.render.workload.context import target_errors, topology_label_errors, topology_scheduler_errors
 from apps.backends.simulator import history, reports
 from apps.backends.simulator.controls import Simulation
 from apps.backends.simulator.engine import Engine
@@ -49,8 +49,13 @@ class SimulatorBackend(Backend):
 
     @classmethod
     def connection_errors(cls, connection: dict) -> list[str]:
-        """It renders as a Kubernetes cluster with these settings: its deployment targets must be valid too."""
-        return target_errors(connection)
+        """It renders as a Kubernetes cluster with these settings: its deployment targets and topology settings
+        must be valid too."""
+        return (
+            topology_label_errors(connection.get("topology_labels"))
+            + target_errors(connection)
+            + topology_scheduler_errors(connection)
+        )
 
     def test_connection(self) -> ConnectionReport:
         with Engine.open(self.cluster) as engine:

@@ -39,9 +39,10 @@ into a ClusterQueue's quota, or left pending with the reason Kueue gives.
 - KServe has no Kueue integration (kubernetes-sigs/kueue#1603): an InferenceService is queued only through its
   predictor pods, which the pod integration manages when `predictor.labels` carries the queue-name label.
 
-Simplified: admission checks, fair sharing, waitForPodsReady and MultiKueue are not modelled;
-topology-aware scheduling only checks that a pod set asking for a topology gets a flavor with one and then
-pins it to one domain of that level with room for every pod.
+- Topology Aware Scheduling (TAS flavors, the pod-set topology annotations, placement and the topology
+  ungater): kueue_tas.py, with its sources.
+
+Simplified: admission checks, fair sharing, waitForPodsReady and MultiKueue are not modelled.
 """
 
 from __future__ import annotations
@@ -55,14 +56,13 @@ from fractions import Fraction
 
 from tests.backends.k8s_fake import podspec, quantity
 from tests.backends.k8s_fake.kueue_quota import FIT, PREEMPT, Tree, assign, message
+from tests.backends.k8s_fake.kueue_tas import TOPOLOGY_GATE, Tas, domain_selectors, encode
 
 GROUP = "kueue.x-k8s.io"
 QUEUE = "kueue.x-k8s.io/queue-name"
 PRIORITY = "kueue.x-k8s.io/priority-class"
 GATE = "kueue.x-k8s.io/admission"
 MANAGED = "kueue.x-k8s.io/managed"
-REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 OWNER = "fake.kueue/owner"  # where the model keeps which object (and LWS group) a Workload stands for
 LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
@@ -107,6 +107,7 @@ class Kueue:
     def __init__(self, plane, config: KueueConfig | None = None):
         self.plane = plane
         self.config = config or KueueConfig()
+        self.tas = Tas(plane)
 
     # --- webhooks ------------------------------------------------------------------------------------------
 
@@ -146,6 +147,7 @@ class Kueue:
         changed |= self._finish(now)
         changed |= self._schedule(now)
         changed |= self._ungate_pods(now)
+        changed |= self._ungate_topology()
         changed |= self._status(now)
         return changed
 
@@ -174,7 +176,8 @@ class Kueue:
             labels = pod["metadata"].get("labels") or {}
             owners = {r.get("kind") for r in pod["metadata"].get("ownerReferences") or []}
             if labels.get(MANAGED) == "true" and QUEUE in labels and "LeaderWorkerSet" not in owners:
-                template = {"metadata": {"labels": labels}, "spec": pod["spec"]}
+                template = {"metadata": {"labels": labels, "annotations": pod["metadata"].get("annotations") or {}}}
+                template["spec"] = pod["spec"]
                 out.append((pod, "", [{"name": "main", "count": 1, "template": template}], labels[QUEUE]))
         for lws in self.plane.store.all("leaderworkerset.x-k8s.io", "leaderworkersets"):
             queue = (lws["metadata"].get("labels") or {}).get(QUEUE)
@@ -375,7 +378,8 @@ class Kueue:
         cq = self.plane.store.bucket(self.plane.resource(GROUP, "v1beta2", "clusterqueues")).get(("", cq_name))
         if cq is None:
             return "Inadmissible", f"ClusterQueue {cq_name} doesn't exist", None
-        if self.missing_flavors(cq) or (cq.get("spec") or {}).get("stopPolicy", "None") != "None":
+        inactive = self.missing_flavors(cq) or self.tas.missing_topologies(cq, self._flavors())
+        if inactive or (cq.get("spec") or {}).get("stopPolicy", "None") != "None":
             return "Inadmissible", f"ClusterQueue {cq_name} is inactive", None
         selector = (cq.get("spec") or {}).get("namespaceSelector")
         if selector is None or not podspec.selector_matches(selector, ns_labels.get(ns, {})):
@@ -390,37 +394,33 @@ class Kueue:
     def _flavors(self) -> dict[str, dict]:
         return {f["metadata"]["name"]: f for f in self.plane.store.all(GROUP, "resourceflavors")}
 
-    def _topology_check(self, podset: dict, flavor: dict) -> str:
-        annotations = (podset["template"].get("metadata") or {}).get("annotations") or {}
-        level = annotations.get(REQUIRED_TOPOLOGY) or annotations.get(PREFERRED_TOPOLOGY)
-        if not level:
-            return ""
-        topology_name = (flavor.get("spec") or {}).get("topologyName")
-        if not topology_name:
-            return f'Flavor "{flavor["metadata"]["name"]}" does not support TopologyAwareScheduling'
-        topology = self.plane.store.bucket(self.plane.resource(GROUP, "v1beta2", "topologies")).get(("", topology_name))
-        levels = [lv["nodeLabel"] for lv in ((topology or {}).get("spec") or {}).get("levels") or []]
-        if level not in levels:
-            return f"no requested topology level: {level}"
-        if annotations.get(REQUIRED_TOPOLOGY) and self._topology_domain(podset, flavor, level) is None:
-            return f'topology "{topology_name}" doesn\'t allow to fit any of {podset["count"]} pod(s)'
-        return ""
+    def _topology_check(self, cq: dict, flavors: dict):
+        """Kueue's TAS flavor matching for pod sets of this ClusterQueue (kueue_tas.py)."""
+        tas_only = self.tas.tas_only(cq, flavors)
+        return lambda podset, flavor: self.tas.flavor_problem(podset, flavor, tas_only)
 
-    def _topology_domain(self, podset: dict, flavor: dict, level: str) -> str | None:
-        """The first domain of `level` (by label value) whose nodes of this flavor have room for every pod."""
-        snapshot = self.plane.snapshot()
-        labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
-        per_pod = podspec.pod_requests(podset["template"].get("spec") or {})
-        domains: dict[str, int] = {}
-        for info in snapshot.nodes.values():
-            if level not in info.labels or any(info.labels.get(k) != v for k, v in labels.items()):
-                continue
-            room = min(
-                ((info.allocatable.get(r, 0) - info.requested.get(r, 0)) // a for r, a in per_pod.items() if a),
-                default=podset["count"],
-            )
-            domains[info.labels[level]] = domains.get(info.labels[level], 0) + max(0, int(room))
-        return next((d for d in sorted(domains) if domains[d] >= podset["count"]), None)
+    def _placements(self, cand: Candidate, results, flavors: dict, cq: dict) -> tuple[dict, str]:
+        """TAS placement of each pod set that quota admits on a TAS flavor: {pod set: Placement}, or the reason
+        in Kueue's words why one does not fit."""
+        _, admitted = self._usage()
+        tas_only = self.tas.tas_only(cq, flavors)
+        podsets = {p["name"]: p for p in cand.podsets}
+        out: dict = {}
+        extra: dict[str, dict] = {}
+        for r in results:
+            podset = dict(podsets[r.name], count=r.count)
+            for flavor_name in sorted(set(r.flavors.values())):
+                flavor = flavors.get(flavor_name) or {}
+                placement, why = self.tas.place(podset, flavor, tas_only, admitted, extra)
+                if why:
+                    return {}, f"couldn't assign flavors to pod set {r.name}: {why}"
+                if placement is not None:
+                    out[r.name] = placement
+                    per_pod = podspec.pod_requests(podset["template"].get("spec") or {})
+                    for node, pods in placement.nodes.items():
+                        podspec.add(extra.setdefault(node, {}), per_pod, times=pods)
+                    break
+        return out, ""
 
     def _candidates(self, ns_labels: dict, stamp: str, now: datetime) -> tuple[list[Candidate], bool]:
         changed = False
@@ -479,13 +479,23 @@ class Kueue:
                     flavors,
                     cand.podsets,
                     self._preempt_while_borrowing(cqs[cand.cq]),
-                    self._topology_check,
+                    self._topology_check(cqs[cand.cq], flavors),
                 )
                 mode = min((r.mode for r in results), default=FIT)
                 if mode != FIT:
                     partial = self._partial(tree, cand, flavors, cqs)
                     if partial is not None:
                         results, mode = partial, FIT
+                placements: dict = {}
+                if mode == FIT and len(results) == len(cand.podsets):
+                    placements, why = self._placements(cand, results, flavors, cqs[cand.cq])
+                    if why:
+                        # Quota fits but the topology does not: the workload waits (TAS placement comes after
+                        # quota; https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/).
+                        changed |= self._set_pending(cand.workload, "Pending", why, stamp, now)
+                        if cqs[cand.cq].get("spec", {}).get("queueingStrategy") == "StrictFIFO":
+                            blocked.add(cand.cq)
+                        continue
                 if mode == FIT and len(results) == len(cand.podsets):
                     key = ("cq", cand.cq)
                     borrows = any(
@@ -495,7 +505,13 @@ class Kueue:
                         for res, flavor in r.flavors.items()
                     )
                     fits.append(
-                        (borrows, -cand.priority, cand.workload["metadata"]["creationTimestamp"], cand, results)
+                        (
+                            borrows,
+                            -cand.priority,
+                            cand.workload["metadata"]["creationTimestamp"],
+                            cand,
+                            (results, placements),
+                        )
                     )
                     continue
                 changed |= self._set_pending(cand.workload, "Pending", message(results), stamp, now)
@@ -507,8 +523,8 @@ class Kueue:
             if not fits:
                 return changed
             fits.sort(key=lambda f: (f[0], f[1], f[2]))
-            _, _, _, cand, results = fits[0]
-            self._admit(cand, results, flavors, stamp, now)
+            _, _, _, cand, (results, placements) = fits[0]
+            self._admit(cand, results, placements, flavors, stamp, now)
             changed = True
 
     def _partial(self, tree: Tree, cand: Candidate, flavors: dict, cqs: dict):
@@ -523,7 +539,14 @@ class Kueue:
                 scaled.append(
                     dict(p, count=count, requests={k: v * count / p["count"] for k, v in p["requests"].items()})
                 )
-            results = assign(tree, cand.cq, flavors, scaled, self._preempt_while_borrowing(cqs[cand.cq]), None)
+            results = assign(
+                tree,
+                cand.cq,
+                flavors,
+                scaled,
+                self._preempt_while_borrowing(cqs[cand.cq]),
+                self._topology_check(cqs[cand.cq], flavors),
+            )
             if min((r.mode for r in results), default=FIT) == FIT and len(results) == len(scaled):
                 return results
         return None
@@ -532,9 +555,8 @@ class Kueue:
         preemption = (cq.get("spec") or {}).get("preemption") or {}
         return ((preemption.get("borrowWithinCohort") or {}).get("policy", "Never")) != "Never"
 
-    def _admit(self, cand: Candidate, results, flavors: dict, stamp: str, now: datetime) -> None:
+    def _admit(self, cand: Candidate, results, placements: dict, flavors: dict, stamp: str, now: datetime) -> None:
         wl = cand.workload
-        podsets = {p["name"]: p for p in cand.podsets}
         assignments = []
         for r in results:
             assignment = {
@@ -543,12 +565,8 @@ class Kueue:
                 "resourceUsage": {res: quantity.text(res, amount) for res, amount in sorted(r.usage.items())},
                 "count": r.count,
             }
-            domain = self._domain(podsets[r.name], r.flavors, flavors)
-            if domain is not None:
-                assignment["topologyAssignment"] = {
-                    "levels": [domain[0]],
-                    "domains": [{"values": [domain[1]], "count": r.count}],
-                }
+            if r.name in placements:
+                assignment["topologyAssignment"] = encode(placements[r.name])
             assignments.append(assignment)
         wl["status"]["admission"] = {"clusterQueue": cand.cq, "podSetAssignments": assignments}
         conditions = [
@@ -568,6 +586,11 @@ class Kueue:
         if owner["kind"] == "Job":
             spec = owner["spec"]["template"].setdefault("spec", {})
             _inject(spec, *self._injection(assignments[0], flavors))
+            if assignments[0].get("topologyAssignment"):
+                # The pods start gated; the topology ungater gives each its domain (KEP-2724, TopologySchedulingGate).
+                gates = spec.setdefault("schedulingGates", [])
+                if {"name": TOPOLOGY_GATE} not in gates:
+                    gates.append({"name": TOPOLOGY_GATE})
             count = assignments[0]["count"]
             if count != owner["spec"].get("parallelism", 1):
                 owner["spec"]["parallelism"] = count
@@ -595,28 +618,13 @@ class Kueue:
         # a Deployment's pod and a LeaderWorkerSet group's pods are ungated by _ungate_pods
         self.plane.event(now, owner, "Started", f"Admitted by clusterQueue {cand.cq}", "Normal")
 
-    def _domain(self, podset: dict, chosen: dict[str, str], flavors: dict) -> tuple[str, str] | None:
-        annotations = (podset["template"].get("metadata") or {}).get("annotations") or {}
-        level = annotations.get(REQUIRED_TOPOLOGY) or annotations.get(PREFERRED_TOPOLOGY)
-        for flavor_name in sorted(set(chosen.values())):
-            flavor = flavors.get(flavor_name) or {}
-            if level and (flavor.get("spec") or {}).get("topologyName"):
-                domain = self._topology_domain(podset, flavor, level)
-                if domain is not None:
-                    return level, domain
-        return None
-
     def _injection(self, assignment: dict, flavors: dict) -> tuple[dict, list]:
-        """The node selector and tolerations an admitted pod set gets: its flavors' nodeLabels and tolerations,
-        and the topology domain it was given."""
+        """The node selector and tolerations an admitted pod set gets: its flavors' nodeLabels and tolerations."""
         selector, tolerations = {}, []
         for flavor_name in sorted(set((assignment.get("flavors") or {}).values())):
             fspec = (flavors.get(flavor_name) or {}).get("spec") or {}
             selector.update(fspec.get("nodeLabels") or {})
             tolerations.extend(fspec.get("tolerations") or [])
-        topology = assignment.get("topologyAssignment")
-        if topology:
-            selector[topology["levels"][0]] = topology["domains"][0]["values"][0]
         return selector, tolerations
 
     def _ungate_pods(self, now: datetime) -> bool:
@@ -654,7 +662,44 @@ class Kueue:
                     role = "workers"
                 spec = pod["spec"]
                 _inject(spec, *self._injection(assignments[role], flavors))
+                topology = assignments[role].get("topologyAssignment")
+                if topology:
+                    siblings = (
+                        pods
+                        if owner["kind"] == "Pod"
+                        else [p for p in pods if (p["metadata"].get("labels") or {}).get(LWS_GROUP) == group]
+                    )
+                    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **_next_domain(topology, siblings)}
                 spec["schedulingGates"] = [g for g in spec["schedulingGates"] if g.get("name") != GATE]
+                if not spec["schedulingGates"]:
+                    del spec["schedulingGates"]
+                self.plane.save(self.plane.pods, pod)
+                changed = True
+        return changed
+
+    def _ungate_topology(self) -> bool:
+        """Kueue's topology ungater: a TAS Job's pods start with the `kueue.x-k8s.io/topology` gate; each gets the
+        node selector of a domain of the assignment that still has room for a pod, in the pods' order, and loses
+        the gate (KEP-2724, "Enforcing the assignment")."""
+        changed = False
+        for wl in self.plane.store.all(GROUP, "workloads"):
+            admission = (wl.get("status") or {}).get("admission")
+            if not admission or _true(wl, "Finished"):
+                continue
+            topology = (admission["podSetAssignments"][0] if admission["podSetAssignments"] else {}).get(
+                "topologyAssignment"
+            )
+            owner, _ = self._owner_of(wl)
+            if not topology or owner is None or owner["kind"] != "Job":
+                continue
+            pods = sorted(self.plane.pods_of(owner), key=lambda p: p["metadata"]["name"])
+            for pod in pods:
+                gates = pod["spec"].get("schedulingGates") or []
+                if {"name": TOPOLOGY_GATE} not in gates:
+                    continue
+                spec = pod["spec"]
+                spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **_next_domain(topology, pods)}
+                spec["schedulingGates"] = [g for g in gates if g.get("name") != TOPOLOGY_GATE]
                 if not spec["schedulingGates"]:
                     del spec["schedulingGates"]
                 self.plane.save(self.plane.pods, pod)
@@ -694,7 +739,7 @@ class Kueue:
         for _, _, wl in victims:
             removed.append(wl)
             trial = self._tree({w["metadata"]["uid"] for w in removed})
-            attempt = assign(trial, cand.cq, flavors, cand.podsets, False, self._topology_check)
+            attempt = assign(trial, cand.cq, flavors, cand.podsets, False, self._topology_check(cqs[cand.cq], flavors))
             if min((r.mode for r in attempt), default=FIT) == FIT and len(attempt) == len(cand.podsets):
                 for victim in removed:
                     same = victim["status"]["admission"]["clusterQueue"] == cand.cq
@@ -740,7 +785,7 @@ class Kueue:
         if owner["kind"] == "Job":
             original = wl["spec"]["podSets"][0]["template"].get("spec") or {}
             spec = owner["spec"]["template"]["spec"]
-            for key in ("nodeSelector", "tolerations"):
+            for key in ("nodeSelector", "tolerations", "schedulingGates"):
                 if key in original:
                     spec[key] = _copy(original[key])
                 else:
@@ -810,6 +855,7 @@ class Kueue:
         for cq in self.plane.store.all(GROUP, "clusterqueues"):
             name = cq["metadata"]["name"]
             missing = self.missing_flavors(cq)
+            no_topology = self.tas.missing_topologies(cq, self._flavors())
             if missing:
                 active = _cond(
                     "Active",
@@ -818,6 +864,10 @@ class Kueue:
                     f"Can't admit new workloads: references missing ResourceFlavor(s): {', '.join(missing)}.",
                     stamp,
                 )
+            elif no_topology:
+                topology, flavor = no_topology[0]
+                text = f'Can\'t admit new workloads: there is no Topology "{topology}" for TAS flavor "{flavor}".'
+                active = _cond("Active", "False", "TopologyNotFound", text, stamp)
             elif (cq.get("spec") or {}).get("stopPolicy", "None") != "None":
                 active = _cond("Active", "False", "Stopped", "Can't admit new workloads: is stopped.", stamp)
             else:
@@ -849,6 +899,22 @@ class Kueue:
         obj["status"] = status
         self.plane.save(resource, obj)
         return False  # status only: nothing else reacts to it
+
+
+def _next_domain(topology: dict, pods: list[dict]) -> dict[str, str]:
+    """The node selector of the first domain of a TAS assignment with fewer of `pods` than its count (pods that
+    still hold their gate, or have been given another domain, do not count)."""
+    for selector, count in domain_selectors(topology):
+        placed = sum(
+            1
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and all((p["spec"].get("nodeSelector") or {}).get(k) == v for k, v in selector.items())
+        )
+        if placed < count:
+            return selector
+    return {}
 
 
 def _inject(spec: dict, selector: dict, tolerations: list) -> None:

@@ -15,10 +15,14 @@ from tests.backends.kubernetes.conftest import bind_queue, make_cluster, seed_no
 
 
 def run_everything(fake: FakeKubernetes, queueing: str = "kueue", name: str = "everything") -> KubernetesBackend:
-    """Connection, inventory (listed and watched), quota plan / push / drift, submit, status, cordon, taints, drain,
-    cancel, a routed service's submit and cancel, usage."""
+    """Connection, inventory (listed and watched, with Volcano's HyperNodes), quota plan / push / drift (with
+    Kueue's Topologies), submit, status, cordon, taints, drain, cancel, a routed service's submit and cancel,
+    usage."""
     seed_nodes(fake, count=2, gpus=4)  # the stock device plugin's nvidia.com/gpu, with Volcano too
-    cluster = make_cluster(fake, name=name, queueing=queueing, drain_grace_period_s=10)
+    # Each cluster's own topology scheduler, so the inventory reads Volcano's HyperNodes and the push renders Kueue's
+    # Topologies (the requests the RBAC manifest must grant).
+    scheduler = {"kueue": "kueue-tas", "volcano": "volcano-hypernodes"}[queueing]
+    cluster = make_cluster(fake, name=name, queueing=queueing, drain_grace_period_s=10, topology_scheduler=scheduler)
     queue = bind_queue(cluster, "team-a", "train", ["team-a-train"])
     backend = KubernetesBackend(cluster, sleep=lambda seconds: None)
     backend.test_connection()

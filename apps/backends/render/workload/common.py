@@ -32,6 +32,7 @@ from apps.backends.render.pools import (
     pool_name,
 )
 from apps.backends.render.spec import InferenceServiceSpec, SecretEnv, Spec, TrainingJobSpec, Volume
+from apps.backends.render.topology import TAS_REQUIRED, TAS_UNCONSTRAINED
 from apps.backends.render.volcano import leaf_queue_name
 from apps.backends.render.volcano import resource_name as volcano_resource_name
 from apps.backends.render.workload.context import QUEUEINGS, RenderContext, target_errors
@@ -213,7 +214,36 @@ def pod_annotations(spec: Spec, ctx: RenderContext, *, queue_annotation: bool) -
             out[VOLCANO_PREEMPTABLE] = "false"
         if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.HAMI:
             out[VGPU_MODE_ANNOTATION] = "hami-core"
+    out.update(tas_annotations(spec, ctx))
     return out
+
+
+def tas_annotations(spec: Spec, ctx: RenderContext) -> dict[str, str]:
+    """Kueue's Topology Aware Scheduling (topology_scheduler kueue-tas): the pod set's topology request.
+
+    Only the model's whole-GPU pool (its MIG instances included) has a Topology (render/topology.py): its pods
+    carry `podset-required-topology` with the node label of a training job's topology level, or
+    `podset-unconstrained-topology` (Kueue skips a TAS flavor for a pod set without a request in a ClusterQueue
+    that also has other flavors); time-sliced and HAMi pools are not TAS flavors, and their pods carry none
+    (https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/). A level the model's Topology lacks
+    (no node of the model carries its label) is refused, naming the field.
+    """
+    if ctx.queueing != "kueue" or ctx.topology_scheduler != "kueue-tas":
+        return {}
+    training = isinstance(spec, TrainingJobSpec)
+    if training and spec.sharing.mode in (Sharing.TIME_SLICE, Sharing.HAMI):
+        return {}
+    if not training or spec.topology == Topology.ANY:
+        return {TAS_UNCONSTRAINED: "true"}
+    level = ctx.topology_labels[spec.topology]
+    if ctx.topology_levels is not None and level not in ctx.topology_levels:
+        raise RenderError(
+            "topology",
+            f"'{spec.topology}' is Kueue's topology level {level}, which the {spec.gpu_model} Topology of this "
+            f"cluster does not have: no {spec.gpu_model} node carries that label (levels: "
+            f"{', '.join(ctx.topology_levels) or 'none'})",
+        )
+    return {TAS_REQUIRED: level}
 
 
 def meta(name: str, ctx: RenderContext, labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict:

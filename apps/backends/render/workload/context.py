@@ -39,8 +39,16 @@ DEFAULT_TOPOLOGY_LABELS = {
 # The levels a cluster's `topology_labels` connection setting may name: the renderer places gangs on "leaf" and
 # "nvlink"; "rack" is read by the inventory only. The node level is always kubernetes.io/hostname.
 TOPOLOGY_SETTING_LEVELS = ("rack", "leaf", "nvlink")
-# Volcano HyperNode tiers (1 is the lowest network level) for jobs that must stay within one domain.
+# Volcano HyperNode tiers (1 is the lowest network level) for jobs that must stay within one domain; a cluster's
+# `volcano_tiers` setting overrides them.
 DEFAULT_VOLCANO_TIERS = {"nvlink": 1, "leaf": 2}
+# Who keeps a gang within its topology level (the connection setting `topology_scheduler`, docs/targets.md):
+# "console": the console's own pod affinity (and, on Volcano, the Job's networkTopology), as before the setting;
+# "kueue-tas": Kueue's Topology Aware Scheduling (a Topology per GPU model, the pod-set annotations);
+# "volcano-hypernodes": Volcano's network-topology-aware scheduling over the cluster's HyperNodes, which the
+# inventory reads as the nodes' leaf switches and NVLink domains.
+TOPOLOGY_SCHEDULERS = ("console", "kueue-tas", "volcano-hypernodes")
+SCHEDULER_QUEUEING = {"kueue-tas": "kueue", "volcano-hypernodes": "volcano"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,9 @@ class WorkloadContext:
     # Kubernetes: the model's GPU pools the inventory shows (render/pools.py names, e.g. "l40s-shared-4",
     # "a100-hami") and the MIG resources of its nodes ("nvidia.com/mig-1g.10gb"); None: not known, not checked
     gpu_pools: tuple[str, ...] | None = None
+    # Kubernetes with topology_scheduler kueue-tas: the node labels of the levels of the model's Kueue Topology
+    # (render/topology.py, from the inventory); None: not known, not checked
+    topology_levels: tuple[str, ...] | None = None
 
 
 def topology_label_errors(value: object) -> list[str]:
@@ -101,6 +112,66 @@ def topology_labels(connection: dict) -> dict[str, str]:
     labels = dict(DEFAULT_TOPOLOGY_LABELS)
     labels.update({level: label for level, label in (setting or {}).items() if level in labels})
     return labels
+
+
+def topology_scheduler_errors(connection: dict) -> list[str]:
+    """What is wrong with a cluster's `topology_scheduler` and `volcano_tiers` settings, as "<setting>: ..."
+    messages; [] when they are absent (the console places gangs itself) or valid."""
+    errors = []
+    scheduler = connection.get("topology_scheduler")
+    queueing = connection.get("queueing", "kueue")
+    if scheduler is not None and scheduler not in TOPOLOGY_SCHEDULERS:
+        errors.append(f"topology_scheduler: {scheduler!r} is not one of {', '.join(TOPOLOGY_SCHEDULERS)}")
+    elif scheduler in SCHEDULER_QUEUEING and queueing in QUEUEINGS and queueing != SCHEDULER_QUEUEING[scheduler]:
+        needs = {"kueue-tas": "Kueue's Topology Aware Scheduling", "volcano-hypernodes": "Volcano's HyperNodes"}
+        errors.append(
+            f"topology_scheduler: {scheduler!r} needs queueing {SCHEDULER_QUEUEING[scheduler]!r} "
+            f"({needs[scheduler]}), but this cluster's queueing is {queueing!r}"
+        )
+    elif scheduler == "kueue-tas" and connection.get("training_target") == "trainjob":
+        errors.append(
+            "topology_scheduler: 'kueue-tas' does not work with training_target 'trainjob': the pinned Kubeflow "
+            "Trainer API's podSpecOverrides carry no scheduling gates, so Kueue cannot put a TrainJob's pods on "
+            "the nodes its topology assignment names"
+        )
+    tiers = connection.get("volcano_tiers")
+    if tiers is None:
+        return errors
+    if queueing != "volcano":
+        errors.append(f"volcano_tiers: HyperNode tiers are Volcano's, and this cluster's queueing is {queueing!r}")
+    elif not isinstance(tiers, dict):
+        errors.append(f"volcano_tiers: must be an object of level: HyperNode tier, not {type(tiers).__name__}")
+    else:
+        for level, tier in tiers.items():
+            if level not in DEFAULT_VOLCANO_TIERS:
+                errors.append(f"volcano_tiers.{level}: not a level; levels: {', '.join(DEFAULT_VOLCANO_TIERS)}")
+            elif not isinstance(tier, int) or isinstance(tier, bool) or tier < 1:
+                errors.append(f"volcano_tiers.{level}: {tier!r} is not a HyperNode tier (a whole number from 1)")
+        merged = volcano_tiers({"volcano_tiers": tiers}, checked=False)
+        if not errors and merged["nvlink"] > merged["leaf"]:
+            errors.append(
+                f"volcano_tiers.nvlink: tier {merged['nvlink']} is above the leaf tier {merged['leaf']}: an NVLink "
+                "domain sits inside a leaf switch's HyperNode"
+            )
+    return errors
+
+
+def volcano_tiers(connection: dict, *, checked: bool = True) -> dict[str, int]:
+    """The HyperNode tier of each level on a cluster: the defaults, with the `volcano_tiers` setting's."""
+    tiers = dict(DEFAULT_VOLCANO_TIERS)
+    setting = connection.get("volcano_tiers")
+    if isinstance(setting, dict):
+        tiers.update({k: v for k, v in setting.items() if k in tiers and (not checked or isinstance(v, int))})
+    return tiers
+
+
+def topology_scheduler(connection: dict) -> str:
+    """The cluster's topology scheduler (RenderError naming the setting when it is not valid)."""
+    errors = topology_scheduler_errors(connection)
+    if errors:
+        field, _, message = errors[0].partition(": ")
+        raise RenderError(f"connection.{field}", message)
+    return connection.get("topology_scheduler") or "console"
 
 
 def target_errors(connection: dict) -> list[str]:
@@ -163,6 +234,9 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
         preemptible=context.preemptible,
         name=context.name,
         topology_labels=topology_labels(connection),
+        topology_scheduler=topology_scheduler(connection),
+        topology_levels=context.topology_levels,
+        volcano_tiers=volcano_tiers(connection),
         hami_node_labels=dict(hami_labels) if isinstance(hami_labels, dict) else {"": str(hami_labels)},
         volcano_vgpu=bool(connection.get("volcano_vgpu", False)),
         per_model_gpu_resources=bool(connection.get("volcano_per_model_resources", False)),
@@ -215,7 +289,9 @@ class RenderContext:
     `gpu_pools`, when known, are the model's pools and MIG resources on the cluster: a time-slice, MIG or HAMi
     workload whose pool is not among them is refused (no quota object covers it, no node would run it).
     `topology_labels` are the node labels of each topology level (the cluster's `topology_labels` setting):
-    a gang kept on one leaf switch or NVLink domain has a required pod affinity on that label.
+    a gang kept on one leaf switch or NVLink domain has a required pod affinity on that label, unless the
+    cluster's `topology_scheduler` hands that to Kueue's TAS (the pod-set annotation names the label) or to
+    Volcano's HyperNodes (the Job's networkTopology, at the level's tier of `volcano_tiers`).
     `inference_target` / `training_target` say what a service or a job becomes (INFERENCE_TARGETS, TRAINING_TARGETS;
     "" for a training job: the queueing system's own, DEFAULT_TRAINING_TARGET); `trainjob_runtime` is the
     ClusterTrainingRuntime a TrainJob names.
@@ -235,6 +311,8 @@ class RenderContext:
     cluster_domain: str = "cluster.local"
     topology_labels: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TOPOLOGY_LABELS))
     volcano_tiers: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_VOLCANO_TIERS))
+    topology_scheduler: str = "console"  # TOPOLOGY_SCHEDULERS
+    topology_levels: tuple[str, ...] | None = None  # see WorkloadContext
     hami_node_labels: dict[str, str] = field(default_factory=dict)
     volcano_vgpu: bool = False
     per_model_gpu_resources: bool = False

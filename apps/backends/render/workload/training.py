@@ -34,6 +34,7 @@ from apps.backends.render.workload.context import RenderContext
 from apps.backends.types import Sharing, Topology
 
 RDZV_PORT = 29500
+SHARED_POOLS = (Sharing.TIME_SLICE, Sharing.HAMI)  # their pools are not Kueue TAS flavors (render/topology.py)
 TASK = "worker"  # the Volcano task name; pods are "<job>-worker-<index>"
 JOB_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
@@ -149,9 +150,13 @@ def _pod_template(spec: TrainingJobSpec, ctx: RenderContext, name: str, worker0:
 def _affinity(spec: TrainingJobSpec, ctx: RenderContext, *, volcano: bool) -> dict | None:
     """Required pod affinity on the topology level's node label: every worker lands where the first did.
 
-    With Volcano, the NVLink and leaf levels use the Job's networkTopology instead (gang-aware).
+    With Volcano, the NVLink and leaf levels use the Job's networkTopology instead (gang-aware); with Kueue's
+    Topology Aware Scheduling (topology_scheduler kueue-tas) every level is the pod-set annotation Kueue places the
+    whole gang by (common.tas_annotations), and Kueue's placement ignores pod affinity.
     """
     if spec.topology == Topology.ANY or (volcano and spec.topology != Topology.NODE):
+        return None
+    if not volcano and ctx.topology_scheduler == "kueue-tas" and spec.sharing.mode not in SHARED_POOLS:
         return None
     term = {"labelSelector": {"matchLabels": selector(ctx)}, "topologyKey": ctx.topology_labels[spec.topology]}
     return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
@@ -242,15 +247,28 @@ def _caveats(spec: TrainingJobSpec, ctx: RenderContext) -> list[str]:
                 f"Kueue admits a Job whole: gang_min {spec.gang_min} below {spec.workers} workers cannot be "
                 "expressed, so all workers are admitted together."
             )
-        if spec.topology != Topology.ANY:
+        tas = ctx.topology_scheduler == "kueue-tas" and spec.sharing.mode not in SHARED_POOLS
+        if spec.topology != Topology.ANY and tas:
+            out.append(
+                f"Topology '{spec.topology}' is Kueue's Topology Aware Scheduling: the pods ask for the level "
+                f"{ctx.topology_labels[spec.topology]} of the {spec.gpu_model} Topology, and Kueue admits the gang "
+                "only where one domain of that level holds every worker, then gives each pod its node."
+            )
+        elif spec.topology != Topology.ANY:
             out.append(
                 f"Topology '{spec.topology}' is a required pod affinity on {ctx.topology_labels[spec.topology]}: "
                 "kube-scheduler places the pods after Kueue admits the quota, without gang awareness. Kueue's "
-                "Topology Aware Scheduling does this at admission once the GPU flavor has a Topology."
+                "Topology Aware Scheduling does this at admission once the GPU flavor has a Topology "
+                "(topology_scheduler: kueue-tas)."
             )
         out.append(
             f"Kueue admits the pods' cpu, memory and GPU requests against the ClusterQueue's ResourceFlavor "
             f"'{sharing_pool(spec)}', the only one whose node labels the pods' node selector matches."
+        )
+    elif spec.topology in (Topology.NVLINK, Topology.LEAF) and ctx.topology_scheduler == "volcano-hypernodes":
+        out.append(
+            f"Topology '{spec.topology}' uses the Job's networkTopology (tier {ctx.volcano_tiers[spec.topology]}): "
+            "Volcano starts the gang only inside one of the cluster's HyperNodes of that tier or below."
         )
     elif spec.topology in (Topology.NVLINK, Topology.LEAF):
         out.append(
