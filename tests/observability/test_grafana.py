@@ -1,4 +1,4 @@
-"""The Grafana dashboard in deploy/grafana loads, has what Grafana requires, and only queries series that exist."""
+"""The Grafana dashboard (deploy/kubernetes/base/grafana) loads, has what Grafana needs, queries only served series."""
 
 import json
 import re
@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.backends.simulator import telemetry
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "gpu-console.json"
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "base" / "grafana" / "gpu-console.json"
 
 
 def test_dashboard_has_the_fields_grafana_requires():
