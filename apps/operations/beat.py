@@ -36,7 +36,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, close_old_connections
+from django.db import DatabaseError, InterfaceError, connection
 from django.db.models import Case, F, Q, When
 from django.db.models.functions import Now
 from django_celery_beat.schedulers import DatabaseScheduler
@@ -113,11 +113,11 @@ class LeasedDatabaseScheduler(DatabaseScheduler):
         sent = time.monotonic()
         self._refresh_at = sent + self.lease_s / 3
         try:
-            close_old_connections()
             held = try_acquire(self.holder, self.lease_s)
         except (DatabaseError, InterfaceError) as exc:
             # Unknown: the last lease stays valid until its own end (`_send_until`), and no longer.
             logger.warning("beat: could not renew the schedule lease: %s", exc)
+            connection.close()  # the next try connects afresh (the server may have restarted)
             return
         if held:
             if not self._holding:
