@@ -147,7 +147,7 @@ def test_one_beat_sends_and_another_takes_over(beats):
     pids = set(group.start(3))
 
     # Exactly one of the three sends.
-    sent = group.wait_for("five probe messages", lambda s: len(s) >= 5, START_TIMEOUT_S)
+    sent = group.wait_for("three probe messages", lambda s: len(s) >= 3, START_TIMEOUT_S)
     assert len(runs(sent)) == 1, f"more than one beat sent: {runs(sent)}"
     first = sent[0][0]
 
@@ -157,7 +157,7 @@ def test_one_beat_sends_and_another_takes_over(beats):
     second = sent[-1][0]
     took = min(at for pid, at in sent if pid == second) - killed_at
     assert took < TAKEOVER_S, f"took {took:.1f} s to take over from a killed beat"
-    sent = group.wait_for("three sends of the new holder", lambda s: sent_by(s, second) >= 3, TAKEOVER_S)
+    sent = group.wait_for("two sends of the new holder", lambda s: sent_by(s, second) >= 2, TAKEOVER_S)
     assert runs(sent) == [first, second]
 
     # Frozen: the third takes over within a lease.
@@ -185,5 +185,5 @@ def test_without_the_lease_two_send(beats):
     """The observation above catches two active schedulers: django-celery-beat's own scheduler, twice, does that."""
     group = beats("django_celery_beat.schedulers:DatabaseScheduler")
     a, b = group.start(2)
-    sent = group.wait_for("both beats to send", lambda s: sent_by(s, a) >= 2 and sent_by(s, b) >= 2, START_TIMEOUT_S)
+    sent = group.wait_for("both beats to send", lambda s: sent_by(s, a) >= 1 and sent_by(s, b) >= 1, START_TIMEOUT_S)
     assert len(runs(sent)) > 1
