@@ -7,8 +7,8 @@ renews it, with one conditional UPDATE:
     UPDATE operations_schedulerlease SET holder = me, expires_at = now() + lease
      WHERE id = 1 AND (holder = me OR expires_at < now())
 
-timed by the database's clock (`now()` is the statement's time in PostgreSQL), so the processes' own clocks never
-decide who holds it. The row changes only when the UPDATE matches, so at any moment at most one holder has a lease
+timed by the database's clock (Django's `Now()`: STATEMENT_TIMESTAMP() on PostgreSQL), so the processes' own clocks
+never decide who holds it. The row changes only when the UPDATE matches, so at any moment at most one holder has a lease
 that has not expired in the database's time.
 
 Each scheduler also keeps, on its own monotonic clock, the moment its lease is sure to be still valid: the time it
@@ -81,8 +81,8 @@ def try_acquire(holder: str, lease_s: float) -> bool:
 
 
 def release(holder: str) -> bool:
-    """Hand the lease back (it expires now) if `holder` holds it, so that a standby takes over at once."""
-    return SchedulerLease.objects.filter(id=SchedulerLease.ROW_ID, holder=holder).update(expires_at=Now()) == 1
+    """Hand the lease back (expired long ago) if `holder` holds it, so that a standby takes over at once."""
+    return SchedulerLease.objects.filter(id=SchedulerLease.ROW_ID, holder=holder).update(expires_at=_EPOCH) == 1
 
 
 class LeasedDatabaseScheduler(DatabaseScheduler):
