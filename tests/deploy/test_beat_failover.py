@@ -100,7 +100,8 @@ class Beats:
                 os.kill(pid, signal.SIGCONT)
                 os.kill(pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-        self.redis.delete(self.queue)
+        # The queue, and the exchange of the same name Kombu declared for it.
+        self.redis.delete(self.queue, f"_kombu.binding.{self.queue}", f"_kombu.binding_permanent.{self.queue}")
         with self.redis.pipeline() as pipe:  # what the beats sent of the real schedule (health cycles, ticks...)
             for name in settings.CELERY_QUEUE_NAMES:
                 pipe.delete(name)
