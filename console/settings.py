@@ -370,7 +370,12 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True  # a worker that dies mid-task leaves the message for another; tasks are idempotent
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's database scheduler, sending only while it holds the schedule lease: two or more beat processes
+# may run (docs/deploy-kubernetes.md, "Beat"), one of them sends. BEAT_LEASE_S is how long a lease lasts unrenewed:
+# the active beat renews it every third of that, and a standby takes over at most this long after the active one
+# stopped renewing (killed, frozen, cut off from the database).
+CELERY_BEAT_SCHEDULER = "apps.operations.beat:LeasedDatabaseScheduler"
+BEAT_LEASE_S = env_int("BEAT_LEASE_S", 15, minimum=2, maximum=600)
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Queues and routing (docs/configuration.md, "Celery queues and workers"). Periodic work is fanned out by beat

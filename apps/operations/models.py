@@ -97,3 +97,27 @@ class Operation(models.Model):
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
+
+
+class SchedulerLease(models.Model):
+    """The one row that Celery beat's schedulers hold in turn, so that only one of them sends (apps/operations/beat.py).
+
+    Two or more beat processes run for availability; the one whose `holder` is written here with an `expires_at`
+    still in the future is the active one. Taking and renewing it is one conditional UPDATE timed by the database's
+    clock, never the processes' own clocks (which may disagree).
+    """
+
+    ROW_ID = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=ROW_ID)
+    holder = models.CharField(max_length=200, blank=True, help_text="host:pid:nonce of the active scheduler")
+    expires_at = models.DateTimeField(help_text="The lease ends here unless renewed (database time)")
+    acquired_at = models.DateTimeField(null=True, blank=True, help_text="When the current holder took it")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="schedulerlease_one_row"),
+        ]
+
+    def __str__(self) -> str:
+        return f"beat lease: {self.holder or 'nobody'} until {self.expires_at:%Y-%m-%d %H:%M:%S}"

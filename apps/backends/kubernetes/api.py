@@ -68,7 +68,7 @@ def translate(exc: Exception, what: str, cluster: str) -> BackendError:
         elif code == 403:
             error = PermanentBackendError(
                 f"{where}: not allowed (403 Forbidden): {detail}; the console's account needs the ClusterRole in "
-                "deploy/kubernetes/rbac.yaml"
+                "deploy/kubernetes/base/rbac.yaml"
             )
         elif code == 404:
             error = NotFoundError(f"{where}: not found (404): {detail}")

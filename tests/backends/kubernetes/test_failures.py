@@ -41,7 +41,7 @@ def test_403_is_permanent_and_names_the_rbac_manifest(backend, fake, nodes):
     with pytest.raises(PermanentBackendError) as caught:
         backend.inventory()
     text = str(caught.value)
-    assert "403 Forbidden" in text and message in text and "deploy/kubernetes/rbac.yaml" in text
+    assert "403 Forbidden" in text and message in text and "deploy/kubernetes/base/rbac.yaml" in text
     assert "cluster k8s: list nodes" in text
 
 

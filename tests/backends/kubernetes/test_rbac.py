@@ -1,4 +1,4 @@
-"""deploy/kubernetes/rbac.yaml is valid, and grants every request the backend makes (and only those kinds)."""
+"""deploy/kubernetes/base/rbac.yaml is valid, and grants every request the backend makes (and only those kinds)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from apps.backends.render.validate import K8S_VERSIONS
 from tests.backends.kubernetes.scenario import run_everything
 
-RBAC = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes" / "rbac.yaml"
+RBAC = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes" / "base" / "rbac.yaml"
 DISCOVERY = {"/version", "/version/", "/api", "/apis"}
 
 
