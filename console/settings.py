@@ -449,8 +449,6 @@ OUTBOUND_ALLOWED_NETWORKS = env_networks("OUTBOUND_ALLOWED_NETWORKS", [])
 # A cluster's `secret_env` must name a variable starting with this, so no setting of the console (SECRET_KEY,
 # DATABASE_URL, ...) can be sent to a cluster as its token.
 SECRET_ENV_PREFIX = env_name_prefix("SECRET_ENV_PREFIX", "GPUC_SECRET_")
-# Every variable this file reads (the set fills as it runs): never a cluster's secret, whatever the prefix.
-SETTINGS_ENV_NAMES = ENV_READ
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1, maximum=1000)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
 API_MAX_JSON_DEPTH = env_int("API_MAX_JSON_DEPTH", 32, minimum=2, maximum=200)
@@ -487,3 +485,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
+
+# Every variable this file reads, as it was when the file ended (never a cluster's secret, whatever the prefix):
+# a copy, so that a later env_str() elsewhere (a test's made-up name) is not taken for a setting.
+SETTINGS_ENV_NAMES = frozenset(ENV_READ)
