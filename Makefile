@@ -30,8 +30,9 @@ demo: $(STAMP)
 # tests run against a real local Slurm cluster that scripts/with-slurm.sh starts (apt) and stops around pytest.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL    ?= redis://127.0.0.1:6379/15
-# Every run lists its slowest tests: CI must stay under 30 minutes, and this is where the time goes.
-PYTEST_ARGS       ?= --durations=25
+# Two processes (pytest-xdist; the machines have two cores); `PYTEST_ARGS=-n 0` runs the suite in one. Every
+# run lists its slowest tests: CI must stay under 30 minutes, and this is where the time goes.
+PYTEST_ARGS       ?= -n 2 --dist loadgroup --durations=25
 
 test: $(STAMP)
 	scripts/test-services.sh

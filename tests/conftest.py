@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -12,8 +14,44 @@ from tests.oidc_provider import oidc_provider  # noqa: F401  (a session fixture:
 from tests.slurm_cluster import local_slurm  # noqa: F401  (a session fixture for every Slurm test)
 from tests.utils.personas import Personas, build_personas
 
+# Session fixtures for one shared outside service: under pytest-xdist (`make test` runs two processes), every
+# test that uses one runs in the same process (an xdist group), as the whole suite did before. Two processes
+# would each start the service, and each one's clean slate (the Slurm cluster's `scancel`) would end the
+# other's jobs.
+SHARED_ONCE = {"local_slurm": "slurm", "oidc_provider": "oidc"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook names items by group)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, group in SHARED_ONCE.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
+def _broker_of_this_worker() -> None:
+    """Under pytest-xdist each process gets a Redis database of its own (gw0: the given one minus 1, gw1: minus
+    2, ...), so one process's live Celery worker never takes the other's tasks and a purge never drops them."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    if not worker.startswith("gw") or not url.startswith("redis://"):
+        return
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) - 1 - int(worker[2:])
+    if database < 0:
+        raise pytest.UsageError(f"CELERY_BROKER_URL={url}: too low a Redis database for xdist worker {worker}")
+    url = parts._replace(path=f"/{database}").geturl()
+    os.environ["CELERY_BROKER_URL"] = url  # for the subprocesses tests start
+    settings.CELERY_BROKER_URL = url
+    from console.celery import app
+
+    app.conf.update(CELERY_BROKER_URL=url)
+    assert app.conf.broker_url == url
+
 
 def pytest_configure(config):
+    _broker_of_this_worker()
     engine = settings.DATABASES["default"]["ENGINE"]
     if engine != "apps.core.postgresql":
         raise pytest.UsageError(
@@ -61,13 +99,28 @@ def _reference_data(request):
     transactional = (marker is not None and marker.kwargs.get("transaction")) or bool(
         {"transactional_db", "live_server"} & set(request.fixturenames)
     )
-    if not transactional:
-        return
+    if transactional:
+        request.getfixturevalue("transactional_db")
+        _seed_reference_data()
+    elif marker is not None or "db" in request.fixturenames:
+        # Under pytest-xdist a process may run a transactional test (whose flush empties every table) before
+        # this one: put the rows back if they are gone. In one process, pytest-django orders these tests first.
+        with request.getfixturevalue("django_db_blocker").unblock():
+            seed_reference_data_if_gone()
+
+
+def seed_reference_data_if_gone() -> None:
+    from apps.fleet.models import GpuModel
+
+    if not GpuModel.objects.exists():
+        _seed_reference_data()
+
+
+def _seed_reference_data() -> None:
     from importlib import import_module
 
     from django.apps import apps
 
-    request.getfixturevalue("transactional_db")
     import_module("apps.fleet.migrations.0002_gpu_catalog").seed(apps, None)
     import_module("apps.tenancy.migrations.0003_priority_tiers").seed(apps, None)
 

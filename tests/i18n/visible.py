@@ -69,7 +69,7 @@ class Data:
     def __init__(self, values: set[str]):
         values = {v for v in values if len(v) >= 2}
         alternatives = "|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)) or "(?!)"
-        self.pattern = re.compile(rf"(?<![A-Za-z0-9_-])(?:{alternatives})(?![A-Za-z0-9_-])")
+        self.pattern = re.compile(rf"(?<![A-Za-z0-9_:-])(?:{alternatives})(?![A-Za-z0-9_-])")
         self.sorted = sorted(values)
 
     def is_shortened(self, piece: str) -> bool:

@@ -6,7 +6,7 @@ import pytest
 from django.db import transaction
 from django.test import Client
 
-from tests.conftest import set_celery_eager
+from tests.conftest import seed_reference_data_if_gone, set_celery_eager
 from tests.routes.matrix import fingerprint
 from tests.routes.world import World, build_world, login_sessions
 
@@ -17,6 +17,7 @@ def world(django_db_setup, django_db_blocker) -> World:
         set_celery_eager(True)
         try:
             with transaction.atomic():
+                seed_reference_data_if_gone()  # a transactional test of this process may have flushed them
                 built = build_world()
                 login_sessions(built, Client)
                 built.fingerprint = fingerprint()
