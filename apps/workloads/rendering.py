@@ -70,7 +70,7 @@ def render_context(workload: Workload, tables: RenderTables | None = None) -> Wo
 
 
 def _needs_pools(workload: Workload) -> bool:
-    """Only a shared GPU (time-slice, MIG, HAMi) depends on the cluster's pools, and only on real Kubernetes
+    """Only a shared GPU (time-slice, MPS, MIG, HAMi) depends on the cluster's pools, and only on real Kubernetes
     clusters: whole GPUs skip reading the cluster's nodes."""
     sharing = (workload.spec or {}).get("sharing") or {}
     shared = isinstance(sharing, dict) and sharing.get("mode", "whole") != "whole"

@@ -204,7 +204,8 @@ def test_drift_names_a_volcano_pool_queue_whose_model_has_no_nodes(db, fake):
 
 def test_the_inventory_gives_the_pools_and_the_cpu_and_memory_per_gpu(db, fake):
     """After an inventory sync the quota objects follow the nodes: a time-sliced pool (GFD's -SHARED product,
-    replica count and sharing strategy) gets its own flavor, and cpu and memory come with each GPU as the nodes have them."""
+    replica count and sharing strategy) gets its own flavor, and cpu and memory come with each GPU as the nodes
+    have them."""
     from apps.fleet.services import sync_inventory
 
     cluster, backend = setup(fake)  # gpu-01: 4 H100, 128 cores, 2113536 Mi allocatable
