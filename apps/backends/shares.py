@@ -5,13 +5,15 @@
   (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/: a GPU has 7 compute slices)
 - HAMi vGPU: the larger of its memory share and its compute share (gpucores is a percentage of the GPU)
   (https://github.com/Project-HAMi/HAMi: nvidia.com/gpumem in MiB, nvidia.com/gpucores in percent)
-- time-slicing: 1 / replicas the node pool advertises per GPU
-  (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html)
+- time-slicing and MPS (the REPLICATED modes): 1 / replicas the node pool advertises per GPU
+  (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html, and for MPS
+  .../gpu-sharing-mps.html: each replica gets an equal fraction of the GPU's memory and compute); on Slurm
+  the same replica is gres/mps of 100 / replicas of a GPU's 100 (https://slurm.schedmd.com/gres.html#MPS_Management)
 
 Quota counts shares as whole numbers of `SHARE_UNITS`-ths of a GPU. Integers add up exactly in SQL (a queue's
 use is a SUM under the admission lock) and fast in the admission engine; 1/7 has no exact decimal, and
 Fractions would make every decision several times slower. SHARE_UNITS = 2^10 x 3^2 x 5^2 x 7 x 11 x 13, so every
-MIG share (k/7), every HAMi core percentage, HAMi memory in 1/1024ths of a GPU, and time-slice replicas 2-16,
+MIG share (k/7), every HAMi core percentage, HAMi memory in 1/1024ths of a GPU, and time-slice or MPS replicas 2-16,
 18, 20, 22, 24, 25, 26, 28, 30, 32, 33, 35, 36, 39, 40, ... 64 are exact. Anything else (17 replicas, 10,000
 MiB of an 81,920 MiB GPU) is rounded up to the next unit, by less than 5e-9 GPU: never under-counted. The
 chargeback meters the same share (apps/chargeback/fractions.py). A bigint holds 4e10 GPUs of units.
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+
+from apps.backends.types import REPLICATED, Sharing
 
 MIG_COMPUTE_SLICES = 7
 SHARE_UNITS = 2**10 * 3**2 * 5**2 * 7 * 11 * 13  # 230,630,400 units per GPU
@@ -64,7 +68,8 @@ def hami_share(memory_mib: int, gpumem_mib: int | None, gpucores: int | None) ->
     return on_grid(min(max(memory, cores), Fraction(1)))
 
 
-def time_slice_share(replicas: int | None) -> Fraction:
+def replica_share(replicas: int | None) -> Fraction:
+    """One replica of a GPU split into `replicas` (time-slicing or MPS): 1/replicas."""
     return on_grid(Fraction(1, int(replicas))) if replicas else Fraction(1)
 
 
@@ -72,13 +77,13 @@ def worker_share(
     sharing: dict | None, gpus_per_worker: int | float, mig_profiles: list | None, memory_mib: int | None
 ) -> Fraction:
     """GPUs one worker holds under a spec's `sharing` (its to_dict form) on a model with these catalog values."""
-    mode = (sharing or {}).get("mode", "whole")
-    if mode == "mig":
+    mode = (sharing or {}).get("mode", Sharing.WHOLE)
+    if mode == Sharing.MIG:
         return mig_share(mig_profiles or [], sharing.get("mig_profile", ""))
-    if mode == "hami":
+    if mode == Sharing.HAMI:
         return hami_share(int(memory_mib or 0), sharing.get("gpumem_mib"), sharing.get("gpucores"))
-    if mode == "time-slice":
-        return time_slice_share(sharing.get("replicas"))
+    if mode in REPLICATED:
+        return replica_share(sharing.get("replicas"))
     return Fraction(gpus_per_worker).limit_denominator(1000)
 
 

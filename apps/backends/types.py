@@ -65,6 +65,14 @@ class Sharing(StrEnum):
     MIG = "mig"
     TIME_SLICE = "time-slice"
     HAMI = "hami"
+    MPS = "mps"  # CUDA Multi-Process Service: the NVIDIA device plugin's sharing.mps, Slurm's gres/mps
+
+
+# The modes that split a GPU into `replicas` equal replicas (the device plugin's sharing.timeSlicing and
+# sharing.mps: https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus): one replica is 1/replicas of a
+# GPU in quota and chargeback. Time-slicing shares the GPU's memory and turns; MPS runs the replicas at once in
+# one MPS server, each capped at 1/replicas of the GPU's memory and compute.
+REPLICATED = frozenset({Sharing.TIME_SLICE, Sharing.MPS})
 
 
 class Topology(StrEnum):
@@ -156,7 +164,7 @@ class WorkloadSpec:
     gpus_per_worker: int = 1
     sharing: Sharing = Sharing.WHOLE
     mig_profile: str = ""  # with Sharing.MIG, e.g. "3g.40gb"
-    gpu_fraction: float = 1.0  # with TIME_SLICE / HAMI: the share of one GPU per worker
+    gpu_fraction: float = 1.0  # with TIME_SLICE / MPS / HAMI: the share of one GPU per worker
     gang_min: int | None = None  # workers that must start together; None: all
     topology: Topology = Topology.ANY
     # How long the work takes when nothing stops it (the simulator runs it that long; None: drawn from the seed).

@@ -2,10 +2,10 @@
 
 A second simulated cluster ("sim-history") starts its clock at the start of last month. Work is
 submitted to it day by day (training on H100 and A100, MIG evaluations, time-sliced and tiny HAMi
-notebooks that sit idle), the clock advances a day at a time and the usage is metered through the
-same `usage_since` path as any cluster. Mid-month a node is drained for a GPU fault and the evicted
-runs are credited. Once the month is metered to its end, the period is closed: its statements (and
-their CSV) are on the Statements page, the charts on the Chargeback page.
+notebooks that sit idle, evaluations sharing L40S GPUs through MPS), the clock advances a day at a time
+and the usage is metered through the same `usage_since` path as any cluster. Mid-month a node is drained
+for a GPU fault and the evicted runs are credited. Once the month is metered to its end, the period is
+closed: its statements (and their CSV) are on the Statements page, the charts on the Chargeback page.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ DAILY_WORK = [
     ("acme-vision", "train", "a100", 1, 8, "whole", 1.0, "", 6, 2),
     ("acme-vision", "train", "a100", 3, 1, "mig", 1 / 7, "1g.10gb", 4, 2),
     ("lab-rl", "default", "l40s", 2, 1, "time-slice", 0.25, "", 8, 3),
+    ("lab-rl", "default", "l40s", 4, 1, "mps", 0.25, "", 3, 2),  # policy evaluations as MPS clients
     ("lab-rl", "default", "h100", 1, 1, "hami", 0.01, "", 20, 3),  # notebooks left open: idle waste
     ("lab-rl", "default", "a100", 1, 4, "whole", 1.0, "", 5, 1),
 ]

@@ -2,7 +2,7 @@
 
 The share itself is defined once, in apps/backends/shares.py, for quota, admission and chargeback alike:
 whole GPUs, a MIG profile's compute slices of 7, HAMi's larger of memory and compute share, 1/replicas for
-time-slicing. OpenCost bills a HAMi pod with gpucores 25 as a whole GPU and Kubecost does not know MIG; here
+time-slicing and MPS. OpenCost bills a HAMi pod with gpucores 25 as a whole GPU and Kubecost does not know MIG; here
 the workload's own spec decides. Fractions stay exact until a record is stored (9 decimal places).
 """
 
@@ -12,7 +12,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 
 from apps.backends import shares
-from apps.backends.shares import MIG_COMPUTE_SLICES, UnknownProfile, hami_share, mig_share, time_slice_share
+from apps.backends.shares import MIG_COMPUTE_SLICES, UnknownProfile, hami_share, mig_share, replica_share
 
 __all__ = [
     "MIG_COMPUTE_SLICES",
@@ -21,7 +21,7 @@ __all__ = [
     "hami_share",
     "held_gpus",
     "mig_share",
-    "time_slice_share",
+    "replica_share",
     "to_decimal",
     "worker_share",
 ]

@@ -233,6 +233,24 @@ DEMO_WORKLOADS = [
             "max_runtime_s": 4 * 3600,
         },
     ),
+    # Policy evaluations as MPS clients: four replicas of 1/4 of one L40S each, one GPU of quota in all, run at once
+    # under one MPS server (the simulator runs the GPU in exclusive-process mode; its exporter shows no pod on it).
+    (
+        "carol",
+        "training",
+        {
+            **_TRAIN,
+            "name": "rl-eval-mps",
+            "tenant": "lab-rl",
+            "queue": "default",
+            "tier": "exploratory",
+            "workers": 4,
+            "gpus_per_worker": 1,
+            "gpu_model": "l40s",
+            "sharing": {"mode": "mps", "replicas": 4},
+            "max_runtime_s": 2 * 3600,
+        },
+    ),
     (
         "bob",
         "training",

@@ -95,7 +95,7 @@ def _topology_levels(workload: Workload) -> tuple[str, ...] | None:
 
 
 def _needs_pools(workload: Workload) -> bool:
-    """Only a shared GPU (time-slice, MIG, HAMi) depends on the cluster's pools, and only on real Kubernetes
+    """Only a shared GPU (time-slice, MPS, MIG, HAMi) depends on the cluster's pools, and only on real Kubernetes
     clusters: whole GPUs skip reading the cluster's nodes."""
     sharing = (workload.spec or {}).get("sharing") or {}
     shared = isinstance(sharing, dict) and sharing.get("mode", "whole") != "whole"

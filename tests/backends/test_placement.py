@@ -1,4 +1,4 @@
-"""Placement through the simulator backend: gang, topology, MIG, time-slicing, models, taints, priority."""
+"""Placement through the simulator backend: gang, topology, MIG, time-slicing, MPS, models, taints, priority."""
 
 from __future__ import annotations
 
@@ -138,6 +138,36 @@ def test_time_slice_fractions_add_up_to_one_gpu():
     assert gpus[1].allocated_fraction == pytest.approx(0.2)
     with pytest.raises(PermanentBackendError, match="gpu_fraction"):
         backend.submit(spec("bad", sharing=Sharing.TIME_SLICE, gpu_fraction=1.5))
+
+
+def test_mps_replicas_share_a_gpu_of_their_own_split_only():
+    """An MPS GPU runs one MPS server (exclusive-process compute mode) split into equal replicas: replicas of its
+    split fill it; a replica of another split, time-sliced work or a whole GPU go elsewhere."""
+    _, backend = make_cluster("mps", nodes=1, gpus=3, models={"l40s": 1.0})
+    result = backend.submit(spec("quarters", workers=3, sharing=Sharing.MPS, gpu_fraction=0.25))
+    assert result.state == RUNNING
+    assert {tuple(p.gpu_indexes) for p in status(backend, "quarters").placements} == {(0,)}
+    backend.submit(spec("half", sharing=Sharing.MPS, gpu_fraction=0.5))
+    assert status(backend, "half").placements[0].gpu_indexes == [1], "GPU 0's replicas are quarters"
+    backend.submit(spec("sliced", sharing=Sharing.TIME_SLICE, gpu_fraction=0.25))
+    assert status(backend, "sliced").placements[0].gpu_indexes == [2], "no time-slice on an MPS GPU"
+    backend.submit(spec("fourth", sharing=Sharing.MPS, gpu_fraction=0.25))
+    assert status(backend, "fourth").placements[0].gpu_indexes == [0]
+    blocked = backend.submit(spec("more", workers=2, sharing=Sharing.MPS, gpu_fraction=0.25))
+    assert blocked.state == PENDING
+    assert blocked.reason == "needs 2 × MPS replica (1/4) of one any model GPU; largest fit is 0"
+    gpus = backend.inventory().nodes[0].gpus
+    assert gpus[0].allocated_fraction == pytest.approx(1.0) and sorted(gpus[0].allocated_to) == ["fourth", "quarters"]
+    backend.cancel("fourth")
+    assert backend.submit(spec("again", sharing=Sharing.MPS, gpu_fraction=0.25)).state == RUNNING
+
+
+def test_an_mps_gpu_is_free_for_any_mode_once_its_last_replica_leaves():
+    _, backend = make_cluster("mps", nodes=1, gpus=1, models={"l40s": 1.0})
+    backend.submit(spec("replica", sharing=Sharing.MPS, gpu_fraction=0.5))
+    assert backend.submit(spec("whole", gpus_per_worker=1)).state == PENDING
+    backend.cancel("replica")
+    assert status(backend, "whole").state == RUNNING
 
 
 def test_gpu_model_constraint():

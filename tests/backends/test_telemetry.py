@@ -141,6 +141,18 @@ def test_fractional_load_shows_partial_use():
     assert samples(text)[("DCGM_FI_DEV_GPU_UTIL", "0")][0]["pod"] == "slice-0"
 
 
+def test_an_mps_gpu_shows_its_load_but_no_pod():
+    """DCGM-Exporter cannot associate metrics with containers on a GPU the device plugin shares with MPS
+    (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing-mps.html#limitations)."""
+    cluster, backend = make_cluster("mps-tele", nodes=1, models={"l40s": 1.0})
+    backend.submit(spec("replicas", workers=2, sharing=Sharing.MPS, gpu_fraction=0.25))
+    backend.submit(spec("sliced", sharing=Sharing.TIME_SLICE, gpu_fraction=0.5))
+    text = scrape_text(cluster, "gpu-0001")
+    assert 40 <= value(text, "DCGM_FI_DEV_GPU_UTIL", 0) <= 50  # two quarters of GPU 0
+    assert "pod" not in samples(text)[("DCGM_FI_DEV_GPU_UTIL", "0")][0]
+    assert samples(text)[("DCGM_FI_DEV_GPU_UTIL", "1")][0]["pod"] == "sliced-0"
+
+
 def test_load_ends_when_the_workload_does(busy):
     cluster, backend = busy
     backend.advance(3600)

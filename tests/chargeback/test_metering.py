@@ -11,7 +11,7 @@ from django.db.models import Sum
 
 from apps.backends.models import SimAllocation
 from apps.chargeback import services as chargeback
-from apps.chargeback.fractions import exact_seconds, hami_share, mig_share, time_slice_share, worker_share
+from apps.chargeback.fractions import exact_seconds, hami_share, mig_share, replica_share, worker_share
 from apps.chargeback.metering import meter_cluster
 from apps.chargeback.models import MeterWatermark, Period, UsageDay, UsageRecord
 from apps.chargeback.periods import month_start
@@ -98,7 +98,7 @@ def test_fraction_rules():
     # HAMi: the larger of memory share and core share (OpenCost bills gpucores 25 as a whole GPU).
     assert hami_share(81920, 20480, 10) == Fraction(1, 4)
     assert hami_share(81920, 8192, 30) == Fraction(3, 10)
-    assert time_slice_share(4) == Fraction(1, 4)
+    assert replica_share(4) == Fraction(1, 4)
 
     class Model:
         memory_mib = 81920
@@ -106,10 +106,11 @@ def test_fraction_rules():
 
     assert worker_share({"mode": "hami", "gpumem_mib": 40960, "gpucores": 25}, 1, Model) == Fraction(1, 2)
     assert worker_share({"mode": "time-slice", "replicas": 3}, 1, Model) == Fraction(1, 3)
+    assert worker_share({"mode": "mps", "replicas": 3}, 1, Model) == Fraction(1, 3)  # one notion of a replica
     assert worker_share({"mode": "whole"}, 4, Model) == 4
 
 
-def test_time_slice_and_hami_workloads_meter_their_fraction(fleet, personas, django_capture_on_commit_callbacks):
+def test_time_slice_mps_and_hami_workloads_meter_their_fraction(fleet, personas, django_capture_on_commit_callbacks):
     cluster = fleet["cluster"]
     sliced = run(
         personas.tenant_admin_a,
@@ -118,6 +119,14 @@ def test_time_slice_and_hami_workloads_meter_their_fraction(fleet, personas, dja
         workers=2,
         gpus_per_worker=1,
         sharing={"mode": "time-slice", "replicas": 4},
+    )
+    mps = run(
+        personas.tenant_admin_a,
+        django_capture_on_commit_callbacks,
+        name="mps-eval",
+        workers=3,
+        gpus_per_worker=1,
+        sharing={"mode": "mps", "replicas": 4},
     )
     hami = run(
         personas.tenant_admin_a,
@@ -130,6 +139,7 @@ def test_time_slice_and_hami_workloads_meter_their_fraction(fleet, personas, dja
     advance(cluster, 600)
     meter_cluster(cluster.pk)
     assert {r.gpus for r in UsageRecord.objects.filter(workload=sliced)} == {Decimal("0.5")}
+    assert {r.gpus for r in UsageRecord.objects.filter(workload=mps)} == {Decimal("0.75")}
     assert {r.gpus for r in UsageRecord.objects.filter(workload=hami)} == {
         Decimal("0.3")
     }  # cores 30 % > memory 20480 / 81559 MiB

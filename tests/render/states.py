@@ -29,7 +29,8 @@ def gpu_node(name: str, product: str, gpus: int, cores: int, memory_gib: int, **
 
 
 # The modelled cluster: H100 nodes; A100 nodes with MIG (the device plugin's mixed strategy) and a HAMi one;
-# L40S nodes whole and time-sliced (4 replicas per GPU, GFD's "-SHARED" product label).
+# L40S nodes whole, time-sliced and shared with MPS (4 replicas per GPU, GFD's "-SHARED" product label: the two
+# shared nodes differ only in nvidia.com/gpu.sharing-strategy).
 NODES = (
     gpu_node("h100-01", "NVIDIA-H100-80GB-HBM3", 8, 192, 1536),
     gpu_node("h100-02", "NVIDIA-H100-80GB-HBM3", 8, 192, 1536),
@@ -55,6 +56,14 @@ NODES = (
         64,
         512,
         **{"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"},
+    ),
+    gpu_node(
+        "l40s-mps-01",
+        "NVIDIA-L40S-SHARED",
+        4,
+        64,
+        512,
+        **{"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "mps"},
     ),
 )
 SETTINGS = QuotaSettings(hami_node_labels=(("gpu", "on"),))

@@ -106,7 +106,22 @@ def test_resource_flavor_per_gpu_pool(kueue):
         ("a100", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}),
         ("a100-hami", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "gpu": "on"}),
         ("l40s", {"nvidia.com/gpu.product": "NVIDIA-L40S"}),
-        ("l40s-shared-4", {"nvidia.com/gpu.product": "NVIDIA-L40S-SHARED", "nvidia.com/gpu.replicas": "4"}),
+        (
+            "l40s-shared-4",
+            {
+                "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED",
+                "nvidia.com/gpu.replicas": "4",
+                "nvidia.com/gpu.sharing-strategy": "time-slicing",
+            },
+        ),
+        (
+            "l40s-mps-4",
+            {
+                "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED",
+                "nvidia.com/gpu.replicas": "4",
+                "nvidia.com/gpu.sharing-strategy": "mps",
+            },
+        ),
     ]
 
 
@@ -240,12 +255,17 @@ def test_volcano_queue_tree_has_a_subtree_per_gpu_pool(volcano):
         "nlp-finetune-h100": "nlp-h100",
         "vision-train-h100": "vision-h100",
     }  # vision-3d and nerf have no H100 quota: no queue in the H100 subtree
-    assert {n for n, p in parents.items() if p == "root"} == {"h100", "a100", "l40s", "l40s-shared-4"}
+    assert {n for n, p in parents.items() if p == "root"} == {"h100", "a100", "l40s", "l40s-shared-4", "l40s-mps-4"}
     assert parents["nerf-exp-l40s-shared-4"] == "nerf-l40s-shared-4"
     names = [o["metadata"]["name"] for o in volcano if o["kind"] == "Queue"]
     assert all(names.index(parent) < names.index(child) for child, parent in parents.items() if parent != "root")
     assert find(volcano, "Queue", "l40s-shared-4")["metadata"]["annotations"] == {
-        "gpu-console/node-selector": "nvidia.com/gpu.product=NVIDIA-L40S-SHARED,nvidia.com/gpu.replicas=4"
+        "gpu-console/node-selector": "nvidia.com/gpu.product=NVIDIA-L40S-SHARED,nvidia.com/gpu.replicas=4,"
+        "nvidia.com/gpu.sharing-strategy=time-slicing"
+    }
+    assert find(volcano, "Queue", "l40s-mps-4")["metadata"]["annotations"] == {
+        "gpu-console/node-selector": "nvidia.com/gpu.product=NVIDIA-L40S-SHARED,nvidia.com/gpu.replicas=4,"
+        "nvidia.com/gpu.sharing-strategy=mps"
     }
 
 

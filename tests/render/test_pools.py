@@ -25,7 +25,7 @@ from apps.backends.render.validate import validate_objects
 from apps.backends.render.workload import RenderContext
 from apps.backends.render.workload import render_kubernetes as render_workload
 from apps.workloads.specs import parse_spec
-from tests.render.states import GPU_MODELS, NODES, QUEUES, representative_state, with_queues
+from tests.render.states import GPU_MODELS, NODES, QUEUES, gpu_node, representative_state, with_queues
 
 CATALOG = catalog_by_code()
 PRODUCT = {m.code: m.product_label for m in GPU_MODELS}
@@ -98,8 +98,9 @@ def nodes_matching(selector: dict) -> list[str]:
         (workload("a100", {"mode": "mig", "mig_profile": "1g.10gb"}), "a100", ["a100-01", "a100-02", "a100-hami-01"]),
         (workload("a100", {"mode": "hami", "gpumem_mib": 20480, "gpucores": 30}), "a100-hami", ["a100-hami-01"]),
         (workload("l40s", {"mode": "time-slice", "replicas": 4}), "l40s-shared-4", ["l40s-ts-01"]),
+        (workload("l40s", {"mode": "mps", "replicas": 4}), "l40s-mps-4", ["l40s-mps-01"]),
     ],
-    ids=["whole", "mig", "hami", "time-slice"],
+    ids=["whole", "mig", "hami", "time-slice", "mps"],
 )
 def test_each_sharing_mode_fits_exactly_its_pools_flavor_and_lands_on_its_nodes(data, pool, nodes):
     state = with_queues(
@@ -217,11 +218,19 @@ def test_hami_flavor_counts_vgpus_memory_and_cores():
     assert amounts["nvidia.com/mig-1g.10gb"] == 0
 
 
-def test_time_sliced_flavor_counts_replicas():
+@pytest.mark.parametrize("pool", ["l40s-shared-4", "l40s-mps-4"])
+def test_time_sliced_and_mps_flavors_count_replicas(pool):
     cq = objects_of(representative_state(), "ClusterQueue")["serving-online"]
-    shared = next(f for f in cq["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "l40s-shared-4")
+    shared = next(f for f in cq["spec"]["resourceGroups"][0]["flavors"] if f["name"] == pool)
     gpu = next(r for r in shared["resources"] if r["name"] == "nvidia.com/gpu")
     assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": 64, "borrowingLimit": 0, "lendingLimit": 32}
+
+
+def test_a_shared_node_without_the_strategy_label_is_in_no_pool():
+    """Pods select nvidia.com/gpu.sharing-strategy: a node without it (a device plugin before MPS) runs none."""
+    unlabelled = gpu_node("l40s-old-01", "NVIDIA-L40S-SHARED", 4, 64, 512, **{"nvidia.com/gpu.replicas": "2"})
+    state = replace(representative_state(), nodes=(*NODES, unlabelled))
+    assert not any(name.endswith("-2") for name in objects_of(state, "ResourceFlavor"))
 
 
 def test_pools_without_nodes_are_not_invented():
@@ -248,8 +257,9 @@ def test_a_pool_flavor_may_not_take_another_models_name():
         (workload("h100"), "vision-train-h100", "h100"),
         (workload("a100", {"mode": "mig", "mig_profile": "1g.10gb"}), "vision-train-a100", "a100"),
         (workload("l40s", {"mode": "time-slice", "replicas": 4}), "vision-train-l40s-shared-4", "l40s-shared-4"),
+        (workload("l40s", {"mode": "mps", "replicas": 4}), "vision-train-l40s-mps-4", "l40s-mps-4"),
     ],
-    ids=["whole", "mig", "time-slice"],
+    ids=["whole", "mig", "time-slice", "mps"],
 )
 def test_volcano_workloads_name_a_leaf_of_their_pool_that_quotas_what_they_request(data, leaf, pool):
     state = with_queues(

@@ -7,7 +7,15 @@ are under org 10, queue 3 under org 20; clusters 100 (sim-a) and 200 (sim-b).
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
-from apps.backends.shares import SHARE_UNITS, format_share, hami_share, mig_share, time_slice_share, to_units
+from apps.backends.shares import (
+    SHARE_UNITS,
+    format_share,
+    hami_share,
+    mig_share,
+    replica_share,
+    to_units,
+    worker_share,
+)
 from apps.tenancy.admission import (
     POOL,
     UNLIMITED,
@@ -65,14 +73,18 @@ def test_one_definition_of_the_share_per_mode_exact_on_the_grid():
     assert mig_share(profiles, "1g.10gb") == Fraction(1, 7) and mig_share(profiles, "3g.40gb") == Fraction(3, 7)
     assert hami_share(81920, 20480, 10) == Fraction(1, 4)  # memory wins
     assert hami_share(81920, 8192, 30) == Fraction(3, 10)  # cores win
-    assert time_slice_share(8) == Fraction(1, 8) and time_slice_share(3) == Fraction(1, 3)
+    assert replica_share(8) == Fraction(1, 8) and replica_share(3) == Fraction(1, 3)
     # Seven 1/7 slices are exactly one GPU of quota, in integers.
     assert 7 * to_units(Fraction(1, 7)) == SHARE_UNITS
     # A share the grid cannot hold exactly is rounded up, never under-counted, by less than one unit.
     assert hami_share(81920, 10000, 1) == Fraction(10000, 81920)  # 125/1024: on the grid
     odd = hami_share(81920, 10001, 1)
     assert Fraction(10001, 81920) < odd < Fraction(10001, 81920) + Fraction(1, SHARE_UNITS)
-    assert time_slice_share(17) > Fraction(1, 17)
+    assert replica_share(17) > Fraction(1, 17)
+    # Time-slicing and MPS share one notion of a replica: 1/replicas of a GPU, for every count MPS allows.
+    for n in range(2, 49):
+        assert worker_share({"mode": "mps", "replicas": n}, 1, None, None) == replica_share(n)
+        assert worker_share({"mode": "time-slice", "replicas": n}, 1, None, None) == replica_share(n)
 
 
 def test_shares_read_as_fractions():

@@ -47,6 +47,27 @@ def test_a_one_seventh_mig_job_takes_one_seventh_of_a_gpu_of_quota(
     assert 'data-testid="workload-gpus">1/7 × ' in workload_page
 
 
+def test_an_mps_job_counts_its_replicas_share_and_runs_them_on_one_mps_gpu(
+    fleet, personas, django_capture_on_commit_callbacks
+):
+    """Issue 24 item 5: an MPS replica is 1/replicas of a GPU in quota and chargeback, as a time-slice replica is;
+    the simulator runs the job's replicas as clients of one GPU's MPS server."""
+    from apps.backends.simulator.models import SimAllocation
+
+    sharing = {"mode": "mps", "replicas": 4}
+    mps = submit(
+        personas, django_capture_on_commit_callbacks, name="eval", gpus_per_worker=1, workers=3, sharing=sharing
+    )
+    assert mps.admission.gpus == Fraction(3, 4) and mps.admission.gpu_units == 3 * SHARE_UNITS // 4
+    assert 3 * worker_share(mps.spec["sharing"], 1, fleet["h100"]) == mps.admission.gpus
+    assert worker_share(mps.spec["sharing"], 1, fleet["h100"]) == worker_share(
+        {"mode": "time-slice", "replicas": 4}, 1, fleet["h100"]
+    )
+    held = SimAllocation.objects.filter(workload__name=mps.backend_name, ended_at__isnull=True)
+    assert sorted((a.worker, a.mode, a.share) for a in held) == [(0, "mps", 0.25), (1, "mps", 0.25), (2, "mps", 0.25)]
+    assert len({(a.node, tuple(a.gpu_indexes)) for a in held}) == 1
+
+
 def test_a_spec_may_name_one_of_its_queues_clusters(fleet, personas, api):
     client = api(fresh(personas.member_a))
     response = client.post(

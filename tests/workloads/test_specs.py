@@ -250,7 +250,7 @@ TRAINING_CASES = [
     ({"gang_min": 5}, "gang_min", "at most the 4 workers"),
     ({"gang_min": 0}, "gang_min", "between 1 and"),
     ({"sharing": 5}, "sharing", "must be a JSON object, not an integer"),
-    ({"sharing": {"mode": "mps"}}, "sharing.mode", "'mps' is not one of whole, mig, time-slice, hami"),
+    ({"sharing": {"mode": "vgpu"}}, "sharing.mode", "'vgpu' is not one of whole, mig, time-slice, hami, mps"),
     ({"sharing": {"mode": "whole", "colour": 1}}, "sharing.colour", "unknown field"),
     ({"sharing": "mig", "gpus_per_worker": 1}, "sharing.mig_profile", "required with MIG"),
     ({"sharing": {"mode": "mig", "mig_profile": "9g.99gb"}, "gpus_per_worker": 1}, "sharing.mig_profile", "profiles"),
@@ -267,12 +267,20 @@ TRAINING_CASES = [
     (
         {"sharing": {"mode": "mig", "mig_profile": "1g.10gb", "replicas": 4}, "gpus_per_worker": 1},
         "sharing.replicas",
-        "applies to time-slice sharing, not 'mig'",
+        "applies to time-slice or MPS sharing, not 'mig'",
     ),
     ({"sharing": {"mode": "whole", "gpucores": 50}}, "sharing.gpucores", "applies to HAMi sharing"),
     ({"sharing": {"mode": "mig", "mig_profile": "1g.10gb"}}, "gpus_per_worker", "gpus_per_worker must be 1"),
     ({"sharing": "time-slice", "gpus_per_worker": 1}, "sharing.replicas", "required with time-slice"),
     ({"sharing": {"mode": "time-slice", "replicas": 1}, "gpus_per_worker": 1}, "sharing.replicas", "between 2 and 64"),
+    ({"sharing": "mps", "gpus_per_worker": 1}, "sharing.replicas", "required with MPS sharing"),
+    (
+        {"sharing": {"mode": "mps", "replicas": 49}, "gpus_per_worker": 1},
+        "sharing.replicas",
+        "MPS serves at most 48 clients per GPU: 49 replicas cannot be configured",
+    ),
+    ({"sharing": {"mode": "mps", "replicas": 4, "gpucores": 25}, "gpus_per_worker": 1}, "sharing.gpucores", "HAMi"),
+    ({"sharing": {"mode": "mps", "replicas": 4}}, "gpus_per_worker", "gpus_per_worker must be 1"),
     ({"sharing": {"mode": "hami", "gpucores": 30}, "gpus_per_worker": 1}, "sharing.gpumem_mib", "required with HAMi"),
     ({"sharing": {"mode": "hami", "gpumem_mib": 1024}, "gpus_per_worker": 1}, "sharing.gpucores", "required with HAMi"),
     (
@@ -294,6 +302,11 @@ TRAINING_CASES = [
         {"sharing": {"mode": "time-slice", "replicas": 4}, "gpus_per_worker": 1, "workers": 33, "topology": "node"},
         "topology",
         "at most 32 time-slice workers",
+    ),
+    (
+        {"sharing": {"mode": "mps", "replicas": 2}, "gpus_per_worker": 1, "workers": 17, "topology": "node"},
+        "topology",
+        "at most 16 mps workers",
     ),
     (
         {
@@ -468,6 +481,8 @@ def test_training_defaults_and_gpu_counts():
         ({"mode": "mig", "mig_profile": "1g.10gb"}, 1 / 7),
         ({"mode": "mig", "mig_profile": "3g.40gb"}, 3 / 7),
         ({"mode": "time-slice", "replicas": 4}, 0.25),
+        ({"mode": "mps", "replicas": 4}, 0.25),
+        ({"mode": "mps", "replicas": 3}, 1 / 3),
         ({"mode": "hami", "gpumem_mib": 40_000, "gpucores": 30}, 40_000 / 81_559),  # memory is the larger share
         ({"mode": "hami", "gpumem_mib": 8_000, "gpucores": 50}, 0.5),
     ],
@@ -529,6 +544,7 @@ ROUND_TRIP = [
     ("training", training(sharing={"mode": "mig", "mig_profile": "1g.10gb"}, gpus_per_worker=1, workers=7)),
     ("training", training(sharing={"mode": "hami", "gpumem_mib": 10240, "gpucores": 30}, gpus_per_worker=1)),
     ("training", training(sharing={"mode": "time-slice", "replicas": 4}, gpus_per_worker=1, topology="node")),
+    ("training", training(sharing={"mode": "mps", "replicas": 8}, gpus_per_worker=1)),
     (
         "training",
         training(

@@ -147,7 +147,7 @@ def node_info(node: dict, pods: NodePods | None, settings: InventorySettings) ->
     mig_enabled = any(k.startswith(podinfo.MIG_PREFIX) for k in status.get("capacity") or {}) or labels.get(
         MIG_CONFIG_LABEL, "all-disabled"
     ) not in ("", "all-disabled")
-    # With MIG's single strategy nvidia.com/gpu counts MIG instances, with time-slicing it counts replicas:
+    # With MIG's single strategy nvidia.com/gpu counts MIG instances, with time-slicing or MPS it counts replicas:
     # GPU Feature Discovery's count label has the physical GPUs, and a pod's GPU is a share of one.
     replicas = max(_int(labels.get(REPLICAS_LABEL, "1")), 1)
     shared = replicas > 1 or (mig_enabled and labels.get(MIG_STRATEGY_LABEL) == "single")
@@ -202,7 +202,7 @@ def node_info(node: dict, pods: NodePods | None, settings: InventorySettings) ->
 def _allocate(gpus: list[GpuInfo], pods: NodePods | None, replicas: int = 1) -> None:
     """Whole GPUs to pods in creation order, shares onto the first GPU with room (see the module note).
 
-    On a time-sliced node (`replicas` per GPU) each requested nvidia.com/gpu is one replica: 1/replicas.
+    On a time-sliced or MPS node (`replicas` per GPU) each requested nvidia.com/gpu is one replica: 1/replicas.
     """
     if pods is None:
         return

@@ -34,7 +34,7 @@ KUBERNETES = [
     gettext_noop(
         "ResourceQuota is per namespace: a queue bound to several namespaces gets the queue's whole maximum "
         "in each of them. Its requests.nvidia.com/gpu counts a model's GPUs in the units of its pool with the "
-        "most per GPU (time-slice replicas, HAMi vGPUs), so it never refuses what the queue may hold. An "
+        "most per GPU (time-slice or MPS replicas, HAMi vGPUs), so it never refuses what the queue may hold. An "
         "unlimited borrow limit has no quota: the namespace then gets no ResourceQuota (with Volcano's "
         "per-model resource names, that model's entry is left out)."
     ),
@@ -85,11 +85,11 @@ KUEUE = [
     gettext_noop(
         "With Kueue's default configuration a workload requesting a resource its ClusterQueue does not cover "
         "is never admitted, so ClusterQueues cover cpu, memory and every GPU resource of their pools: a "
-        "ResourceFlavor per pool (the model's nodes, its time-sliced nodes per replica count, its HAMi nodes; "
-        "MIG instances of the device plugin's mixed strategy in the model's flavor). cpu and memory quotas are "
-        "the queue's GPUs times what the pool's nodes have per GPU (8 cores and 64 GiB without inventory). A "
-        "site whose Kueue excludes resources (resources.excludeResourcePrefixes) lists the same prefixes in "
-        "the cluster's kueue_excluded_resources."
+        "ResourceFlavor per pool (the model's nodes, its time-sliced and its MPS nodes per replica count, its "
+        "HAMi nodes; MIG instances of the device plugin's mixed strategy in the model's flavor). cpu and memory "
+        "quotas are the queue's GPUs times what the pool's nodes have per GPU (8 cores and 64 GiB without "
+        "inventory). A site whose Kueue excludes resources (resources.excludeResourcePrefixes) lists the same "
+        "prefixes in the cluster's kueue_excluded_resources."
     ),
     gettext_noop(
         "Each pool's flavor holds the queue's whole quota of the model in that pool's units (replicas, vGPUs, "

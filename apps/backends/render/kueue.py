@@ -2,8 +2,9 @@
 
 Mapping (reference §1 and §6):
 * GPU pool   -> ResourceFlavor per pool of each GPU model (pools.py): "<code>" selects the model's nodes by
-                nvidia.com/gpu.product; "<code>-shared-<N>" its time-sliced nodes (product "-SHARED",
-                nvidia.com/gpu.replicas N); "<code>-hami" its HAMi nodes (the cluster's hami_node_labels).
+                nvidia.com/gpu.product; "<code>-shared-<N>" its time-sliced nodes and "<code>-mps-<N>" its
+                MPS nodes (product "-SHARED", nvidia.com/gpu.replicas N, nvidia.com/gpu.sharing-strategy
+                time-slicing or mps); "<code>-hami" its HAMi nodes (the cluster's hami_node_labels).
                 A pod's node selector names its pool's labels, so only that flavor fits it.
 * tenant     -> Cohort named after the tenant slug, parentName = the parent tenant. Organizations hang
                 under one root Cohort, ROOT_COHORT, so every queue on the cluster can lend to every
@@ -107,7 +108,7 @@ def namespace_objects(plan: Plan, queue: QueueSpec, namespace: str) -> list[dict
 def quota_hard(plan: Plan, queue: QueueSpec) -> dict[str, int]:
     """ResourceQuota backstop: the queue's maximum over all models, or nothing when any model is unlimited.
 
-    nvidia.com/gpu counts time-slice replicas and HAMi vGPUs too, so each model's maximum is taken in the
+    nvidia.com/gpu counts time-slice and MPS replicas and HAMi vGPUs too, so each model's maximum is taken in the
     units of its pool with the most nvidia.com/gpu per GPU: the backstop never refuses what a queue may hold.
     """
     maxima = [(line, line_max(line)) for line in queue.quotas]

@@ -9,10 +9,15 @@ The labels are those GPU Feature Discovery and the NVIDIA device plugin put on n
   instances as nvidia.com/mig-<profile> (GFD labels them nvidia.com/mig-<profile>.count; the product label
   stays the GPU's), so a pool's MIG resources are the profiles its nodes carry such labels for.
   https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-operator-mig.html
-* time-slice, "<code>-shared-<N>": with sharing.timeSlicing and renameByDefault false (the default) GFD labels
-  a node's product "<product>-SHARED" and nvidia.com/gpu.replicas N, and the node advertises N nvidia.com/gpu
-  per GPU. One pool per N, since pods select their replica count.
-  https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html
+* time-slice, "<code>-shared-<N>", and MPS, "<code>-mps-<N>" (the replicated pools): with sharing.timeSlicing
+  or sharing.mps and renameByDefault false (the default) GFD labels a node's product "<product>-SHARED",
+  nvidia.com/gpu.replicas N and nvidia.com/gpu.sharing-strategy "time-slicing" or "mps", and the node
+  advertises N nvidia.com/gpu per GPU. One pool per strategy and N, since pods select their replica count and
+  strategy: the two strategies' nodes differ only in the strategy label, so the pool's labels carry it and a
+  time-sliced pod never lands on (or is counted in the flavor of) an MPS node. A shared node without the
+  label (a device plugin before v0.15, which had no MPS) is in no pool: the pods' node selector names it.
+  https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing.html,
+  https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing-mps.html
 * HAMi, "<code>-hami" (Kueue only; on Volcano HAMi runs as Volcano's vGPU resources in the whole pool): the
   nodes with the product label and the cluster's `hami_node_labels` (the labels HAMi's device plugin runs on, its
   chart's devicePlugin.nvidiaNodeSelector, default gpu=on). Each GPU is `hami_split_count` vGPUs of
@@ -38,11 +43,17 @@ from apps.backends.render.errors import RenderError
 from apps.backends.render.names import is_label_value, is_qualified_name
 from apps.backends.render.objects import GPU_RESOURCE, PRODUCT_LABEL
 
-WHOLE, TIME_SLICE, HAMI = "whole", "time-slice", "hami"
+WHOLE, TIME_SLICE, MPS, HAMI = "whole", "time-slice", "mps", "hami"
 CPU_PER_GPU = 8  # cores that come with a whole GPU without inventory (common.cpu_memory's default)
 MEMORY_GIB_PER_GPU = 64
 SHARED_SUFFIX = "-SHARED"
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
+# The replicated pool kinds and the device plugin's sharing strategy each is labelled with (its SharingStrategy:
+# https://github.com/NVIDIA/k8s-device-plugin/blob/main/api/config/v1/sharing.go).
+STRATEGIES = {TIME_SLICE: "time-slicing", MPS: "mps"}
+_KIND_OF_STRATEGY = {strategy: kind for kind, strategy in STRATEGIES.items()}
+_POOL_SUFFIX = {TIME_SLICE: "shared", MPS: "mps"}
 COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_PREFIX = "nvidia.com/mig-"
 HAMI_MEMORY = "nvidia.com/gpumem"  # MiB of device memory per vGPU
@@ -77,9 +88,9 @@ class Pool:
     """One pool of one GPU model and what its nodes add up to."""
 
     model: GpuModelRef
-    kind: str  # WHOLE | TIME_SLICE | HAMI
+    kind: str  # WHOLE | TIME_SLICE | MPS | HAMI
     node_labels: tuple[tuple[str, str], ...]
-    replicas: int = 1  # time-slice: nvidia.com/gpu per GPU
+    replicas: int = 1  # time-slice and MPS: nvidia.com/gpu per GPU
     nodes: int = 0
     gpus: int = 0  # physical GPUs of its nodes
     cpu_cores: int = 0
@@ -128,11 +139,16 @@ class Pool:
 
 def pool_name(code: str, kind: str = WHOLE, replicas: int | None = 1) -> str:
     """The pool a workload of model `code` and this sharing mode uses (the name both sides derive)."""
-    if kind == TIME_SLICE:
-        return f"{code}-shared-{replicas}"
+    if kind in _POOL_SUFFIX:
+        return f"{replicated_prefix(code, kind)}{replicas}"
     if kind == HAMI:
         return f"{code}-hami"
     return code
+
+
+def replicated_prefix(code: str, kind: str) -> str:
+    """What the names of the model's time-slice (or MPS) pools begin with, their replica count after it."""
+    return f"{code}-{_POOL_SUFFIX[kind]}-"
 
 
 def check_settings(settings: QuotaSettings) -> None:
@@ -183,6 +199,13 @@ def _replicas(node: NodeRef) -> int:
         return 0
 
 
+def replicated_labels(product: str, kind: str, replicas: int) -> tuple[tuple[str, str], ...]:
+    """The labels of a replicated pool's nodes (and its pods' node selector): GFD's shared product, replicas and
+    sharing strategy. `product` is the model's (unshared) product label."""
+    shared = product if product.endswith(SHARED_SUFFIX) else product + SHARED_SUFFIX
+    return ((PRODUCT_LABEL, shared), (REPLICAS_LABEL, str(replicas)), (STRATEGY_LABEL, STRATEGIES[kind]))
+
+
 def _add(pool: Pool | None, base: Pool, node: NodeRef) -> Pool:
     pool = pool or base
     profiles = {
@@ -203,11 +226,11 @@ def _add(pool: Pool | None, base: Pool, node: NodeRef) -> Pool:
 
 def model_pools(model: GpuModelRef, nodes: tuple[NodeRef, ...], settings: QuotaSettings) -> list[Pool]:
     """The pools of one model: whole (always, so a cluster not synced yet still has its GPU quota), and the
-    time-slice pools (one per replica count) and HAMi pool its nodes show."""
+    time-slice and MPS pools (one per strategy and replica count) and HAMi pool its nodes show."""
     product = model.product_label
     hami_labels = tuple(settings.hami_node_labels)
     whole = Pool(model, WHOLE, ((PRODUCT_LABEL, product),))
-    shared: dict[int, Pool] = {}
+    shared: dict[tuple[str, int], Pool] = {}
     hami = Pool(model, HAMI, ((PRODUCT_LABEL, product), *hami_labels)) if hami_labels else None
     found_hami = None
     found_whole = None
@@ -219,11 +242,14 @@ def model_pools(model: GpuModelRef, nodes: tuple[NodeRef, ...], settings: QuotaS
             else:
                 found_whole = _add(found_whole, whole, node)
         elif label == product + SHARED_SUFFIX and _replicas(node) > 1:
+            kind = _KIND_OF_STRATEGY.get(node.labels.get(STRATEGY_LABEL, ""))
+            if kind is None:
+                continue
             n = _replicas(node)
-            base = Pool(model, TIME_SLICE, ((PRODUCT_LABEL, label), (REPLICAS_LABEL, str(n))), replicas=n)
-            shared[n] = _add(shared.get(n), base, node)
+            base = Pool(model, kind, replicated_labels(product, kind, n), replicas=n)
+            shared[kind, n] = _add(shared.get((kind, n)), base, node)
     pools = [found_whole or whole]
-    pools += [shared[n] for n in sorted(shared)]
+    pools += [shared[key] for key in sorted(shared, key=lambda key: (key[0] == MPS, key[1]))]
     if found_hami is not None:
         pools.append(found_hami)
     return pools

@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Any, ClassVar
 
 from apps.backends.shares import SHARE_UNITS
-from apps.backends.types import Sharing, Topology
+from apps.backends.types import REPLICATED, Sharing, Topology
 
 # Pinned releases (never :latest, so a redeploy runs what was tested). Both tags are published upstream:
 # vllm/vllm-openai:v0.11.0 (vLLM's own docs build FROM it) and lmsysorg/sglang:v0.5.3 (SGLang's release tag).
@@ -33,17 +33,17 @@ class _Fields:
 
 @dataclass(frozen=True)
 class GpuSharing:
-    """How a worker holds its GPU: whole GPUs, one MIG instance, a time-slice replica or a HAMi vGPU.
+    """How a worker holds its GPU: whole GPUs, one MIG instance, a time-slice or MPS replica or a HAMi vGPU.
 
     `units` is derived at parse time (it needs the catalog): the share of one physical GPU a worker holds, in
     units of 1/SHARE_UNITS GPU (apps/backends/shares.py), exactly what quota and chargeback count (a 1g.10gb
-    MIG instance is 1/7, a time-slice replica 1/replicas, a HAMi vGPU the larger of its memory and compute
+    MIG instance is 1/7, a time-slice or MPS replica 1/replicas, a HAMi vGPU the larger of its memory and compute
     shares). `fraction` is the same as a float, for the backends' summaries.
     """
 
     mode: str = Sharing.WHOLE.value
     mig_profile: str = ""  # mig: e.g. "1g.10gb"
-    replicas: int | None = None  # time-slice: replicas per GPU the node pool advertises
+    replicas: int | None = None  # time-slice and mps: replicas per GPU the node pool advertises
     gpumem_mib: int | None = None  # hami: device memory per worker
     gpucores: int | None = None  # hami: percent of the GPU's compute
     fraction: float = 1.0  # derived, not input
@@ -57,7 +57,7 @@ class GpuSharing:
         out: dict[str, Any] = {"mode": self.mode}
         if self.mode == Sharing.MIG:
             out["mig_profile"] = self.mig_profile
-        elif self.mode == Sharing.TIME_SLICE:
+        elif self.mode in REPLICATED:
             out["replicas"] = self.replicas
         elif self.mode == Sharing.HAMI:
             out["gpumem_mib"] = self.gpumem_mib
@@ -150,7 +150,7 @@ class TrainingJobSpec:
 
     @property
     def total_gpus(self) -> float:
-        """GPUs the whole job holds (fractions of GPUs with MIG, time-slicing and HAMi)."""
+        """GPUs the whole job holds (fractions of GPUs with MIG, time-slicing, MPS and HAMi)."""
         return float(self.workers * self.gpus_per_pod)
 
     @property

@@ -5,7 +5,7 @@ are amounts of resources, counted cluster-wide, and the stock NVIDIA device plug
 nvidia.com/gpu (per-model names need a renamed resource in the plugin's configuration, which stock
 deployments do not have: pods would stay "Insufficient nvidia.com/gpu-h100"). A tenant queue holding
 nvidia.com/gpu of several models could then have its H100 guarantee met by A100 jobs, or reclaim A100 jobs to
-start an H100 one. So each pool (pools.py: a model's nodes, or a time-sliced pool of them) is a queue under
+start an H100 one. So each pool (pools.py: a model's nodes, or a time-sliced or MPS pool of them) is a queue under
 Volcano's root, with the tenant tree repeated beneath it for the tenants that have quota in it:
 
     root -> "<pool>" -> "<organization>-<pool>" -> ... -> "<tenant>-<pool>" -> leaf "<tenant>-<queue>-<pool>"
@@ -77,7 +77,7 @@ def volcano_weight(weight: float) -> int:
 
 
 def volcano_pools(plan: Plan, code: str) -> list[Pool]:
-    """The model's pools with a subtree here: whole and time-sliced (HAMi on Volcano is its vGPU resources)."""
+    """The model's pools with a subtree here: whole, time-sliced and MPS (HAMi on Volcano is its vGPU resources)."""
     return [pool for pool in plan.pools[code] if pool.kind != HAMI]
 
 
@@ -179,7 +179,7 @@ def namespace_objects(plan: Plan, queue: QueueSpec, namespace: str) -> list[dict
 
 
 def gpu_units(plan: Plan, code: str) -> int:
-    """The most GPU resource one GPU of the model counts for in its pools here (replicas when time-sliced)."""
+    """The most GPU resource one GPU of the model counts for in its pools here (replicas when time-sliced or MPS)."""
     return max(
         dict(pool_units(plan, pool)).get(gpu_resource(code, plan.state.settings.volcano_per_model_resources), 1)
         for pool in volcano_pools(plan, code)

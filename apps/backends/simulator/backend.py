@@ -68,7 +68,7 @@ class SimulatorBackend(Backend):
                     f"simulated fleet: {engine.shape.describe()}; simulated time "
                     f"{engine.now.isoformat(timespec='seconds')}; {running} running, {pending} pending"
                 ),
-                features={"gang": True, "mig": True, "time-slicing": True, "hami": True, "topology": True},
+                features={"gang": True, "mig": True, "time-slicing": True, "mps": True, "hami": True, "topology": True},
                 notes=["times are simulated: real time plus the offset `simulate advance` adds"],
             )
 

@@ -175,7 +175,7 @@ class SimAllocation(models.Model):
     node = models.CharField(max_length=253)
     gpu_model = models.CharField(max_length=20)
     gpu_indexes = models.JSONField()
-    mode = models.CharField(max_length=10, help_text="whole | mig | shared")
+    mode = models.CharField(max_length=10, help_text="whole | mig | shared | mps")
     share = models.FloatField(help_text="part of each GPU held: 1, slices/7 (MIG) or a fraction")
     mig_profile = models.CharField(max_length=20, blank=True)
     started_at = models.DateTimeField()

@@ -8,6 +8,10 @@ Sharing modes, per GPU:
 - whole: a worker takes `size` empty GPUs of one node.
 - mig: a worker takes one MIG instance of `size` compute slices (of 7); a GPU hosts instances up to 7 slices.
 - shared (time-slicing, HAMi): a worker takes `size` (a fraction) of one GPU; shares on a GPU add up to 1.
+- mps: a worker is one MPS replica, `size` = 1/replicas of one GPU. An MPS GPU runs in exclusive-process compute
+  mode under one MPS server, split into equal replicas (the device plugin's sharing.mps: each replica capped at
+  the same fraction of memory and compute, https://github.com/NVIDIA/k8s-device-plugin#with-cuda-mps): it takes
+  replicas of the size its first replica set, and nothing else, until it is free again.
 A GPU serves one mode at a time; it returns to "free" when its last holder leaves.
 """
 
@@ -22,6 +26,7 @@ from apps.backends.simulator.shape import NodeSpec
 from apps.backends.types import Taint, Topology
 
 _EPSILON = 1e-9
+FRACTIONAL = frozenset({"shared", "mps"})  # modes whose `size` is a fraction of one GPU
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 TOLERATE_PREFIX = "tolerate:"  # a workload label "tolerate:<taint key>" tolerates that taint
 
@@ -32,9 +37,10 @@ class GpuSlot:
 
     index: int
     healthy: bool = True
-    mode: str = ""  # "" (free), "whole", "mig", "shared"
-    used: float = 0.0  # whole: 1; mig: compute slices in use; shared: sum of fractions
+    mode: str = ""  # "" (free), "whole", "mig", "shared", "mps"
+    used: float = 0.0  # whole: 1; mig: compute slices in use; shared and mps: sum of fractions
     holders: list = field(default_factory=list)  # the engine's allocation rows on this GPU
+    replica: float = 0.0  # mps: the size of the GPU's replicas (1/replicas)
 
 
 @dataclass(slots=True)
@@ -58,7 +64,7 @@ class NodeState:
 
 @dataclass(frozen=True)
 class Demand:
-    """What one worker needs. `size`: GPUs (whole), compute slices (mig) or a fraction of one GPU (shared)."""
+    """What one worker needs. `size`: GPUs (whole), compute slices (mig) or a fraction of one GPU (shared, mps)."""
 
     mode: str
     size: float
@@ -69,7 +75,7 @@ class Demand:
         """The part of one GPU each of the worker's GPUs holds (for usage and telemetry)."""
         if self.mode == "mig":
             return self.size / MIG_SLICES
-        if self.mode == "shared":
+        if self.mode in FRACTIONAL:
             return self.size
         return 1.0
 
@@ -90,6 +96,10 @@ class Demand:
             if slot.mode not in ("", "shared"):
                 return 0
             return int((1.0 - slot.used + _EPSILON) // self.size)
+        if self.mode == "mps":
+            if slot.mode not in ("", "mps") or (slot.mode == "mps" and abs(slot.replica - self.size) > _EPSILON):
+                return 0
+            return int((1.0 - slot.used + _EPSILON) // self.size)
         return 1 if slot.mode == "" else 0
 
     def node_capacity(self, node: NodeState) -> int:
@@ -105,6 +115,8 @@ class Demand:
             return f"{self.profile} on {what}"
         if self.mode == "shared":
             return f"{self.size:g} of one {what} GPU"
+        if self.mode == "mps":
+            return f"MPS replica (1/{round(1 / self.size)}) of one {what} GPU"
         return f"{int(self.size)} × {what}"
 
 
@@ -220,6 +232,8 @@ def _take(node: NodeState, demand: Demand) -> list[int]:
     slot = max(candidates, key=lambda s: (s.used, -s.index))
     slot.mode = demand.mode
     slot.used += demand.size
+    if demand.mode == "mps":
+        slot.replica = demand.size
     return [slot.index]
 
 
@@ -229,12 +243,12 @@ def release(slot: GpuSlot, mode: str, share: float, holder: object) -> None:
         slot.holders.remove(holder)
     if mode == "mig":
         slot.used -= round(share * MIG_SLICES)
-    elif mode == "shared":
+    elif mode in FRACTIONAL:
         slot.used -= share
     else:
         slot.used = 0.0
     if not slot.holders or slot.used <= _EPSILON:
-        slot.mode, slot.used = "", 0.0
+        slot.mode, slot.used, slot.replica = "", 0.0, 0.0
 
 
 def occupy(slot: GpuSlot, mode: str, share: float, holder: object) -> None:
@@ -242,6 +256,8 @@ def occupy(slot: GpuSlot, mode: str, share: float, holder: object) -> None:
     slot.holders.append(holder)
     slot.mode = mode
     slot.used += round(share * MIG_SLICES) if mode == "mig" else share
+    if mode == "mps":
+        slot.replica = share
 
 
 def _reason(request: Request, seen_model: bool, largest: int, excluded: Counter, unhealthy: int) -> str:

@@ -204,7 +204,9 @@ def usage_since(engine: Engine, since: datetime) -> list[UsageRecord]:
 
 
 def gpu_loads(slots: list[GpuSlot], now: datetime | None = None) -> list[GpuLoad]:
-    """Per GPU: the load and the pod shown on it (the largest holder; a shared GPU shows one of its pods).
+    """Per GPU: the load and the pod shown on it (the largest holder; a shared GPU shows one of its pods). An MPS
+    GPU shows none: DCGM-Exporter cannot associate metrics with containers when the device plugin shares a GPU
+    with MPS (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing-mps.html#limitations).
 
     With `now`, the part of the load whose runs compute at that instant (not hung, not in an idle phase)."""
     loads = []
@@ -214,7 +216,10 @@ def gpu_loads(slots: list[GpuSlot], now: datetime | None = None) -> list[GpuLoad
             continue
         top = max(slot.holders, key=lambda a: a.share)
         fraction = _slot_fraction(slot)
-        load = GpuLoad(fraction, top.workload.tenant, f"{top.workload.name}-{top.worker}")
+        if slot.mode == "mps":
+            load = GpuLoad(fraction)
+        else:
+            load = GpuLoad(fraction, top.workload.tenant, f"{top.workload.name}-{top.worker}")
         if now is not None:
             quiet = [a for a in slot.holders if not a.workload.computing_at(now)]
             if quiet:

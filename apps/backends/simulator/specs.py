@@ -76,7 +76,7 @@ def to_request(spec: WorkloadSpec, shape: FleetShape) -> Request:
         fraction = spec.gpu_fraction
         if not isinstance(fraction, int | float) or not math.isfinite(fraction) or not 0 < fraction <= 1:
             raise bad(f"gpu_fraction must be above 0 and at most 1, not {fraction!r}")
-        demand = Demand("shared", float(fraction))
+        demand = Demand("mps" if sharing == Sharing.MPS else "shared", float(fraction))
     if spec.duration_s is not None and (not isinstance(spec.duration_s, int) or spec.duration_s < 1):
         raise bad(f"duration_s must be a positive number of seconds, not {spec.duration_s!r}")
     if spec.max_runtime_s is not None and (not isinstance(spec.max_runtime_s, int) or spec.max_runtime_s < 1):
@@ -183,4 +183,6 @@ def share_label(demand: Demand) -> str:
         return f"MIG {demand.profile} ({int(demand.size)}/{MIG_SLICES})"
     if demand.mode == "shared":
         return f"{demand.size:g} GPU"
+    if demand.mode == "mps":
+        return f"MPS replica (1/{round(1 / demand.size)} GPU)"
     return f"{int(demand.size)} GPU{'s' if demand.size > 1 else ''}"

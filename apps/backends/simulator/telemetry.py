@@ -120,7 +120,7 @@ _IDLE_BPS = 20e3
 
 @dataclass(slots=True)
 class GpuLoad:
-    """The work on one GPU: `load` 0..1 (whole 1, MIG slices/7, time-slice shares) and the pod shown on it.
+    """The work on one GPU: `load` 0..1 (whole 1, MIG slices/7, time-slice and MPS shares) and the pod shown on it.
 
     `computing` is the part of `load` that computes now (None: all of it). Work that holds a GPU without
     computing (a hung run, a data-loading phase) keeps its memory but not its utilization or traffic."""

@@ -190,7 +190,14 @@ class SlurmBackend(Backend):
             if self.rest
             else f"every call runs Slurm's CLI {where}"
         )
-        features = {"gang": True, "mig": True, "time-slicing": True, "hami": False, "rest": bool(self.rest)}
+        features = {
+            "gang": True,
+            "mig": True,
+            "time-slicing": True,
+            "mps": True,
+            "hami": False,
+            "rest": bool(self.rest),
+        }
         ok, message = "is UP" in ping, ping.strip()
         if self.settings.containers == "pyxis":
             # A SPANK plugin's options are listed by `srun --help` only where plugstack.conf loads it

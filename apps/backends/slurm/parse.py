@@ -6,6 +6,7 @@ import re
 from datetime import UTC, datetime
 
 from apps.backends.catalog import catalog_by_code
+from apps.backends.render.workload.slurm import MPS_PER_GPU
 from apps.backends.slurm.settings import CONSOLE_PREFIX, SlurmSettings
 from apps.backends.types import BackendState, GpuInfo, NodeInfo, Placement, Taint, WorkloadStatus
 
@@ -327,26 +328,33 @@ def allocations(jobs: list[dict]) -> dict[tuple[str, int], list[str]]:
 
 
 def gpu_tres(job: dict) -> tuple[str, float]:
-    """(GRES type, GPUs) a job held, from accounting's tres.allocated: gres "gpu" (all types) and "gpu:<type>"."""
-    total, typed = None, {}
-    for tres in (job.get("tres") or {}).get("allocated") or []:
-        name = str(tres.get("name") or "")
-        if tres.get("type") != "gres" or not (name == "gpu" or name.startswith("gpu:")):
-            continue
-        if name == "gpu":
-            total = float(tres.get("count") or 0)
-        else:
-            typed[name.removeprefix("gpu:")] = float(tres.get("count") or 0)
-    return next(iter(typed), ""), total if total is not None else sum(typed.values())
+    """(GRES type, GPUs) a job held, from accounting's tres.allocated: gres "gpu" (all types) and "gpu:<type>",
+    or for an MPS job gres "mps" in hundredths of a GPU (see `mps_gpus`)."""
+    return _gpus(
+        (f"gres/{tres.get('name') or ''}", tres.get("count") or 0)
+        for tres in (job.get("tres") or {}).get("allocated") or []
+        if tres.get("type") == "gres"
+    )
 
 
 def tres_gpus(tres: str) -> tuple[str, float]:
-    """(GRES type, GPUs) from the controller's tres_alloc_str "cpu=1,...,gres/gpu=2,gres/gpu:a100=2"."""
-    total, typed = None, {}
-    for item in tres.split(","):
-        key, _, value = item.partition("=")
+    """(GRES type, GPUs) from the controller's tres_alloc_str "cpu=1,...,gres/gpu=2,gres/gpu:a100=2" (or an MPS
+    job's "gres/mps=25")."""
+    return _gpus(item.partition("=")[::2] for item in tres.split(","))
+
+
+def _gpus(items) -> tuple[str, float]:
+    """(GRES type, GPUs) from (TRES name, count) pairs: gres/gpu counts GPUs of every type, gres/gpu:<type> of one.
+    A job holds gres/gpu or gres/mps, never both (https://slurm.schedmd.com/gres.html#MPS_Management): gres/mps
+    counts MPS_PER_GPU per GPU, so its count over MPS_PER_GPU is the GPUs' worth the job held (when the site
+    tracks gres/mps in AccountingStorageTRES)."""
+    total, typed, mps = None, {}, 0.0
+    for key, value in items:
         if key == "gres/gpu":
             total = float(value)
         elif key.startswith("gres/gpu:"):
             typed[key.removeprefix("gres/gpu:")] = float(value)
-    return next(iter(typed), ""), total if total is not None else sum(typed.values())
+        elif key == "gres/mps":
+            mps = float(value)
+    gpus = total if total is not None else sum(typed.values())
+    return next(iter(typed), ""), gpus or mps / MPS_PER_GPU

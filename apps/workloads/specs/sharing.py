@@ -1,5 +1,5 @@
-"""`sharing`: how a training worker holds its GPU (whole GPUs, a MIG instance, a time-slice replica or a HAMi
-vGPU), the fields each mode needs, what the GPU model supports, and the share of one GPU a worker holds."""
+"""`sharing`: how a training worker holds its GPU (whole GPUs, a MIG instance, a time-slice or MPS replica or a
+HAMi vGPU), the fields each mode needs, what the GPU model supports, and the share of one GPU a worker holds."""
 
 from __future__ import annotations
 
@@ -9,20 +9,23 @@ from typing import Literal
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from apps.backends.render.spec import GpuSharing
-from apps.backends.shares import hami_share, mig_share, time_slice_share, to_units
-from apps.backends.types import Sharing
+from apps.backends.shares import hami_share, mig_share, replica_share, to_units
+from apps.backends.types import REPLICATED, Sharing
 from apps.core.text import N_, Text
 from apps.workloads.specs.checks import mig_per_gpu, mig_profiles
 from apps.workloads.specs.fields import Problems, SpecModel, described
 from apps.workloads.specs.model import SHARING_MODES
 
-# The fields that belong to a mode, and what a message calls that mode.
-_MODE_OF: dict[str, tuple[Sharing, Text | str]] = {
-    "mig_profile": (Sharing.MIG, "MIG"),
-    "replicas": (Sharing.TIME_SLICE, N_("time-slice")),
-    "gpumem_mib": (Sharing.HAMI, "HAMi"),
-    "gpucores": (Sharing.HAMI, "HAMi"),
+# The fields that belong to modes, and what a message calls those modes.
+_MODES_OF: dict[str, tuple[frozenset[Sharing], Text | str]] = {
+    "mig_profile": (frozenset({Sharing.MIG}), "MIG"),
+    "replicas": (REPLICATED, N_("time-slice or MPS")),
+    "gpumem_mib": (frozenset({Sharing.HAMI}), "HAMi"),
+    "gpucores": (frozenset({Sharing.HAMI}), "HAMi"),
 }
+# MPS serves at most 48 clients per GPU on Volta and newer (16 before): the device plugin's limit on replicas
+# (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing-mps.html#limitations).
+MPS_MAX_REPLICAS = 48
 
 
 class SharingModel(SpecModel):
@@ -30,13 +33,13 @@ class SharingModel(SpecModel):
     SPEC = GpuSharing
 
     mode: Literal[SHARING_MODES] = described(  # type: ignore[valid-type]
-        N_("Mode"), N_("whole GPUs, one MIG instance, a time-slice replica or a HAMi vGPU"), "whole"
+        N_("Mode"), N_("whole GPUs, one MIG instance, a time-slice or MPS replica or a HAMi vGPU"), "whole"
     )
     mig_profile: str = described(
         N_("MIG profile"), N_("mig: a profile of the GPU model, e.g. 1g.10gb"), "", schema={"maxLength": 32}
     )
     replicas: int | None = described(
-        N_("Replicas per GPU"), N_("time-slice: as the node pool has it"), None, ge=2, le=64
+        N_("Replicas per GPU"), N_("time-slice and mps: as the node pool has it"), None, ge=2, le=64
     )
     gpumem_mib: int | None = described(N_("vGPU memory (MiB)"), N_("hami: per worker"), None, ge=1, le=1 << 20)
     gpucores: int | None = described(N_("vGPU compute (%)"), N_("hami: of the GPU's compute"), None, ge=1, le=100)
@@ -46,14 +49,25 @@ class SharingModel(SpecModel):
     @model_validator(mode="after")
     def _fields_of_the_mode(self) -> SharingModel:
         problems = Problems()
-        for key, (mode, name) in _MODE_OF.items():
-            if getattr(self, key) not in (None, "") and self.mode != mode:
+        for key, (modes, name) in _MODES_OF.items():
+            if getattr(self, key) not in (None, "") and self.mode not in modes:
                 problems.add(key, N_("applies to %(applies)s sharing, not %(mode)r", applies=name, mode=self.mode))
         if self.mode == Sharing.MIG and not self.mig_profile:
             problems.add("mig_profile", N_("required with MIG sharing, e.g. 1g.10gb or 3g.40gb"))
         if self.mode == Sharing.TIME_SLICE and self.replicas is None:
             problems.add(
                 "replicas", N_("required with time-slice sharing: the replicas per GPU of the node pool (2-64)")
+            )
+        if self.mode == Sharing.MPS and self.replicas is None:
+            problems.add("replicas", N_("required with MPS sharing: the replicas per GPU of the node pool (2-48)"))
+        if self.mode == Sharing.MPS and self.replicas is not None and self.replicas > MPS_MAX_REPLICAS:
+            problems.add(
+                "replicas",
+                N_(
+                    "MPS serves at most %(most)s clients per GPU: %(replicas)s replicas cannot be configured",
+                    most=MPS_MAX_REPLICAS,
+                    replicas=self.replicas,
+                ),
             )
         for key in ("gpumem_mib", "gpucores"):
             if self.mode == Sharing.HAMI and getattr(self, key) is None:
@@ -89,8 +103,8 @@ class SharingModel(SpecModel):
                 )
                 return None
             self._share = mig_share(entry.get("mig_profiles"), self.mig_profile)
-        elif self.mode == Sharing.TIME_SLICE:
-            self._share = time_slice_share(self.replicas)
+        elif self.mode in REPLICATED:
+            self._share = replica_share(self.replicas)
         elif self.mode == Sharing.HAMI:
             memory = int((entry or {}).get("memory_mib") or 0)
             if memory and self.gpumem_mib > memory:  # type: ignore[operator]
@@ -112,7 +126,7 @@ class SharingModel(SpecModel):
         if self.mode == Sharing.MIG and entry:
             profile = mig_profiles(entry).get(self.mig_profile)
             return mig_per_gpu(profile, round(int(entry.get("memory_mib") or 0) / 1024)) if profile else 1
-        if self.mode == Sharing.TIME_SLICE:
+        if self.mode in REPLICATED:
             return self.replicas or 1
         if self.mode == Sharing.HAMI and entry and self.gpumem_mib and self.gpucores:
             return max(1, min(int(entry.get("memory_mib") or 0) // self.gpumem_mib, 100 // self.gpucores))

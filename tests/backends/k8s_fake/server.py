@@ -286,6 +286,7 @@ class FakeKubernetes:
         mig: dict[str, int] | None = None,
         mig_strategy: str = "mixed",
         time_slicing: int = 0,
+        mps: int = 0,
         rename_by_default: bool = False,
         hami_split: int = 0,
         unschedulable: bool = False,
@@ -300,7 +301,10 @@ class FakeKubernetes:
           strategy they are `nvidia.com/gpu` and the product label ends in `-MIG-<profile>`;
         - `time_slicing`: replicas per GPU: `nvidia.com/gpu` is gpus x replicas, the product label gains `-SHARED`
           (or, with `rename_by_default`, the resource is `nvidia.com/gpu.shared`), and `nvidia.com/gpu.replicas` /
-          `nvidia.com/gpu.sharing-strategy` are set;
+          `nvidia.com/gpu.sharing-strategy` (time-slicing) are set;
+        - `mps`: replicas per GPU with sharing.mps, the same resources and labels with sharing-strategy `mps`
+          (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing-mps.html); MPS is
+          not supported on MIG devices and serves at most 48 clients per GPU, so no such node exists;
         - `hami_split`: HAMi's device plugin: `nvidia.com/gpu` is gpus x split and the devices are registered in the
           `hami.io/node-nvidia-register` annotation (see hami.py);
         - cpu, memory and pods are the node's capacity and allocatable."""
@@ -316,14 +320,15 @@ class FakeKubernetes:
                 advertised.update({f"nvidia.com/mig-{p}": c for p, c in mig.items()})
                 extra_labels.update({f"nvidia.com/mig-{p}.count": str(c) for p, c in mig.items()})
             extra_labels["nvidia.com/mig.strategy"] = mig_strategy
-        if time_slicing > 1:
+        if mps and (mig or time_slicing or not 2 <= mps <= 48):
+            raise ValueError("sharing.mps: 2-48 replicas of whole GPUs, without MIG or time-slicing")
+        replicas, strategy = (mps, "mps") if mps else (time_slicing, "time-slicing")
+        if replicas > 1:
             shared = "nvidia.com/gpu.shared" if rename_by_default else resource
-            advertised = {shared: gpus * time_slicing}
+            advertised = {shared: gpus * replicas}
             if not rename_by_default:
                 product = f"{product}-SHARED"
-            extra_labels.update(
-                {"nvidia.com/gpu.replicas": str(time_slicing), "nvidia.com/gpu.sharing-strategy": "time-slicing"}
-            )
+            extra_labels.update({"nvidia.com/gpu.replicas": str(replicas), "nvidia.com/gpu.sharing-strategy": strategy})
         if hami_split:
             advertised = {"nvidia.com/gpu": gpus * hami_split}
             annotations[hami.REGISTER] = hami.register(gpus, memory_mib, hami_split, product, name)

@@ -18,7 +18,12 @@
   `scheduling.volcano.sh/queue-name` annotation) and every pod the `scheduling.k8s.io/group-name` annotation.
 - kubelet: a bound pod runs at once and ends when the `sleep N` of its command has passed on the fake clock (a
   command with `false` fails), or fails with reason DeadlineExceeded once its `activeDeadlineSeconds` has passed
-  first; a deleted pod goes away after its grace period.
+  first; a deleted pod goes away after its grace period. The NVIDIA device plugin's Allocate runs first: on a node
+  shared with MPS (nvidia.com/gpu.sharing-strategy mps) it refuses a container that asks for more than one
+  replica, since MPS forces failRequestsGreaterThanOne (https://docs.nvidia.com/datacenter/cloud-native/
+  gpu-operator/latest/gpu-sharing-mps.html#limitations), and the kubelet fails the pod with reason
+  UnexpectedAdmissionError and the plugin's error (https://github.com/NVIDIA/k8s-device-plugin#with-cuda-time-slicing).
+  Not modelled: time-slicing's own failRequestsGreaterThanOne (off by default).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ import copy
 import hashlib
 from datetime import datetime, timedelta
 
-from tests.backends.k8s_fake.store import parse_time, timestamp
+from tests.backends.k8s_fake import podspec
+from tests.backends.k8s_fake.store import ApiError, parse_time, timestamp
 
 TERMINAL = {"Succeeded", "Failed"}
 LWS = "leaderworkerset.sigs.k8s.io"
@@ -354,7 +360,12 @@ def kubelet(plane, now: datetime) -> bool:
             continue
         if not pod["spec"].get("nodeName"):
             continue
-        if status.get("phase", "Pending") == "Pending":
+        if status.get("phase", "Pending") == "Pending" and (refusal := _allocate_refusal(plane, pod)):
+            status.update(phase="Failed", reason="UnexpectedAdmissionError", message=refusal)
+            plane.save(plane.pods, pod)
+            plane.event(now, pod, "UnexpectedAdmissionError", refusal)
+            changed = True
+        elif status.get("phase", "Pending") == "Pending":
             status.update(
                 phase="Running",
                 startTime=timestamp(now),
@@ -388,6 +399,29 @@ def kubelet(plane, now: datetime) -> bool:
                 plane.save(plane.pods, pod)
                 changed = True
     return changed
+
+
+SHARED_GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")  # as advertised, and with renameByDefault
+
+
+def _allocate_refusal(plane, pod: dict) -> str:
+    """The device plugin's Allocate error, as the kubelet words it, for a container of `pod` on its node; ""
+    when every container is allocated."""
+    try:
+        node = plane.store.get(plane.nodes, "", pod["spec"]["nodeName"])
+    except ApiError:
+        return ""
+    if (node["metadata"].get("labels") or {}).get("nvidia.com/gpu.sharing-strategy") != "mps":
+        return ""
+    for container in pod["spec"].get("containers") or []:
+        wanted = podspec.container_requests(container)
+        for name in SHARED_GPU_RESOURCES:
+            if wanted.get(name, 0) > 1:
+                return (
+                    f"Allocate failed due to rpc error: code = Unknown desc = request for '{name}: "
+                    f"{wanted[name]}' too large: maximum request size for shared resources is 1, which is unexpected"
+                )
+    return ""
 
 
 def exit_containers(pod: dict, at: datetime, code: int) -> None:

@@ -139,6 +139,17 @@ def test_time_sliced_nodes_count_physical_gpus_and_shares(db, fake):
     assert held == [(["dev/nb-0", "dev/nb-1"], 0.5)]
 
 
+def test_mps_nodes_count_physical_gpus_and_replicas_as_time_sliced_ones(db, fake):
+    fake.add_node("mps-01", gpus=2, product="NVIDIA-L40S", mps=4)  # 8 replicas of nvidia.com/gpu
+    fake.add_namespace("dev")
+    for i in range(3):
+        fake.add_pod(f"eval-{i}", "dev", "mps-01", gpus=1)
+    node = KubernetesBackend(make_cluster(fake)).inventory().nodes[0]
+    assert len(node.gpus) == 2 and node.gpu_allocatable == 2
+    held = [(g.allocated_to, g.allocated_fraction) for g in node.gpus if g.allocated_to]
+    assert held == [(["dev/eval-0", "dev/eval-1", "dev/eval-2"], 0.75)]
+
+
 def test_pods_take_gpus_in_creation_order_across_pages_of_the_list(db, fake, monkeypatch):
     """The first sync reduces each page of pods to the GPUs they hold as it arrives; the order in which pods take a
     node's GPUs is still their creation order over the whole list, not the list's (namespace, name) order."""

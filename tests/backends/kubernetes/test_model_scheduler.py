@@ -175,6 +175,32 @@ def test_mig_time_slicing_and_volcano_vgpu_are_node_resources(plain):
     assert all(p["spec"].get("nodeName") == "ts-01" for p in pods(plain, NS, "ts"))
 
 
+def test_an_mps_node_advertises_replicas_and_its_device_plugin_refuses_more_than_one(plain):
+    """sharing.mps: the node advertises gpus x replicas and GFD labels it like a time-sliced one but for the
+    strategy; a container asking for two replicas is scheduled, then the plugin's Allocate fails it at the kubelet
+    (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing-mps.html#limitations)."""
+    plain.add_node("mps-01", gpus=2, product="NVIDIA-L40S", mps=4)
+    labels = plain.get("", "v1", "nodes", "mps-01")["metadata"]["labels"]
+    assert plain.get("", "v1", "nodes", "mps-01")["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert (labels["nvidia.com/gpu.product"], labels["nvidia.com/gpu.replicas"]) == ("NVIDIA-L40S-SHARED", "4")
+    assert (labels["nvidia.com/gpu.sharing-strategy"], labels["nvidia.com/gpu.count"]) == ("mps", "2")
+    create(plain, job("one", NS, 1, parallelism=8))
+    assert {p["status"]["phase"] for p in pods(plain, NS, "one")} == {"Running"}
+    plain.advance(61)
+    create(plain, job("two", NS, 2))
+    failed = pods(plain, NS, "two")  # the Job controller replaces each failed pod, up to its backoffLimit
+    assert {(p["spec"]["nodeName"], p["status"]["phase"], p["status"]["reason"]) for p in failed} == {
+        ("mps-01", "Failed", "UnexpectedAdmissionError")
+    }
+    pod = failed[0]
+    assert pod["status"]["message"].endswith(
+        "request for 'nvidia.com/gpu: 2' too large: maximum request size for shared resources is 1, which is unexpected"
+    )
+    assert events(plain, pod["metadata"]["name"])[-1].startswith("UnexpectedAdmissionError: Allocate failed")
+    with pytest.raises(ValueError, match="without MIG"):
+        plain.add_node("mig-mps", gpus=1, mig={"1g.10gb": 7}, mps=2)
+
+
 def test_hami_pods_go_to_hami_scheduler_and_fit_device_memory():
     fake = FakeKubernetes(hami=True).start()
     try:

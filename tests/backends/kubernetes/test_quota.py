@@ -203,8 +203,9 @@ def test_drift_names_a_volcano_pool_queue_whose_model_has_no_nodes(db, fake):
 
 
 def test_the_inventory_gives_the_pools_and_the_cpu_and_memory_per_gpu(db, fake):
-    """After an inventory sync the quota objects follow the nodes: a time-sliced pool (GFD's -SHARED product and
-    replica count) gets its own flavor, and cpu and memory come with each GPU as the nodes have them."""
+    """After an inventory sync the quota objects follow the nodes: a time-sliced pool (GFD's -SHARED product,
+    replica count and sharing strategy) gets its own flavor, and cpu and memory come with each GPU as the nodes
+    have them."""
     from apps.fleet.services import sync_inventory
 
     cluster, backend = setup(fake)  # gpu-01: 4 H100, 128 cores, 2113536 Mi allocatable
@@ -222,6 +223,7 @@ def test_the_inventory_gives_the_pools_and_the_cpu_and_memory_per_gpu(db, fake):
     assert flavor["spec"]["nodeLabels"] == {
         "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED",
         "nvidia.com/gpu.replicas": "4",
+        "nvidia.com/gpu.sharing-strategy": "time-slicing",
     }
     group = fake.get("kueue.x-k8s.io", "v1beta2", "clusterqueues", "team-a-train")["spec"]["resourceGroups"][0]
     quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}

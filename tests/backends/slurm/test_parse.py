@@ -153,6 +153,14 @@ def test_usage_reads_the_controllers_tres_string():
     assert parse.tres_gpus("cpu=1,mem=1G") == ("", 0)
 
 
+def test_usage_reads_an_mps_jobs_share_of_a_gpu():
+    """gres/mps counts 100 per GPU (https://slurm.schedmd.com/gres.html#MPS_Management): mps:25 on each of two
+    nodes is half a GPU's time. A job holds gres/gpu or gres/mps, never both. The local cluster has no gres/mps:
+    these are the strings Slurm writes for a site that tracks it (AccountingStorageTRES=gres/mps)."""
+    assert parse.tres_gpus("cpu=2,mem=2G,node=2,billing=2,gres/mps=50") == ("", 0.5)
+    assert parse.gpu_tres({"tres": {"allocated": [{"type": "gres", "name": "mps", "count": 25}]}}) == ("", 0.25)
+
+
 def sinfo_node(state: str, flags: list[str], reason: str = "", user: str | None = None) -> dict:
     """One node of `sinfo --json` (22.05) as the local cluster prints it."""
     return {

@@ -109,6 +109,11 @@ CASES: dict[str, tuple[str, dict, str]] = {
         ),
         "volcano",
     ),
+    "training-mps.yaml": (
+        "training",
+        apply_overrides(SMALL, {"name": "rl-eval", "workers": 4, "sharing": {"mode": "mps", "replicas": 4}}),
+        "kueue",
+    ),
     "training-elastic.yaml": (
         "training",
         apply_overrides(
@@ -212,6 +217,11 @@ CASES: dict[str, tuple[str, dict, str]] = {
         "slurm",
     ),
     "slurm-training-pyxis.sh": ("training", TRAINING, "slurm-pyxis"),
+    "slurm-training-mps.sh": (
+        "training",
+        apply_overrides(SMALL, {"name": "rl-eval", "workers": 4, "sharing": {"mode": "mps", "replicas": 4}}),
+        "slurm",
+    ),
     "slurm-inference-pyxis.sh": (
         "inference",
         apply_overrides(SERVE, {"autoscaling": None, "max_runtime_s": 604_800}),

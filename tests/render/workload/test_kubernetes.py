@@ -235,6 +235,35 @@ def test_time_slicing_requests_one_replica_on_a_time_sliced_pool():
     assert pod_spec(already)["nodeSelector"]["nvidia.com/gpu.product"] == f"{H100}-SHARED"
 
 
+@pytest.mark.parametrize("queueing", ["kueue", "volcano"])
+def test_mps_requests_one_replica_on_an_mps_pool(queueing):
+    """The device plugin's sharing.mps: one nvidia.com/gpu replica (MPS takes no more), on the nodes GFD labels
+    -SHARED with the replica count and sharing-strategy mps, the pool's flavor or Volcano queue."""
+    result = render(small(sharing={"mode": "mps", "replicas": 4}), queueing)
+    assert {k: v for k, v in requests(result).items() if k not in ("cpu", "memory")} == {"nvidia.com/gpu": "1"}
+    assert pod_spec(result)["nodeSelector"] == {
+        "nvidia.com/gpu.product": f"{H100}-SHARED",
+        "nvidia.com/gpu.replicas": "4",
+        "nvidia.com/gpu.sharing-strategy": "mps",
+    }
+    assert "--nproc-per-node=1" in container(result)["command"]
+    assert any(c.startswith("MPS: each worker requests one nvidia.com/gpu replica") for c in result.caveats)
+    if queueing == "volcano":
+        assert result.objects[0]["spec"]["queue"] == "acme-dev-h100-mps-4"
+    assert validation_errors(result) == []
+
+
+def test_an_mps_workload_does_not_take_a_time_sliced_pool_of_the_same_replicas():
+    spec = small(sharing={"mode": "mps", "replicas": 4})
+    with pytest.raises(RenderError) as exc:
+        render(spec, gpu_pools=("h100", "h100-shared-4", "h100-mps-2"))
+    assert exc.value.field == "sharing.replicas"
+    assert str(exc.value).endswith(
+        "no MPS h100 pool with 4 replicas per GPU (nodes labelled nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3-SHARED, "
+        "nvidia.com/gpu.replicas=4, nvidia.com/gpu.sharing-strategy=mps); it has h100-mps-2"
+    )
+
+
 def test_hami_requests_a_vgpu_with_memory_and_cores():
     result = render(small(sharing={"mode": "hami", "gpumem_mib": 20480, "gpucores": 30}))
     assert {k: v for k, v in requests(result).items() if k.startswith("nvidia.com/")} == {
@@ -277,6 +306,7 @@ def test_hami_is_refused_by_name_where_the_cluster_has_no_hami_pool(queueing, ct
     ("sharing", "field", "needle"),
     [
         ({"mode": "time-slice", "replicas": 4}, "sharing.replicas", "no time-sliced h100 pool with 4 replicas"),
+        ({"mode": "mps", "replicas": 4}, "sharing.replicas", "no MPS h100 pool with 4 replicas"),
         ({"mode": "mig", "mig_profile": "1g.10gb"}, "sharing.mig_profile", "advertises MIG instances 1g.10gb"),
         (
             {"mode": "hami", "gpumem_mib": 1024, "gpucores": 10},
@@ -292,7 +322,7 @@ def test_a_shared_gpu_without_its_pool_on_the_cluster_is_refused_by_name(sharing
     with pytest.raises(RenderError) as exc:
         render(spec, gpu_pools=("h100", "h100-shared-2", "nvidia.com/mig-3g.40gb"))
     assert exc.value.field == field and needle in str(exc.value)
-    pools = ("h100", "h100-shared-4", "h100-hami", "nvidia.com/mig-1g.10gb")
+    pools = ("h100", "h100-shared-4", "h100-mps-4", "h100-hami", "nvidia.com/mig-1g.10gb")
     assert render(spec, gpu_pools=pools).objects  # with the pool there
     assert render(spec).objects  # pools unknown (gpu_pools None): not checked
 

@@ -248,6 +248,10 @@ def test_sharing_and_topology_on_slurm():
     sliced = parse_spec("training", apply_overrides(SMALL, {"sharing": {"mode": "time-slice", "replicas": 4}}), CATALOG)
     rendered = render_slurm(sliced, slurm_context())
     assert "#SBATCH --gres=shard:1" in directives(rendered.script) and "--nproc-per-node=1" in rendered.script
+    mps = parse_spec("training", apply_overrides(SMALL, {"sharing": {"mode": "mps", "replicas": 4}}), CATALOG)
+    rendered = render_slurm(mps, slurm_context())
+    assert "#SBATCH --gres=mps:25" in directives(rendered.script) and "--nproc-per-node=1" in rendered.script
+    assert not any(d.startswith("#SBATCH --gres=gpu") for d in directives(rendered.script))  # gpu and mps: never both
     hami = parse_spec(
         "training", apply_overrides(SMALL, {"sharing": {"mode": "hami", "gpumem_mib": 1000, "gpucores": 10}}), CATALOG
     )
@@ -261,6 +265,27 @@ def test_sharing_and_topology_on_slurm():
     assert "--nnodes=1 --nproc-per-node=8" in one_node.script
     with pytest.raises(RenderError, match="topology"):
         render_slurm(replace(sliced, workers=2, topology="node"), slurm_context())
+
+
+@pytest.mark.parametrize(("replicas", "count"), [(2, 50), (4, 25), (5, 20), (10, 10), (20, 5), (25, 4)])
+def test_an_mps_replica_on_slurm_is_its_whole_percentage_of_a_gpu(replicas, count):
+    """gres/mps counts 100 per GPU (https://slurm.schedmd.com/gres.html#MPS_Management): 1/replicas of a GPU is
+    mps:100/replicas, exactly what the console's quota and chargeback count."""
+    spec = parse_spec("training", apply_overrides(SMALL, {"sharing": {"mode": "mps", "replicas": replicas}}), CATALOG)
+    rendered = render_slurm(spec, slurm_context())
+    assert f"#SBATCH --gres=mps:{count}" in directives(rendered.script)
+    assert any(c.startswith(f"MPS: gres/mps:{count} per worker, {count}% of one GPU") for c in rendered.caveats)
+
+
+@pytest.mark.parametrize("replicas", [3, 6, 7, 8, 16, 48])
+def test_an_mps_replica_that_is_no_whole_percentage_is_refused_on_slurm(replicas):
+    """mps:33 for 3 replicas would give each job less than the third quota counts (and mps:34 fits only two on a
+    GPU): refused, naming the field and the replica counts that work."""
+    spec = parse_spec("training", apply_overrides(SMALL, {"sharing": {"mode": "mps", "replicas": replicas}}), CATALOG)
+    with pytest.raises(RenderError) as caught:
+        render_slurm(spec, slurm_context())
+    assert caught.value.field == "sharing.replicas"
+    assert f"{replicas} replicas are not a whole percentage each; use 2, 4, 5, 10, 20, 25" in str(caught.value)
 
 
 def test_elastic_training_asks_for_a_node_range():

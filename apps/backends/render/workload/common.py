@@ -23,20 +23,18 @@ from apps.backends.render.pools import (
     HAMI_CORES,
     HAMI_MEMORY,
     MEMORY_GIB_PER_GPU,
-    REPLICAS_LABEL,
-    SHARED_SUFFIX,
-    TIME_SLICE,
     VGPU_CORES,
     VGPU_MEMORY,
     VGPU_NUMBER,
     pool_name,
+    replicated_labels,
 )
 from apps.backends.render.spec import InferenceServiceSpec, SecretEnv, Spec, TrainingJobSpec, Volume
 from apps.backends.render.topology import TAS_REQUIRED, TAS_UNCONSTRAINED
 from apps.backends.render.volcano import leaf_queue_name
 from apps.backends.render.volcano import resource_name as volcano_resource_name
 from apps.backends.render.workload.context import QUEUEINGS, RenderContext, target_errors
-from apps.backends.types import Sharing, Topology
+from apps.backends.types import REPLICATED, Sharing, Topology
 
 WORKLOAD_LABEL = "gpu-console/workload"
 KIND_LABEL = "gpu-console/kind"
@@ -45,7 +43,6 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"
-SHARING_STRATEGY_LABEL = "nvidia.com/gpu.sharing-strategy"
 VGPU_MODE_ANNOTATION = "volcano.sh/vgpu-mode"  # hami-core: software slicing, not a MIG instance
 # Pod names derive from the object name (StatefulSet pods "<name>-<group>-<i>", Volcano "<name>-worker-<i>")
 # and a StatefulSet name above 52 characters breaks its controller-revision-hash label: keep room.
@@ -168,9 +165,9 @@ def volcano_resource_caveat(spec: Spec, ctx: RenderContext) -> list[str]:
 
 
 def sharing_pool(spec: Spec) -> str:
-    """The GPU pool (pools.py) the workload's pods land on: the model's, or its time-sliced pool."""
-    if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.TIME_SLICE:
-        return pool_name(spec.gpu_model, TIME_SLICE, spec.sharing.replicas)
+    """The GPU pool (pools.py) the workload's pods land on: the model's, or its time-sliced or MPS pool."""
+    if isinstance(spec, TrainingJobSpec) and spec.sharing.mode in REPLICATED:
+        return pool_name(spec.gpu_model, spec.sharing.mode, spec.sharing.replicas)
     return pool_name(spec.gpu_model)
 
 
@@ -296,8 +293,10 @@ def gpu_requests(spec: Spec, ctx: RenderContext) -> dict[str, str]:
                 "HAMi's device plugin runs on), so no Kueue flavor covers nvidia.com/gpumem and nvidia.com/gpucores",
             )
         return {name: "1", HAMI_MEMORY: str(sharing.gpumem_mib), HAMI_CORES: str(sharing.gpucores)}
-    if sharing.mode == Sharing.TIME_SLICE:
-        return {name: "1"}  # one replica of a time-sliced GPU; the node selector picks such a pool
+    if sharing.mode in REPLICATED:
+        # One replica of a time-sliced or MPS GPU; the node selector picks such a pool. MPS takes no more than one
+        # (https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/gpu-sharing-mps.html#limitations).
+        return {name: "1"}
     return {name: str(spec.gpus_per_worker)}
 
 
@@ -328,19 +327,15 @@ def container_resources(spec: Spec, ctx: RenderContext) -> dict:
 
 def node_selector(spec: Spec, ctx: RenderContext) -> dict[str, str]:
     """The labels of the workload's GPU pool, as its Kueue ResourceFlavor has them (pools.py), so that flavor
-    and no other fits it: the GPU product; a time-sliced pool's GFD labels add -SHARED and the replica count;
-    HAMi's pool (Kueue) adds the labels HAMi's device plugin runs on."""
+    and no other fits it: the GPU product; a time-sliced or MPS pool's GFD labels add -SHARED, the replica count
+    and the sharing strategy; HAMi's pool (Kueue) adds the labels HAMi's device plugin runs on."""
     if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.HAMI and ctx.queueing == "kueue":
         return {PRODUCT_LABEL: ctx.product_label, **ctx.hami_node_labels}
-    if isinstance(spec, TrainingJobSpec) and spec.sharing.mode == Sharing.TIME_SLICE:
-        product = ctx.product_label if ctx.product_label.endswith(SHARED_SUFFIX) else ctx.product_label + SHARED_SUFFIX
-        if not is_label_value(product):
-            raise RenderError("product_label", f"{product!r} (time-sliced) is not a valid label value")
-        return {
-            PRODUCT_LABEL: product,
-            SHARING_STRATEGY_LABEL: "time-slicing",
-            REPLICAS_LABEL: str(spec.sharing.replicas),
-        }
+    if isinstance(spec, TrainingJobSpec) and spec.sharing.mode in REPLICATED:
+        labels = dict(replicated_labels(ctx.product_label, spec.sharing.mode, spec.sharing.replicas))
+        if not is_label_value(labels[PRODUCT_LABEL]):
+            raise RenderError("product_label", f"{labels[PRODUCT_LABEL]!r} (shared) is not a valid label value")
+        return labels
     return {PRODUCT_LABEL: ctx.product_label}
 
 

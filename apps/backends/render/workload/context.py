@@ -286,7 +286,7 @@ class RenderContext:
     "<tenant>-<queue>": its workloads name the leaf of their GPU pool, "<tenant>-<queue>-<pool>" (volcano.py).
     `hami_node_labels` are the labels of the nodes HAMi's device plugin runs on (Kueue: a HAMi pod selects
     them, as its pool's ResourceFlavor does); `volcano_vgpu` says Volcano's vGPU device plugin runs.
-    `gpu_pools`, when known, are the model's pools and MIG resources on the cluster: a time-slice, MIG or HAMi
+    `gpu_pools`, when known, are the model's pools and MIG resources on the cluster: a time-slice, MPS, MIG or HAMi
     workload whose pool is not among them is refused (no quota object covers it, no node would run it).
     `topology_labels` are the node labels of each topology level (the cluster's `topology_labels` setting):
     a gang kept on one leaf switch or NVLink domain has a required pod affinity on that label, unless the

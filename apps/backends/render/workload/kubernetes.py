@@ -14,7 +14,14 @@ from dataclasses import replace
 
 from apps.backends.render.errors import RenderError
 from apps.backends.render.objects import MANAGED_BY, MANAGER, QUEUE_LABEL, TENANT_LABEL
-from apps.backends.render.pools import HAMI, MIG_PREFIX, SHARED_SUFFIX, mig_resource, pool_name
+from apps.backends.render.pools import (
+    HAMI,
+    MIG_PREFIX,
+    mig_resource,
+    pool_name,
+    replicated_labels,
+    replicated_prefix,
+)
 from apps.backends.render.spec import InferenceServiceSpec, Spec, TrainingJobSpec
 from apps.backends.render.workload.common import (
     check_context,
@@ -30,7 +37,7 @@ from apps.backends.render.workload.inference import inference_objects
 from apps.backends.render.workload.kserve import kserve_objects
 from apps.backends.render.workload.training import training_objects
 from apps.backends.render.workload.trainjob import trainjob_objects
-from apps.backends.types import Sharing
+from apps.backends.types import REPLICATED, Sharing
 
 
 def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:
@@ -73,13 +80,14 @@ def _check_pool(spec: TrainingJobSpec, ctx: RenderContext) -> None:
     if ctx.gpu_pools is None:
         return
     sharing, model, product = spec.sharing, spec.gpu_model, ctx.product_label
-    if sharing.mode == Sharing.TIME_SLICE and sharing_pool(spec) not in ctx.gpu_pools:
-        have = [p for p in ctx.gpu_pools if p.startswith(f"{model}-shared-")]
+    if sharing.mode in REPLICATED and sharing_pool(spec) not in ctx.gpu_pools:
+        have = [p for p in ctx.gpu_pools if p.startswith(replicated_prefix(model, sharing.mode))]
+        labels = ", ".join(f"{k}={v}" for k, v in replicated_labels(product, sharing.mode, sharing.replicas))
+        what = "time-sliced" if sharing.mode == Sharing.TIME_SLICE else "MPS"
         raise RenderError(
             "sharing.replicas",
-            f"this cluster's inventory has no time-sliced {model} pool with {sharing.replicas} replicas per GPU "
-            f"(nodes labelled nvidia.com/gpu.product={product}{SHARED_SUFFIX}, nvidia.com/gpu.replicas="
-            f"{sharing.replicas}); it has {', '.join(have) or 'none'}",
+            f"this cluster's inventory has no {what} {model} pool with {sharing.replicas} replicas per GPU "
+            f"(nodes labelled {labels}); it has {', '.join(have) or 'none'}",
         )
     if sharing.mode == Sharing.MIG and mig_resource(sharing.mig_profile) not in ctx.gpu_pools:
         have = [p.removeprefix(MIG_PREFIX) for p in ctx.gpu_pools if p.startswith(MIG_PREFIX)]

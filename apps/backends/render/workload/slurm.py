@@ -41,6 +41,10 @@ _GRES_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # What any `#SBATCH` value may contain, checked once more on every line as it is written.
 DIRECTIVE_VALUE = re.compile(r"[A-Za-z0-9_.:/%=,+-]+")
 SRUN = ("srun", "--kill-on-bad-exit=1")
+# Slurm's gres/mps counts a GPU as this many (gres.conf's MPS examples: "Count value to 100 on each" GPU), so
+# `--gres=mps:N` is N percent of one GPU, and the job's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is N
+# (https://slurm.schedmd.com/gres.html#MPS_Management). The console's MPS replica is 1/replicas of a GPU.
+MPS_PER_GPU = 100
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")  # as Kubernetes allows a Secret's key (not "..")
 
 
@@ -188,7 +192,25 @@ def _training_gres(spec: TrainingJobSpec, ctx: SlurmContext, per_node: int) -> s
         return f"gpu:{mig_type}:1"
     if mode == Sharing.TIME_SLICE:
         return "shard:1"
-    raise RenderError("sharing.mode", "HAMi vGPUs exist on Kubernetes only; on Slurm use MIG or time-slice (shards)")
+    if mode == Sharing.MPS:
+        return f"mps:{mps_count(spec.sharing.replicas)}"
+    raise RenderError(
+        "sharing.mode", "HAMi vGPUs exist on Kubernetes only; on Slurm use MIG, time-slice (shards) or MPS (gres/mps)"
+    )
+
+
+def mps_count(replicas: int | None) -> int:
+    """gres/mps of one replica of a GPU split into `replicas`: exactly 100 / replicas, or RenderError. A share that
+    is not a whole percentage would be rounded by Slurm's count: rounded up, `replicas` jobs no longer fit one
+    GPU; rounded down, each gets less than the 1/replicas quota and chargeback count."""
+    if not replicas or MPS_PER_GPU % replicas:
+        exact = [n for n in range(2, 49) if MPS_PER_GPU % n == 0]
+        raise RenderError(
+            "sharing.replicas",
+            f"on Slurm an MPS replica is gres/mps of {MPS_PER_GPU} per GPU (a percentage): {replicas} replicas "
+            f"are not a whole percentage each; use {', '.join(map(str, exact))}",
+        )
+    return MPS_PER_GPU // replicas
 
 
 def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedScript:
@@ -215,6 +237,13 @@ def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedSc
         caveats.append(
             f"time-slice: one GRES shard per worker; the nodes must be configured with {spec.sharing.replicas} "
             "shards per GPU for that to be 1/replicas of a GPU"
+        )
+    if spec.sharing.mode == Sharing.MPS:
+        caveats.append(
+            f"MPS: gres/mps:{mps_count(spec.sharing.replicas)} per worker, {mps_count(spec.sharing.replicas)}% of "
+            f"one GPU (1/{spec.sharing.replicas}); the nodes must have GresTypes mps with Count {MPS_PER_GPU} per "
+            "GPU, a prolog that starts the MPS server, and gres/mps in AccountingStorageTRES for the usage to be "
+            "metered. An MPS server serves one user: jobs of other users on the GPU are time-sliced with it"
         )
     if spec.retries:
         caveats.append("Slurm requeues the job on node failure or preemption; it has no per-job retry count")

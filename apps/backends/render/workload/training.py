@@ -296,8 +296,16 @@ def _caveats(spec: TrainingJobSpec, ctx: RenderContext) -> list[str]:
     elif mode == Sharing.TIME_SLICE:
         out.append(
             f"Time-slicing: each worker requests one nvidia.com/gpu replica on a time-sliced pool (GPU Feature "
-            f"Discovery labels: product '-SHARED', {spec.sharing.replicas} replicas per GPU), the pool "
-            f"'{sharing_pool(spec)}' of the quota objects. Replicas share memory and faults."
+            f"Discovery labels: product '-SHARED', {spec.sharing.replicas} replicas per GPU, sharing-strategy "
+            f"time-slicing), the pool '{sharing_pool(spec)}' of the quota objects. Replicas share memory and faults."
+        )
+    elif mode == Sharing.MPS:
+        out.append(
+            f"MPS: each worker requests one nvidia.com/gpu replica on an MPS pool (GPU Feature Discovery labels: "
+            f"product '-SHARED', {spec.sharing.replicas} replicas per GPU, sharing-strategy mps), the pool "
+            f"'{sharing_pool(spec)}' of the quota objects. The device plugin's MPS control daemon caps each replica "
+            f"at 1/{spec.sharing.replicas} of the GPU's memory and compute; a fatal fault in one client ends every "
+            "client on the GPU, and DCGM-Exporter cannot tell the pods' metrics apart."
         )
     elif mode == Sharing.HAMI and ctx.queueing == "volcano":
         out.append(
