@@ -74,10 +74,17 @@ def audit_row(
     target_type: str | None = None,
     target_id: str | None = None,
     target_label: str | None = None,
+    one_statement: bool = False,
 ) -> AuditEvent:
     """The event `record_event` would append, unsaved: for a service that writes its rows in one statement
-    (`apps.core.inserts.insert_rows`) inside its transaction."""
-    if not connection.in_atomic_block:
+    (`apps.core.inserts.insert_rows`) inside its transaction.
+
+    `one_statement=True` is the one exception to "inside the service's transaction": the caller may build the event
+    before its transaction opens because the event is then written by the same single statement as the change it
+    records (`apps.core.inserts.insert_rows_if_locked`: one INSERT … SELECT writes every row or none). That is
+    atomic by being one statement: the change cannot commit without its event, nor the event without the change.
+    A submission decided within its guarantee builds its rows so before it takes the admission lock."""
+    if not one_statement and not connection.in_atomic_block:
         raise RuntimeError("audit events must be written inside the service's transaction.atomic() block")
     if target is not None:
         target_type = target_type or target_type_of(target)

@@ -11,6 +11,7 @@ without receivers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 
 from django.db import connections, models, router
@@ -57,7 +58,8 @@ def _as_is(value, kind: type | None) -> bool:
     return isinstance(value, kind)
 
 
-def _prepared(obj: models.Model, connection) -> tuple[str, list]:
+def _bound(obj: models.Model, connection) -> tuple[list[str], list]:
+    """The row's columns and their values, as `save()` would bind them (the primary key only when set)."""
     columns, values = [], []
     for field, as_is in _plan(type(obj)):
         value = getattr(obj, field.attname)
@@ -67,6 +69,11 @@ def _prepared(obj: models.Model, connection) -> tuple[str, list]:
             value = field.get_db_prep_save(field.pre_save(obj, True), connection)
         columns.append(field.column)
         values.append(value)
+    return columns, values
+
+
+def _prepared(obj: models.Model, connection) -> tuple[str, list]:
+    columns, values = _bound(obj, connection)
     return _statement(type(obj), connection.vendor, tuple(columns)), values
 
 
@@ -142,23 +149,130 @@ def insert_rows_and_commit(*objs: models.Model) -> None:
         _saved(obj, pk, alias)
 
 
+@dataclass(frozen=True)
+class Guard:
+    """A condition PostgreSQL checks in the very statement that writes the rows (`insert_rows_if_locked`): a SELECT
+    of one row when the rows may be written, of none when not. Its `columns` (their names, in order) are what the
+    rows' computed values are taken from."""
+
+    sql: str
+    params: tuple
+    columns: tuple[str, ...]
+
+    def with_column(self, name: str, sql: str, params: tuple = ()) -> Guard:
+        """The same guard with one more column: `sql` over its columns (by name), e.g. a message around a reason."""
+        wrapped = f"SELECT g0.*, {sql} AS {name} FROM ({self.sql}) g0"  # noqa: S608
+        return Guard(wrapped, (*params, *self.params), (*self.columns, name))  # `sql`'s parameters come first
+
+
+def insert_rows_if_locked(
+    lock_sql: str, guard: Guard, *objs: models.Model, computed: dict[tuple[int, str], str]
+) -> dict | None:
+    """Take the lock `lock_sql`, then INSERT `objs` in one statement if `guard` holds; PostgreSQL only.
+
+    Two statements: the transaction-level lock, then `WITH g AS (guard), r0 AS (INSERT … SELECT … FROM g), …`: each
+    row is inserted from the guard's row, so either every row is written or (the guard found no row) none. The
+    statement takes its snapshot after the lock is granted, so the guard sees everything committed under the lock
+    before it, and nothing can come between its read and the writes: they are one statement. `computed` maps (index
+    of the row in `objs`, field attname) to the guard column that value is taken from (a reason worked out under the
+    lock, the decision's time); each object gets the value written. Primary keys must be set (handed out up front),
+    as in `insert_rows`.
+
+    The caller's `transaction.atomic()` is around it. Where that is the outermost transaction, the lock, the
+    statement and the COMMIT go to PostgreSQL in one round trip (psycopg's pipeline mode, as `insert_rows_and_commit`):
+    the lock is held only while PostgreSQL works, never while Python runs or a reply crosses the network, and the
+    caller's atomic block finds the transaction committed (its on-commit hooks run after). Inside an outer
+    transaction (tests, callers in a transaction) the two statements go one after the other, and the lock is held
+    to that transaction's end, as any decision's. Returns the guard's row (column -> value) when the rows were
+    written, None when the guard refused: nothing was written (the outermost transaction committed empty, which
+    releases the lock).
+    """
+    alias = router.db_for_write(type(objs[0]))
+    connection = connections[alias]
+    if connection.vendor != "postgresql" or not connection.in_atomic_block:
+        raise RuntimeError("insert_rows_if_locked: PostgreSQL, inside the caller's transaction.atomic() block")
+    statements, values = [], list(guard.params)
+    for index, obj in enumerate(objs):
+        columns, row = _bound(obj, connection)
+        exprs = []
+        for column, value in zip(columns, row, strict=True):
+            taken = computed.get((index, _attnames(type(obj))[column]))
+            if taken is None:
+                exprs.append("%s")
+                values.append(value)
+            elif taken in guard.columns:
+                exprs.append(f"g.{taken}")
+            else:
+                raise ValueError(f"insert_rows_if_locked: the guard has no column {taken!r}")
+        statements.append(_guarded_statement(type(obj), tuple(columns), tuple(exprs)))
+    sql = _guarded_chain(guard.sql, tuple(statements))
+    cursor = connection.cursor()
+    try:
+        if connection.savepoint_ids:
+            with connection.cursor() as lock:
+                lock.execute(lock_sql)
+            cursor.execute(sql, values)
+            found = cursor.fetchone()
+        else:
+            with connection.wrap_database_errors:
+                with connection.cursor() as lock, connection.connection.pipeline():
+                    lock.execute(lock_sql)
+                    cursor.execute(sql, values)
+                    connection.connection.commit()  # queued after the statement; the pipeline's sync sends all three
+                found = cursor.fetchone()
+    finally:
+        cursor.close()
+    if found is None:
+        return None
+    pks, taken = found[: len(objs)], dict(zip(guard.columns, found[len(objs) :], strict=True))
+    for index, obj in enumerate(objs):
+        _saved(obj, pks[index], alias)
+    for (index, attname), column in computed.items():
+        setattr(objs[index], attname, taken[column])
+    return taken
+
+
+@cache
+def _attnames(model: type[models.Model]) -> dict[str, str]:
+    return {f.column: f.attname for f in model._meta.concrete_fields}
+
+
+@cache
+def _guarded_statement(model: type[models.Model], columns: tuple[str, ...], exprs: tuple[str, ...]) -> str:
+    quote = connections[router.db_for_write(model)].ops.quote_name
+    names = ", ".join(quote(c) for c in columns)
+    table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
+    return f"INSERT INTO {table} ({names}) SELECT {', '.join(exprs)} FROM g RETURNING {pk}"  # noqa: S608
+
+
+@cache
+def _guarded_chain(guard: str, statements: tuple[str, ...]) -> str:
+    # LIMIT 1: a guard that found several rows must not insert the rows several times.
+    ctes = ", ".join(f"r{i} AS ({sql})" for i, sql in enumerate(statements))
+    picks = ", ".join(f"(SELECT * FROM r{i})" for i in range(len(statements)))  # noqa: S608
+    return f"WITH g AS (SELECT * FROM ({guard}) g1 LIMIT 1), {ctes} SELECT {picks}, g.* FROM g"  # noqa: S608
+
+
 CHAIN_PARAMS_CACHED = 200
+CHAIN_LENGTH_CACHED = 16384
 
 
 def _cache_the_chain() -> None:
     """Let psycopg reuse its parse of the chain's text.
 
     psycopg turns a statement's `%s` placeholders into `$n` once per text and caches the result, but
-    only for statements of at most 50 parameters (it expects longer ones to be one-off bulk INSERTs).
-    A submission's chain has 67 and is the same text every time: parsed afresh it cost 0.17 ms of the
-    submission's CPU. The limit is a module constant of psycopg's; tests/core/test_inserts.py fails if
-    it goes away.
+    only for statements of at most 50 parameters and 4,096 characters (it expects longer ones to be one-off bulk
+    INSERTs). A submission's chain has 67 and is the same text every time: parsed afresh it cost 0.17 ms of the
+    submission's CPU; with the guard of a decision within the guarantee in front (`insert_rows_if_locked`) it is
+    about 80 parameters and 5,000 characters, 0.3 ms parsed afresh. The limits are module constants of psycopg's;
+    tests/core/test_inserts.py fails if they go away.
     """
     try:
         from psycopg import _queries
     except ImportError:  # the demo's SQLite needs no psycopg
         return
     _queries.MAX_CACHED_STATEMENT_PARAMS = max(_queries.MAX_CACHED_STATEMENT_PARAMS, CHAIN_PARAMS_CACHED)
+    _queries.MAX_CACHED_STATEMENT_LENGTH = max(_queries.MAX_CACHED_STATEMENT_LENGTH, CHAIN_LENGTH_CACHED)
 
 
 _cache_the_chain()

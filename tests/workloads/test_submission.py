@@ -1,6 +1,7 @@
 """Submission end to end on the simulator: idempotency, admission, the outbox, reconcile, cancel, crash safety."""
 
 import json
+from contextlib import nullcontext
 from datetime import timedelta
 from unittest import mock
 
@@ -248,11 +249,22 @@ def test_reclaim_plan_is_carried_out_on_the_simulator(fleet, personas, api, djan
     assert Workload.objects.get(pk=owner["id"]).state in {"admitted", "running"}
 
 
-def test_a_claim_left_by_a_failed_submission_is_released(fleet, personas, api):
+@pytest.mark.parametrize(
+    "failing",
+    [
+        "insert_rows_if_locked",  # decided within the guarantee by PostgreSQL (apps/tenancy/within_guarantee.py)
+        "insert_rows",  # decided by the engine (the guard cannot decide it here: see `within_guarantee`)
+    ],
+)
+def test_a_claim_left_by_a_failed_submission_is_released(fleet, personas, api, failing):
     """The claim commits with the workload or not at all; a claim whose workload never got written is freed."""
     from apps.tenancy.models import Admission, PriorityTier
 
-    with mock.patch("apps.workloads.services.submission.insert_rows", side_effect=RuntimeError("disk full")):
+    module = "apps.workloads.services.submission"
+    with (
+        mock.patch(f"{module}.{failing}", side_effect=RuntimeError("disk full")),
+        mock.patch(f"{module}.within_guarantee", return_value=None) if failing == "insert_rows" else nullcontext(),
+    ):
         with pytest.raises(RuntimeError):
             services.submit_workload(fresh(personas.member_a), kind="training", spec=training_spec())
     assert not Workload.objects.exists() and not Admission.objects.exists() and not OutboxEntry.objects.exists()

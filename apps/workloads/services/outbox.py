@@ -42,10 +42,17 @@ def enqueue(workload: Workload, action: str) -> OutboxEntry:
     return insert_row(outbox_row(workload, action))
 
 
-def outbox_row(workload: Workload, action: str) -> OutboxEntry:
-    """An outbox row (unsaved) for the caller's transaction; its commit wakes the drain."""
-    transaction.on_commit(wake_outbox)
+def outbox_row(workload: Workload, action: str, *, wake: bool = True) -> OutboxEntry:
+    """An outbox row (unsaved) for the caller's transaction; its commit wakes the drain. `wake=False`: the caller
+    calls `wake_after_commit` itself once it knows the row is written (a row built before its transaction)."""
+    if wake:
+        wake_after_commit()
     return OutboxEntry(workload=workload, action=action, run=workload.requeues, next_attempt_at=timezone.now())
+
+
+def wake_after_commit() -> None:
+    """The drain is woken once the caller's transaction commits (its outbox rows are then visible)."""
+    transaction.on_commit(wake_outbox)
 
 
 def wake_outbox() -> None:

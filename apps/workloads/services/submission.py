@@ -26,17 +26,18 @@ from apps.backends.render.errors import RenderError
 from apps.backends.render.spec import Spec
 from apps.backends.shares import SHARE_UNITS
 from apps.core.errors import Conflict, InvalidInput, NotFound
-from apps.core.inserts import insert_row, insert_rows, insert_rows_and_commit
+from apps.core.inserts import insert_row, insert_rows, insert_rows_and_commit, insert_rows_if_locked
 from apps.core.joined import fetch_joined
 from apps.fleet.models import Cluster, GpuModel
 from apps.tenancy.models import AdmissionState, PriorityTier, Queue
-from apps.tenancy.services.admissions import decide_claim, release_admission
+from apps.tenancy.services.admissions import ADMISSION_LOCK_SQL, decide_claim, release_admission
 from apps.tenancy.services.holds import check_hold
 from apps.tenancy.snapshot import tier_rows
+from apps.tenancy.within_guarantee import CLAIM_COLUMNS, within_guarantee
 from apps.workloads import reasons
 from apps.workloads.models import OutboxAction, Workload, WorkloadKind, WorkloadState, WorkloadTemplate
 from apps.workloads.rendering import render_context
-from apps.workloads.services.outbox import enqueue, outbox_row
+from apps.workloads.services.outbox import enqueue, outbox_row, wake_after_commit
 from apps.workloads.services.state import CLAIM_PREFIX, add_event, event_row
 from apps.workloads.submission_context import SubmissionContext, catalog, gpu_models, load_context
 
@@ -82,20 +83,23 @@ def submit_workload(
         return _replay(context.existing_id, digest)
     prepared = prepare_submission(actor, kind, spec, context)
     tenant, queue, model, tier = prepared.tenant, prepared.queue, prepared.model, prepared.tier
+    request = dict(
+        kind=kind,
+        viable=prepared.viable,
+        digest=digest,
+        idempotency_key=idempotency_key,
+        template=template,
+        tenant=tenant,
+        queue=queue,
+        model=model,
+        tier=tier,
+        ids=(context.claim_id, context.next_id),
+    )
     try:
-        return _decide_and_store(
-            actor,
-            kind=kind,
-            viable=prepared.viable,
-            digest=digest,
-            idempotency_key=idempotency_key,
-            template=template,
-            tenant=tenant,
-            queue=queue,
-            model=model,
-            tier=tier,
-            ids=(context.claim_id, context.next_id),
-        )
+        admitted = _admit_within_guarantee(actor, **request)
+        if admitted is not None:
+            return admitted, True
+        return _decide_and_store(actor, **request)
     except IntegrityError:
         # A retry under the same key committed first (we waited for it on the admission lock): the key's
         # unique constraint refused our row, the transaction rolled back (claim included). Answer with its workload.
@@ -237,14 +241,8 @@ def probe_workload(prepared: PreparedSubmission, cluster: Cluster) -> Workload:
     return probe
 
 
-def _decide_and_store(
-    actor, *, kind, viable, digest, idempotency_key, template, tenant, queue, model, tier, ids
-) -> tuple[Workload, bool]:
-    claim_id, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
-    cluster, parsed = viable[0]
-    # Built before the transaction: the admission lock is held from the decision to the commit, and
-    # what does not depend on the decision need not be built while every other submission waits.
-    workload = Workload(
+def _new_workload(actor, *, kind, cluster, parsed, digest, idempotency_key, template, tenant, queue, model, tier, pk):
+    return Workload(
         kind=kind,
         name=parsed.name,
         tenant=tenant,
@@ -258,6 +256,103 @@ def _decide_and_store(
         idempotency_key=idempotency_key or None,
         request_hash=digest,
         created_by=actor if actor.pk else None,
+        pk=pk,
+    )
+
+
+def _admit_within_guarantee(
+    actor, *, kind, viable, digest, idempotency_key, template, tenant, queue, model, tier, ids
+) -> Workload | None:
+    """A submission within its queue's guarantee on its one cluster, decided by PostgreSQL in the statement that
+    writes its five rows (apps/tenancy/within_guarantee.py), sent with the admission lock and the COMMIT in one round
+    trip: the lock is held only for PostgreSQL's own work. Every row is built before: the claim, the workload, its
+    outbox row, its event and its audit event (`one_statement`: written by that same statement or not at all).
+    None when the guard refused (nothing written) or cannot decide it: `_decide_and_store` decides, as before."""
+    claim_id, workload_id = ids
+    if workload_id is None or claim_id is None or len(viable) != 1:
+        return None  # SQLite; or several clusters, which placement compares
+    cluster, parsed = viable[0]
+    user = actor.get_username()
+    attempt = within_guarantee(
+        name=f"{CLAIM_PREFIX}{tenant.slug}/{parsed.name}",
+        queue=queue,
+        gpu_model=model,
+        gpus=Fraction(parsed.total_units, SHARE_UNITS),  # PreparedSubmission.gpus
+        tier=tier,
+        user=user,
+        cluster=cluster,
+        max_runtime_s=parsed.max_runtime_s,
+    )
+    if attempt is None:
+        return None
+    claim = attempt.claim
+    claim.pk = claim_id
+    workload = _new_workload(
+        actor,
+        kind=kind,
+        cluster=cluster,
+        parsed=parsed,
+        digest=digest,
+        idempotency_key=idempotency_key,
+        template=template,
+        tenant=tenant,
+        queue=queue,
+        model=model,
+        tier=tier,
+        pk=workload_id,
+    )
+    workload.admission = claim
+    workload.state = WorkloadState.ADMITTED  # its state_reason is the claim's reason, worked out by the guard
+    workload.backend_name = workload.run_name()
+    # The timeline's line around the reason: "submitted by u; admission: admit: " + reason.
+    head, _marker, tail = reasons.SUBMITTED.partition("%(reason)s")
+    words = {"user": user, "decision": claim.decision}
+    guard = attempt.guard.with_column("message", "left(%s || reason || %s, 1000)", (head % words, tail % words))
+    rows = (
+        claim,
+        workload,
+        outbox_row(workload, OutboxAction.SUBMIT, wake=False),
+        event_row(workload, "submitted", ""),
+        audit_row(
+            actor,
+            "workload.submit",
+            workload,
+            tenant=tenant,
+            after={
+                **snapshot(workload, ["id", "kind", "name", "queue", "cluster", "gpus", "state"]),
+                "idempotency_key": idempotency_key,
+            },
+            one_statement=True,
+        ),
+    )
+    computed = {(0, attname): column for attname, column in CLAIM_COLUMNS.items()}
+    computed.update({(1, "state_reason"): "reason", (3, "message"): "message"})
+    with transaction.atomic():
+        if insert_rows_if_locked(ADMISSION_LOCK_SQL, guard, *rows, computed=computed) is None:
+            return None
+        wake_after_commit()
+    return workload
+
+
+def _decide_and_store(
+    actor, *, kind, viable, digest, idempotency_key, template, tenant, queue, model, tier, ids
+) -> tuple[Workload, bool]:
+    claim_id, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
+    cluster, parsed = viable[0]
+    # Built before the transaction: the admission lock is held from the decision to the commit, and
+    # what does not depend on the decision need not be built while every other submission waits.
+    workload = _new_workload(
+        actor,
+        kind=kind,
+        cluster=cluster,
+        parsed=parsed,
+        digest=digest,
+        idempotency_key=idempotency_key,
+        template=template,
+        tenant=tenant,
+        queue=queue,
+        model=model,
+        tier=tier,
         pk=workload_id,
     )
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
