@@ -353,8 +353,15 @@ _COPY_COLUMNS = (
 
 
 def _copy_gpus(nodes: list[tuple[int, list]], resolver: ModelResolver) -> None:
-    """Insert the GPU rows of nodes that have none with one COPY (the caller holds the transaction)."""
+    """Insert the GPU rows of nodes that have none with one COPY (the caller holds the transaction). COPY is
+    PostgreSQL's: another database (the demo's SQLite) inserts them in bulk."""
     if not any(infos for _id, infos in nodes):
+        return
+    if connection.vendor != "postgresql":
+        Gpu.objects.bulk_create(
+            [Gpu(node_id=node_id, **gpu_fields(gpu, resolver)) for node_id, infos in nodes for gpu in infos],
+            batch_size=500,
+        )
         return
     columns = ", ".join(f'"{Gpu._meta.get_field(c.removesuffix("_id")).column}"' for c in ("node_id", *_COPY_COLUMNS))
     statement = f'COPY "{Gpu._meta.db_table}" ({columns}) FROM STDIN'
@@ -368,8 +375,12 @@ def _copy_gpus(nodes: list[tuple[int, list]], resolver: ModelResolver) -> None:
 
 def _copy_nodes(nodes: list[Node]) -> None:
     """Insert new Node rows with one COPY (the caller holds the transaction): every column but the id, each value
-    prepared as Django's INSERT would (`first_seen_at` set on add, JSON adapted), without its SQL and arrays."""
+    prepared as Django's INSERT would (`first_seen_at` set on add, JSON adapted), without its SQL and arrays. COPY is
+    PostgreSQL's: another database (the demo's SQLite) inserts them in bulk."""
     if not nodes:
+        return
+    if connection.vendor != "postgresql":
+        Node.objects.bulk_create(nodes, batch_size=500)
         return
     fields = [f for f in Node._meta.concrete_fields if not f.primary_key]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
