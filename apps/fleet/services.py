@@ -1,4 +1,5 @@
-"""Fleet services: clusters and inventory sync. Each state change is permission-checked and audited."""
+"""Fleet services: clusters, node pools' pre-pull lists and inventory sync. Each state change is permission-checked
+and audited."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
+from apps.backends.render.names import image_error
 from apps.backends.types import ConnectionReport
 from apps.core.errors import Conflict, InvalidInput, refuse_if_referenced
 from apps.core.secrets import secret_env_error
+from apps.core.text import translate
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields, pool_taints
 from apps.fleet.links import METRICS_URL_PLACEHOLDERS, template_outbound_error, url_template_error
 from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
@@ -207,6 +210,36 @@ def delete_cluster(actor, cluster: Cluster, *, reason: str = "") -> None:
         record_event(actor, "cluster.delete", cluster, reason=reason, before=snapshot(cluster))
         with refuse_if_referenced(cluster):
             cluster.delete()
+
+
+MAX_PREPULL_IMAGES = 20
+
+
+def set_pool_prepull(actor, pool: NodePool, images, *, reason: str = "") -> NodePool:
+    """Set the images `pool`'s nodes keep pulled (a list of pinned image references; [] stops pre-pulling). The
+    cluster receives it with its next quota push (a DaemonSet on Kubernetes, the simulator's image cache)."""
+    require(actor, Action.ADMINISTER, None, _("Only platform admins set what a node pool pre-pulls."))
+    if not isinstance(images, list) or not all(isinstance(image, str) for image in images):
+        raise InvalidInput(_("Invalid pre-pull list."), {"images": _("A list of image references.")})
+    wanted = list(dict.fromkeys(image.strip() for image in images if image.strip()))
+    if len(wanted) > MAX_PREPULL_IMAGES:
+        message = _("At most %(max)s images.") % {"max": MAX_PREPULL_IMAGES}
+        raise InvalidInput(_("Invalid pre-pull list."), {"images": message})
+    problems = [
+        _("%(image)s: %(problem)s") % {"image": image, "problem": translate(problem)}
+        for image in wanted
+        if (problem := image_error(image)) is not None
+    ]
+    if problems:
+        raise InvalidInput(_("Invalid pre-pull list."), {"images": problems})
+    before = {"prepull_images": list(pool.prepull_images or [])}
+    if before["prepull_images"] == wanted:
+        return pool
+    with transaction.atomic():
+        pool.prepull_images = wanted
+        pool.save(update_fields=["prepull_images"])
+        record_event(actor, "pool.prepull", pool, reason=reason, before=before, after={"prepull_images": wanted})
+    return pool
 
 
 def check_connection(actor, cluster: Cluster) -> ConnectionReport:
