@@ -29,7 +29,7 @@ from apps.chargeback.api.views import (
     StatementViewSet,
 )
 from apps.dashboard.api import OverviewView
-from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet
+from apps.fleet.api.views import CapacityView, ClusterViewSet, GpuModelViewSet, GpuViewSet, PoolViewSet
 from apps.health.api.views import (
     ChannelViewSet,
     IncidentViewSet,
@@ -66,6 +66,7 @@ router.register("federated-trusts", FederatedTrustViewSet, basename="federated-t
 router.register("audit-events", AuditEventViewSet, basename="audit-event")
 router.register("operations", OperationViewSet, basename="operation")
 router.register("clusters", ClusterViewSet, basename="cluster")
+router.register("pools", PoolViewSet, basename="pool")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gpus", GpuViewSet, basename="gpu")
 router.register("gpu-models", GpuModelViewSet, basename="gpu-model")

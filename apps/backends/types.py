@@ -19,6 +19,7 @@ ENGINES_LABEL = "gpu-console/engines"  # a disaggregated service's engines (pref
 MIN_REPLICAS_LABEL = "gpu-console/min-replicas"  # these three only when autoscaling is on
 MAX_REPLICAS_LABEL = "gpu-console/max-replicas"
 WAITING_THRESHOLD_LABEL = "gpu-console/waiting-threshold"
+WARM_LABEL = "gpu-console/warm"  # "1": a Job downloads the weights into a cache volume the replicas load from
 # Simulator behaviours (apps/backends/simulator/specs.py), in seconds into each run: from SIM_HANG_LABEL on the run
 # stays "running" while its GPUs go quiet (a stuck NCCL collective, a deadlocked loader); the first
 # SIM_IDLE_PHASE_LABEL seconds are a data-loading phase. A console spec has no labels: these variables of its `env`
@@ -196,6 +197,17 @@ class Placement:
     gpu_indexes: list[int]
 
 
+@dataclass(frozen=True)
+class ReplicaStart:
+    """One inference replica's cold start as its backend saw it: scheduled onto a node, then serving (`ready_at`
+    None while it is still pulling its image, loading its weights or starting its engine)."""
+
+    replica: str  # the backend's name for it (a pod, a simulated replica)
+    node: str
+    scheduled_at: datetime
+    ready_at: datetime | None = None
+
+
 @dataclass
 class WorkloadStatus:
     backend_id: str
@@ -205,6 +217,7 @@ class WorkloadStatus:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     events: list[str] = field(default_factory=list)
+    replica_starts: list[ReplicaStart] = field(default_factory=list)  # serving replicas' cold starts
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 from apps.accounts import services as accounts
 from apps.accounts.models import Membership, Tenant, User
 from apps.accounts.roles import Role
+from apps.backends.render.spec import DEFAULT_IMAGES
 from apps.tenancy import services as tenancy
 
 TENANTS = [
@@ -74,12 +75,22 @@ DEMO_TOPOLOGY = {
     "topology_scheduler": "kueue-tas",
     "topology_labels": {"rack": "topology.simulator/rack", "leaf": "topology.simulator/leaf-switch"},
 }
+# A second simulated cluster that renders services as KServe InferenceServices and training as Kubeflow Trainer
+# TrainJobs (docs/targets.md): its workloads' pages show what such a cluster receives.
+TARGETS_CLUSTER = "sim-b"
+TARGETS_SHAPE = {"nodes": 8, "gpus_per_node": 8, "models": {"h100": 0.5, "a100": 0.5}, "seed": 7}
+TARGETS = {"inference_target": "kserve", "training_target": "trainjob"}
+# The H100 pool keeps SGLang's image pulled (docs/inference.md: warm starts): chat-8b, an SGLang service, starts
+# without a pull there, while llm-serve-70b (vLLM, not pre-pulled, 140 GB of weights) starts cold.
+PREPULL = {"h100-training": [DEFAULT_IMAGES["sglang"]]}
+PREPULL_MINUTES = 5  # the simulated nodes pull an 11 GB image in under four (apps/backends/simulator/coldstart.py)
 
 
 def seed_fleet(admin) -> None:
-    """A simulated 32 × 8 GPU cluster with some work on it, synced once so the pages show it at once."""
+    """Two simulated clusters with some work on them, synced once so the pages show them at once: sim-a, 32 × 8 GPUs,
+    whose H100 pool pre-pulls an engine image, and sim-b, 8 × 8 GPUs, rendering for KServe and Kubeflow Trainer."""
     from apps.fleet.models import Cluster
-    from apps.fleet.services import create_simulated_cluster, sync_inventory
+    from apps.fleet.services import create_simulated_cluster, sync_inventory, update_cluster
 
     cluster = Cluster.objects.filter(name=DEMO_CLUSTER).first()
     if cluster is None:
@@ -87,15 +98,53 @@ def seed_fleet(admin) -> None:
             admin, DEMO_CLUSTER, DEMO_SHAPE, description="The demo's simulated fleet: 32 nodes × 8 GPUs."
         )
     if "topology_scheduler" not in (cluster.connection or {}):
-        from apps.fleet.services import update_cluster
-
         update_cluster(admin, cluster, connection={**cluster.connection, **DEMO_TOPOLOGY}, reason="demo: Kueue TAS")
     sync_inventory(cluster.pk)
-    seed_quotas(admin, cluster)
+    targets = Cluster.objects.filter(name=TARGETS_CLUSTER).first()
+    if targets is None:
+        targets = create_simulated_cluster(
+            admin,
+            TARGETS_CLUSTER,
+            TARGETS_SHAPE,
+            description="8 nodes × 8 GPUs whose services are KServe InferenceServices and training TrainJobs.",
+        )
+        update_cluster(
+            admin, targets, connection={**targets.connection, **TARGETS}, reason="demo: KServe and Kubeflow Trainer"
+        )
+    sync_inventory(targets.pk)
+    seed_prepull(admin, cluster)
+    seed_quotas(admin, cluster, targets)
     seed_health(admin)
     from apps.chargeback.demo import seed_chargeback
 
     seed_chargeback(admin)  # rates, spend budgets, last month's spend replayed and its period closed
+
+
+def seed_prepull(admin, cluster) -> None:
+    """The pools' pre-pull lists, pushed to the cluster, and its clock moved on until the pulls are done (as if the
+    platform team had set them up before the services were deployed). Only the first time."""
+    from apps.backends.registry import get_backend
+    from apps.fleet.models import NodePool
+    from apps.fleet.services import set_pool_prepull
+    from apps.operations.runner import execute_operation
+    from apps.operations.services import start_operation
+
+    pools = {pool.name: pool for pool in NodePool.objects.filter(cluster=cluster, name__in=PREPULL)}
+    if not pools or any(pool.prepull_images for pool in pools.values()):
+        return
+    for name, images in PREPULL.items():
+        set_pool_prepull(admin, pools[name], images, reason="demo: engine images kept on the H100 nodes")
+    push = start_operation(
+        admin,
+        "tenancy.quota-push",
+        target=cluster,
+        params={"cluster_id": cluster.pk, "dry_run": False},
+        reason="demo: push the pre-pull lists",
+    )
+    execute_operation(push.pk)  # now, before the services are submitted (the worker finds it done)
+    get_backend(cluster).simulation().advance(
+        admin, PREPULL_MINUTES, reason="demo: the nodes pull the pre-pulled images"
+    )
 
 
 def seed_health(admin) -> None:
@@ -265,11 +314,44 @@ DEMO_WORKLOADS = [
             "max_runtime_s": 3 * 3600,
         },
     ),
+    # On sim-b (docs/targets.md): a vLLM service rendered as a KServe InferenceService, training as a TrainJob.
+    (
+        "carol",
+        "inference",
+        {
+            "name": "rl-reward-model",
+            "tenant": "lab-rl",
+            "queue": "default",
+            "cluster": TARGETS_CLUSTER,
+            "engine": "vllm",
+            "model": "Qwen/Qwen2.5-7B-Instruct",
+            "gpu_model": "h100",
+            "tensor_parallel": 1,
+            "replicas": 1,
+        },
+    ),
+    (
+        "carol",
+        "training",
+        {
+            **_TRAIN,
+            "name": "rl-trainjob",
+            "tenant": "lab-rl",
+            "queue": "default",
+            "cluster": TARGETS_CLUSTER,
+            "tier": "exploratory",
+            "workers": 2,
+            "gpus_per_worker": 4,
+            "gpu_model": "a100",
+            "max_runtime_s": 3 * 3600,
+        },
+    ),
 ]
 
 
-def seed_quotas(admin, cluster) -> None:
-    """Guarantee caps, queues with quotas bound to the demo cluster, claims with reasons, and a quota request."""
+def seed_quotas(admin, cluster, targets=None) -> None:
+    """Guarantee caps, queues with quotas bound to the demo cluster (the RL group's on `targets` too), claims with
+    reasons, and a quota request."""
     from apps.fleet.models import GpuModel
     from apps.tenancy import services as quota
     from apps.tenancy.models import Queue, QuotaRequest
@@ -284,6 +366,8 @@ def seed_quotas(admin, cluster) -> None:
         queue = quota.create_queue(admin, tenant=Tenant.objects.get(slug=slug), name=name)
         quota.bind_queue(admin, queue, cluster=cluster, namespaces=[namespace])
         queues[(slug, name)] = queue
+    if targets is not None:
+        quota.bind_queue(admin, queues[("lab-rl", "default")], cluster=targets, namespaces=["lab-rl-b"])
     # Guarantees first, then borrow limits: a borrow limit needs other queues to borrow from.
     for with_borrowing in (False, True):
         for slug, name, _, rows in DEMO_QUEUES:

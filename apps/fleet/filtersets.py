@@ -11,6 +11,7 @@ from apps.fleet.models import (
     GpuHealth,
     GpuModel,
     Node,
+    NodePool,
     NodeState,
     PoolPurpose,
 )
@@ -23,6 +24,18 @@ class ClusterFilterSet(django_filters.FilterSet):
     class Meta:
         model = Cluster
         fields = ["kind", "status"]
+
+
+class PoolFilterSet(django_filters.FilterSet):
+    """Filters for node pools (the cluster page's table and the API)."""
+
+    cluster = django_filters.CharFilter(field_name="cluster__name", label=_("Cluster"))
+    purpose = django_filters.ChoiceFilter(choices=PoolPurpose.choices, label=_("Purpose"))
+    model = django_filters.CharFilter(field_name="gpu_model__code", label=_("GPU model"))
+
+    class Meta:
+        model = NodePool
+        fields = ["cluster", "purpose", "model"]
 
 
 class NodeFilterSet(django_filters.FilterSet):

@@ -125,13 +125,16 @@ class PoolPurpose(models.TextChoices):
 
 
 class NodePool(models.Model):
-    """A group of like nodes in a cluster, with a purpose and the taints that reserve it."""
+    """A group of like nodes in a cluster, with a purpose, the taints that reserve it and the images it pre-pulls."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pools")
     name = models.CharField(max_length=63, validators=[dns1123_label])
     purpose = models.CharField(max_length=20, choices=PoolPurpose.choices, default=PoolPurpose.BATCH_TRAINING)
     gpu_model = models.ForeignKey(GpuModel, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     taints = models.JSONField(default=list, blank=True)
+    # Images every node of the pool keeps pulled (a DaemonSet on Kubernetes, pushed with the quota objects:
+    # apps/backends/render/prepull.py); set with `fleet.services.set_pool_prepull`.
+    prepull_images = models.JSONField(default=list, db_default=[], blank=True)
 
     objects = FleetQuerySet.as_manager()
 

@@ -1,4 +1,5 @@
-"""Fleet services: clusters and inventory sync. Each state change is permission-checked and audited."""
+"""Fleet services: clusters, node pools' pre-pull lists and inventory sync. Each state change is permission-checked
+and audited."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from apps.accounts.roles import Action
 from apps.audit.services import record_event, snapshot
 from apps.backends.base import BackendError
 from apps.backends.registry import backend_class, get_backend
+from apps.backends.render.names import image_error
 from apps.backends.types import ConnectionReport
 from apps.core.errors import Conflict, InvalidInput, refuse_if_referenced
 from apps.core.secrets import secret_env_error
+from apps.core.text import translate
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields, pool_taints
 from apps.fleet.links import METRICS_URL_PLACEHOLDERS, template_outbound_error, url_template_error
 from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
@@ -209,6 +212,36 @@ def delete_cluster(actor, cluster: Cluster, *, reason: str = "") -> None:
             cluster.delete()
 
 
+MAX_PREPULL_IMAGES = 20
+
+
+def set_pool_prepull(actor, pool: NodePool, images, *, reason: str = "") -> NodePool:
+    """Set the images `pool`'s nodes keep pulled (a list of pinned image references; [] stops pre-pulling). The
+    cluster receives it with its next quota push (a DaemonSet on Kubernetes, the simulator's image cache)."""
+    require(actor, Action.ADMINISTER, None, _("Only platform admins set what a node pool pre-pulls."))
+    if not isinstance(images, list) or not all(isinstance(image, str) for image in images):
+        raise InvalidInput(_("Invalid pre-pull list."), {"images": _("A list of image references.")})
+    wanted = list(dict.fromkeys(image.strip() for image in images if image.strip()))
+    if len(wanted) > MAX_PREPULL_IMAGES:
+        message = _("At most %(max)s images.") % {"max": MAX_PREPULL_IMAGES}
+        raise InvalidInput(_("Invalid pre-pull list."), {"images": message})
+    problems = [
+        _("%(image)s: %(problem)s") % {"image": image, "problem": translate(problem)}
+        for image in wanted
+        if (problem := image_error(image)) is not None
+    ]
+    if problems:
+        raise InvalidInput(_("Invalid pre-pull list."), {"images": problems})
+    before = {"prepull_images": list(pool.prepull_images or [])}
+    if before["prepull_images"] == wanted:
+        return pool
+    with transaction.atomic():
+        pool.prepull_images = wanted
+        pool.save(update_fields=["prepull_images"])
+        record_event(actor, "pool.prepull", pool, reason=reason, before=before, after={"prepull_images": wanted})
+    return pool
+
+
 def check_connection(actor, cluster: Cluster) -> ConnectionReport:
     """Ask the backend whether it answers and what it has. Reads only: no audit event."""
     require(actor, Action.OPERATE, None, _("Testing a connection needs on-call or platform-admin."))
@@ -353,8 +386,15 @@ _COPY_COLUMNS = (
 
 
 def _copy_gpus(nodes: list[tuple[int, list]], resolver: ModelResolver) -> None:
-    """Insert the GPU rows of nodes that have none with one COPY (the caller holds the transaction)."""
+    """Insert the GPU rows of nodes that have none with one COPY (the caller holds the transaction). COPY is
+    PostgreSQL's: another database (the demo's SQLite) inserts them in bulk."""
     if not any(infos for _id, infos in nodes):
+        return
+    if connection.vendor != "postgresql":
+        Gpu.objects.bulk_create(
+            [Gpu(node_id=node_id, **gpu_fields(gpu, resolver)) for node_id, infos in nodes for gpu in infos],
+            batch_size=500,
+        )
         return
     columns = ", ".join(f'"{Gpu._meta.get_field(c.removesuffix("_id")).column}"' for c in ("node_id", *_COPY_COLUMNS))
     statement = f'COPY "{Gpu._meta.db_table}" ({columns}) FROM STDIN'
@@ -368,8 +408,12 @@ def _copy_gpus(nodes: list[tuple[int, list]], resolver: ModelResolver) -> None:
 
 def _copy_nodes(nodes: list[Node]) -> None:
     """Insert new Node rows with one COPY (the caller holds the transaction): every column but the id, each value
-    prepared as Django's INSERT would (`first_seen_at` set on add, JSON adapted), without its SQL and arrays."""
+    prepared as Django's INSERT would (`first_seen_at` set on add, JSON adapted), without its SQL and arrays. COPY is
+    PostgreSQL's: another database (the demo's SQLite) inserts them in bulk."""
     if not nodes:
+        return
+    if connection.vendor != "postgresql":
+        Node.objects.bulk_create(nodes, batch_size=500)
         return
     fields = [f for f in Node._meta.concrete_fields if not f.primary_key]
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)

@@ -16,6 +16,7 @@ urlpatterns = [
     path("clusters/<str:name>/test-connection/", views.cluster_test_connection, name="cluster_test_connection"),
     path("clusters/<str:name>/quota-push/", views.cluster_quota_push, name="cluster_quota_push"),
     path("clusters/<str:name>/quota-drift/", views.cluster_quota_drift, name="cluster_quota_drift"),
+    path("clusters/<str:name>/pools/<str:pool>/prepull/", views.pool_prepull, name="pool_prepull"),
     path("clusters/<str:cluster>/nodes/<str:name>/", views.node_detail, name="node_detail"),
     path("clusters/<str:cluster>/nodes/<str:name>/telemetry/", views.node_telemetry, name="node_telemetry"),
     path("clusters/<str:cluster>/nodes/<str:name>/fault/", views.node_fault, name="node_fault"),

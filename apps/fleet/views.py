@@ -9,7 +9,7 @@ from django.db.models.functions import Greatest
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps.accounts.permissions import has_perm
@@ -24,7 +24,7 @@ from apps.fleet.capacity import capacity_by_model
 from apps.fleet.exporter_text import per_gpu
 from apps.fleet.filtersets import NodeFilterSet
 from apps.fleet.forms import ClusterForm
-from apps.fleet.models import Cluster, Gpu, GpuModel, Node, NodeState
+from apps.fleet.models import Cluster, Gpu, GpuModel, Node, NodePool, NodeState
 from apps.fleet.owners import WorkloadNames
 from apps.operations.models import Operation
 from apps.operations.services import start_operation
@@ -74,8 +74,35 @@ def cluster_detail(request, name: str):
             "caveats": _caveats(cluster),
             # The drift report, the push preview and the push button: for backends that report drift (Kubernetes).
             "quota_drift": hasattr(get_backend(cluster), "quota_drift"),
+            "pools": NodePool.objects.filter(cluster=cluster)
+            .select_related("gpu_model")
+            .annotate(node_count=Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED)))
+            .order_by("name"),
         },
     )
+
+
+@require_POST
+@login_required
+def pool_prepull(request, name: str, pool: str):
+    """Set the images a node pool pre-pulls (one per line), from the cluster page's pools table."""
+    cluster = get_object_or_404(Cluster.objects.for_user(request.user, "view"), name=name)
+    found = get_object_or_404(NodePool.objects.for_user(request.user, "view"), cluster=cluster, name=pool)
+    images = [line.strip() for line in request.POST.get("images", "").splitlines() if line.strip()]
+    try:
+        services.set_pool_prepull(request.user, found, images, reason=request.POST.get("reason", ""))
+    except ServiceError as exc:
+        details = "; ".join(message for messages_ in exc.fields.values() for message in messages_)
+        messages.error(request, f"{exc.message} {details}".strip())
+    else:
+        count = len(found.prepull_images)
+        text = ngettext(
+            "Pool %(pool)s pre-pulls %(count)s image: push to %(cluster)s to apply it.",
+            "Pool %(pool)s pre-pulls %(count)s images: push to %(cluster)s to apply it.",
+            count,
+        )
+        messages.success(request, text % {"pool": found.name, "count": count, "cluster": cluster.name})
+    return redirect("fleet:cluster_detail", name=name)
 
 
 @require_POST

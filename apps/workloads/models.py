@@ -173,6 +173,29 @@ class WorkloadEvent(models.Model):
         return f"{self.time:%H:%M:%S} {self.kind}: {self.message}"
 
 
+class ReplicaStart(models.Model):
+    """One inference replica's cold start, from its scheduling onto a node to serving, as its cluster reported it
+    (a pod's PodScheduled and Ready conditions on Kubernetes, the simulator's replicas). Recorded by reconcile when
+    the replica is first seen, completed when it serves: an observation of the cluster, like the timeline's cluster
+    events, not a change anyone made."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="replica_starts")
+    replica = models.CharField(max_length=253)
+    node = models.CharField(max_length=253, blank=True)
+    scheduled_at = models.DateTimeField()
+    ready_at = models.DateTimeField(null=True, blank=True, help_text="empty while it is still starting")
+    seconds = models.FloatField(null=True, blank=True, help_text="scheduled to ready")
+
+    class Meta:
+        ordering = ["ready_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "replica"], name="replicastart_once_per_replica"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.replica}: {self.seconds:.0f} s" if self.seconds is not None else f"{self.replica}: starting"
+
+
 class OutboxAction(models.TextChoices):
     SUBMIT = "submit", _("Submit")
     CANCEL = "cancel", _("Cancel")

@@ -19,6 +19,7 @@ from apps.core.errors import Forbidden, NotFound, ServiceError
 from apps.core.tables import Column
 from apps.core.views import ScopedListView, is_htmx, vary_on_htmx
 from apps.workloads import services
+from apps.workloads.cold_starts import cold_starts
 from apps.workloads.filtersets import TemplateFilterSet, WorkloadFilterSet
 from apps.workloads.forms import SpecForm, SubmitChoices
 from apps.workloads.logs import logs_for, streams_logs, worker_count
@@ -142,6 +143,7 @@ def workload_detail(request, pk: int):
                 "spec_json": json.dumps(workload.spec, indent=2, sort_keys=True),
                 "service_panel": inference,
                 "serving_topology": serving_topology(workload) if inference else None,
+                "cold_starts": cold_starts(workload) if inference else None,
                 "can_set_slo": inference and has_perm(request.user, Action.MANAGE, workload.tenant),
                 "can_cancel": has_perm(request.user, Action.SUBMIT, workload.tenant),
             },

@@ -68,6 +68,7 @@ def _sample_kwargs(route: str, personas) -> dict:
         "cluster": "walk",
         "node": "walk",
         "key": "admission",  # a submit preview's
+        "pool": "walk",
     }
     return {name: values[name] for name in re.findall(r"<(?:\w+:)?(\w+)>", route) if name in values}
 
@@ -321,6 +322,33 @@ def _(personas, api, client):
 def _(personas, api, client):
     _walk_cluster()
     return _api(api, personas, "oncall").post("/api/v1/clusters/walk/sync/", {}, format="json")
+
+
+@case("api:cluster-quota-push", "post")
+def _(personas, api, client):
+    _walk_cluster()
+    return _api(api, personas).post("/api/v1/clusters/walk/quota-push/", {"reason": "push now"}, format="json")
+
+
+def _walk_pool(personas):
+    from apps.fleet.models import NodePool
+
+    pool, _created = NodePool.objects.get_or_create(cluster=_walk_cluster(), name="walk")
+    return pool
+
+
+@case("api:pool-prepull", "put", setup=_walk_pool)
+def _(personas, api, client, pool):
+    return _api(api, personas).put(
+        f"/api/v1/pools/{pool.pk}/prepull/", {"images": ["lmsysorg/sglang:v0.5.3"], "reason": "warm"}, format="json"
+    )
+
+
+@case("fleet:pool_prepull", "post", setup=_walk_pool)
+def _(personas, api, client, pool):
+    return _logged_in(client, personas, "platform_admin").post(
+        reverse("fleet:pool_prepull", args=["walk", pool.name]), {"images": "lmsysorg/sglang:v0.5.3\n"}
+    )
 
 
 @case("api:sim-fault-list", "post")

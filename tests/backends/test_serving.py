@@ -147,6 +147,7 @@ def test_served_over_http_for_running_inference_only(client):
     command = ["python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen2.5-7B-Instruct", "--port", "8000"]
     backend.submit(spec("svc", outcome=None, labels=labels, command=command, duration_s=3600))
     backend.submit(spec("job", gpus_per_worker=1))
+    backend.advance(600)  # past the replica's cold start (coldstart.py): its engine serves from then on
     url = "/simulator/web/services/{}/metrics"
     response = client.get(url.format("svc"))
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain; version=0.0.4")

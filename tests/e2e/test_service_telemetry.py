@@ -39,6 +39,7 @@ def service(personas_live):
         fresh(personas.member_a), kind="inference", spec=service_spec(engine="sglang", autoscaling=scaling)
     )
     workloads.reconcile_workloads()
+    advance_time(None, cluster, 6)  # past the replica's cold start (image pull, weights, engine start)
     start = timezone.now() - timedelta(minutes=2)
     for i in range(5):  # five scrapes 15 s apart, the simulated engine three minutes further each time
         if i:

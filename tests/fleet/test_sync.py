@@ -137,6 +137,25 @@ def test_new_nodes_are_copied_in_beside_known_nodes_upserted_in_the_same_sync(cl
     assert services.sync_inventory(cluster.pk).unchanged == 3
 
 
+def test_a_database_without_copy_inserts_new_nodes_in_bulk(cluster, fake, monkeypatch):
+    """COPY is PostgreSQL's: on another database (the demo's SQLite) new nodes and their GPUs are bulk-inserted,
+    with the same rows."""
+    import psycopg
+
+    def no_copy(*args, **kwargs):
+        raise AttributeError("this database has no COPY")
+
+    monkeypatch.setattr(connection, "vendor", "sqlite")
+    monkeypatch.setattr(psycopg.Cursor, "copy", no_copy)
+    fake.nodes = [make_node(0, allocated=2), make_node(1)]
+    result = services.sync_inventory(cluster.pk)
+    assert (result.ok, result.added) == (True, 2)
+    node = Node.objects.get(name="gpu-0000")
+    assert (node.pool.name, node.gpu_model.code, node.gpu_allocated) == ("train", "h100", 2) and node.fingerprint
+    assert Gpu.objects.filter(node__cluster=cluster).count() == 16
+    assert Gpu.objects.filter(node=node, allocated_to="job-1").count() == 2
+
+
 def test_failing_backend_keeps_last_good_inventory(cluster, fake):
     fake.nodes = [make_node(i) for i in range(3)]
     services.sync_inventory(cluster.pk)

@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 
 from apps.backends.simulator.exporter import scrape_service
+from apps.backends.simulator.services import advance_time
 from apps.inference.parsing import parse_engine_metrics
 from apps.workloads.views import serving_topology
 from tests.inference.conftest import run_service
@@ -26,6 +27,7 @@ def test_a_disaggregated_service_holds_both_pools_gpus_and_serves_each_engine(
         personas, django_capture_on_commit_callbacks, engine="sglang", routing="cache-aware", disaggregation=PD
     )
     assert workload.gpus == 5  # prefill 1 x 2 + decode 3 x 1
+    advance_time(None, serving["cluster"], 10)  # past the engines' cold start (image pull, weights, engine start)
     answer = scrape_service(serving["cluster"].name, workload.backend_name)
     assert answer.status == 200
     assert parse_engine_metrics(answer.body, "sglang").replicas == 4  # every prefill and decode engine reports

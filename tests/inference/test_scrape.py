@@ -138,7 +138,7 @@ def test_simulated_services_are_read_from_the_simulator(serving, personas, djang
     scrape_services(now)
     from apps.backends.simulator.services import advance_time
 
-    advance_time(None, serving["cluster"], 5)
+    advance_time(None, serving["cluster"], 10)  # past both services' cold starts (image pull, weights, engine)
     assert scrape_services(now + timedelta(seconds=15))["ok"] == 2
     for workload in (vllm, sglang):
         telemetry = _telemetry(workload)

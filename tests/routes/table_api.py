@@ -41,6 +41,12 @@ def _write(rule: Rule, method: str = "POST", ok: tuple[int, ...] = (201,), **kwa
     return Spec(rule, method=method, ok=ok, **kwargs)
 
 
+def _pool(world):
+    from apps.fleet.models import NodePool
+
+    return NodePool.objects.filter(cluster=world.cluster).order_by("name").first()
+
+
 def _node(w, s) -> dict:
     return {"id": s.busy_node.pk}
 
@@ -201,6 +207,19 @@ TABLE: dict[str, Spec] = {
     ),
     "POST /api/v1/clusters/{name}/sync/": _write(
         console(OPERATE), ok=(202,), shared=lambda w: {"name": w.cluster.name}
+    ),
+    "POST /api/v1/clusters/{name}/quota-push/": _write(
+        console(ADMINISTER), ok=(202,), shared=lambda w: {"name": w.cluster.name}, body=lambda w, s: {"reason": "rt"}
+    ),
+    # Node pools (docs/inference.md: warm starts): anyone with a role reads; platform admins set the pre-pull list.
+    "GET /api/v1/pools/": Spec(LOGGED_IN),
+    "GET /api/v1/pools/{id}/": Spec(LOGGED_IN, shared=lambda w: {"id": _pool(w).pk}),
+    "PUT /api/v1/pools/{id}/prepull/": _write(
+        console(ADMINISTER),
+        "PUT",
+        (200,),
+        shared=lambda w: {"id": _pool(w).pk},
+        body=lambda w, s: {"images": ["vllm/vllm-openai:v0.11.0"], "reason": "route matrix"},
     ),
     "POST /api/v1/clusters/{name}/test-connection/": _write(
         console(OPERATE),

@@ -47,6 +47,12 @@ def form_fields(tenant: str, name: str, queue: str) -> dict:
 ADMINISTER, MANAGE, OPERATE, SUBMIT = Action.ADMINISTER, Action.MANAGE, Action.OPERATE, Action.SUBMIT
 
 
+def _pool(world):
+    from apps.fleet.models import NodePool
+
+    return NodePool.objects.filter(cluster=world.cluster).order_by("name").first()
+
+
 def post(rule: Rule, **kwargs) -> Spec:
     """A form or button: success redirects (302) to where the result is shown."""
     return Spec(rule, method="POST", ok=kwargs.pop("ok", (302,)), **kwargs)
@@ -188,6 +194,12 @@ TABLE: dict[str, Spec] = {
         console(ADMINISTER), shared=lambda w: {"name": w.cluster.name}, body=lambda w, s: {"dry_run": "1"}
     ),
     "fleet:cluster_quota_drift#post": post(console(OPERATE), shared=lambda w: {"name": w.cluster.name}),
+    # The cluster page's pools table: a pool's pre-pull list (docs/inference.md: warm starts).
+    "fleet:pool_prepull#post": post(
+        console(ADMINISTER),
+        shared=lambda w: {"name": w.cluster.name, "pool": _pool(w).name},
+        body=lambda w, s: {"images": "vllm/vllm-openai:v0.11.0\nlmsysorg/sglang:v0.5.3", "reason": "route matrix"},
+    ),
     # A node's pages, on the node running A's work and on the one running B's.
     "fleet:node_detail": Spec(
         LOGGED_IN,

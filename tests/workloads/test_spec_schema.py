@@ -36,6 +36,7 @@ DATACLASSES = {
     "Shutdown": render.Shutdown,
     "Weights": render.Weights,
     "Pool": render.Pool,
+    "Warm weights": render.Warm,
     "Disaggregation": render.Disaggregation,
 }
 DERIVED = {"fraction", "units", "gpus_per_node"}
@@ -48,7 +49,7 @@ SECTIONS = {
     "sharing": {"sharing"},
     "serving": {"engine", "model", "tensor_parallel", "pipeline_parallel", "data_parallel", "replicas"}
     | {"max_model_len", "gpu_memory_utilization", "port", "readiness", "autoscaling", "shutdown", "weights"}
-    | {"extra_args", "routing", "disaggregation"},
+    | {"extra_args", "routing", "disaggregation", "warm"},
     "advanced": {"tolerations", "volumes", "retries", "progress_timeout_minutes"},
 }
 KEYWORDS = {
@@ -145,7 +146,7 @@ def test_the_schema_is_draft_2020_12_with_only_the_keywords_the_form_and_tests_k
 PD = {"prefill": {"replicas": 1}, "decode": {"replicas": 2, "gpus_per_replica": 2}, "transfer_backend": "nixl"}
 SET_ONLY = {
     "training": {"cluster": "gpu-east"},
-    "inference": {"cluster": "gpu-east", "routing": "cache-aware", "disaggregation": PD},
+    "inference": {"cluster": "gpu-east", "routing": "cache-aware", "disaggregation": PD, "warm": {"claim": "hf-cache"}},
 }
 
 

@@ -36,6 +36,7 @@ from apps.backends.kubernetes.resources import (
     PRUNED_KINDS,
     ROUTED_KINDS,
     TRAINJOB,
+    WARM_KINDS,
     WORKLOAD_KINDS,
     Kind,
     kind_of,
@@ -98,9 +99,10 @@ ADDON_USE = {
 TARGET_ADDONS = {"kserve": ("inference_target", "kserve"), "trainer": ("training_target", "trainjob")}
 WORKLOAD_LABEL = "gpu-console/workload"
 ROLE_LABEL = "gpu-console/role"
+KIND_LABEL = "gpu-console/kind"
 CONSOLE = f"{MANAGED_BY}={MANAGER}"
 # The labels a TrainJob's pods are read with (see _trainjob_pods): whose they are, for status and metering.
-CONSOLE_LABELS = (MANAGED_BY, TENANT_LABEL, QUEUE_LABEL, WORKLOAD_LABEL, "gpu-console/kind")
+CONSOLE_LABELS = (MANAGED_BY, TENANT_LABEL, QUEUE_LABEL, WORKLOAD_LABEL, KIND_LABEL)
 SELECTOR_CHUNK = 50
 # The pods that hold a node's GPUs: placed and not finished (the inventory's list, and its watch).
 FINISHED_OUT = "status.phase!=Succeeded,status.phase!=Failed"
@@ -532,7 +534,10 @@ class KubernetesBackend(Backend):
             # A routed service's engine Deployment selects its pods by role too (its router's pods share the workload
             # label): then its router, prefill pool and the router's account and Role go with it.
             routed = ROLE_LABEL in ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels", {})
-            for kind in self._served(COMPANION_KINDS + (ROUTED_KINDS if routed else [])):
+            # A service's warm-weights Job goes too (a training Job is the top object itself: skipped below).
+            serving = (obj["metadata"].get("labels") or {}).get(KIND_LABEL) == "inference"
+            kinds = COMPANION_KINDS + (ROUTED_KINDS if routed else []) + (WARM_KINDS if serving else [])
+            for kind in self._served(kinds):
                 for item in self.api.list(
                     kind.path(namespace=ns),
                     f"list {kind.plural} of {name}",

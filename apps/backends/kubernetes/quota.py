@@ -13,11 +13,13 @@ Kueue or Volcano objects, and per bound namespace the Namespace, its ResourceQuo
   cluster's controllers would not act on (semantic.py): a LocalQueue missing for the console's workloads, a
   ResourceFlavor or a Volcano pool queue that no node matches.
 
-Pruned: Kueue LocalQueues only. A LocalQueue holds no quota and no usage of its own; it only lets the
-workloads of its namespace name a ClusterQueue (https://kueue.sigs.k8s.io/docs/concepts/local_queue/). One
-the console no longer renders is either a name it used before (LocalQueues were once named after the queue
+Pruned: Kueue LocalQueues and the pre-pull DaemonSets only. A LocalQueue holds no quota and no usage of its own;
+it only lets the workloads of its namespace name a ClusterQueue (https://kueue.sigs.k8s.io/docs/concepts/local_queue/).
+One the console no longer renders is either a name it used before (LocalQueues were once named after the queue
 alone, a name no workload carries) or one in a namespace no longer bound to the queue: both are a way into
-a ClusterQueue the desired state does not have. The new LocalQueue is applied before the old one goes.
+a ClusterQueue the desired state does not have. The new LocalQueue is applied before the old one goes. And the
+console's image pre-pull DaemonSets: they hold nothing but images already on the nodes, and one the console no
+longer renders belongs to a pool whose pre-pull list was emptied.
 """
 
 from __future__ import annotations

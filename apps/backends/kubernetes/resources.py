@@ -42,6 +42,7 @@ KINDS = [
     Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", False),
     Kind("batch/v1", "Job", "jobs", True),
     Kind("apps/v1", "Deployment", "deployments", True),
+    Kind("apps/v1", "DaemonSet", "daemonsets", True),
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
     Kind("batch.volcano.sh/v1alpha1", "Job", "jobs", True, "volcano"),
     Kind("scheduling.volcano.sh/v1beta1", "Queue", "queues", False, "volcano"),
@@ -89,6 +90,9 @@ ROUTED_KINDS = [
     _BY_KEY[("rbac.authorization.k8s.io/v1", "Role")],
     _BY_KEY[("rbac.authorization.k8s.io/v1", "RoleBinding")],
 ]
+# An inference service's warm-weights Job (apps/backends/render/workload/warm.py): cancel deletes it by the workload
+# label with the companions.
+WARM_KINDS = [_BY_KEY[("batch/v1", "Job")]]
 # What the quota renderers produce (the drift report lists these by the console's label).
 QUOTA_KINDS = [
     _BY_KEY[("scheduling.k8s.io/v1", "PriorityClass")],
@@ -100,10 +104,11 @@ QUOTA_KINDS = [
     _BY_KEY[("kueue.x-k8s.io/v1beta2", "ClusterQueue")],
     _BY_KEY[("kueue.x-k8s.io/v1beta2", "LocalQueue")],
     _BY_KEY[("scheduling.volcano.sh/v1beta1", "Queue")],
+    _BY_KEY[("apps/v1", "DaemonSet")],  # node pools' image pre-pulls (apps/backends/render/prepull.py)
 ]
 
 # Quota objects the push deletes once the desired state no longer holds them (see quota.py: why only these).
-PRUNED_KINDS = [_BY_KEY[("kueue.x-k8s.io/v1beta2", "LocalQueue")]]
+PRUNED_KINDS = [_BY_KEY[("kueue.x-k8s.io/v1beta2", "LocalQueue")], _BY_KEY[("apps/v1", "DaemonSet")]]
 
 
 def kind_of(obj: dict) -> Kind:

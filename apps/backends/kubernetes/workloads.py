@@ -22,7 +22,7 @@ from apps.backends.render.workload import (
     render_kubernetes,
     validation_errors,
 )
-from apps.backends.types import BackendState, Placement, WorkloadSpec, WorkloadStatus
+from apps.backends.types import BackendState, Placement, ReplicaStart, WorkloadSpec, WorkloadStatus
 
 EVENTS_SHOWN = 5
 DEADLINE_EXCEEDED = "DeadlineExceeded"  # a Job condition's and a pod's reason when activeDeadlineSeconds passed
@@ -111,7 +111,11 @@ def workload_status(
     starts = [podinfo.run_span(p, datetime.now(UTC))[0] for p in pods]
     started = min((s for s in starts if s), default=None)
     out = WorkloadStatus(
-        backend_id=backend_id, state=BackendState.PENDING, placements=placements, events=events[-EVENTS_SHOWN:]
+        backend_id=backend_id,
+        state=BackendState.PENDING,
+        placements=placements,
+        events=events[-EVENTS_SHOWN:],
+        replica_starts=replica_starts(pods),
     )
     out.started_at = started
     if meta.get("deletionTimestamp"):
@@ -179,6 +183,38 @@ def workload_status(
         else:
             out.reason = _pending_reason(pods, events) or "no replica is ready yet"
     return out
+
+
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def replica_starts(pods: list[dict]) -> list[ReplicaStart]:
+    """Each engine pod's cold start: from its PodScheduled condition turning True (bound to a node) to its Ready
+    condition turning True (its startup and readiness probes passed: it serves), ready None while it is not
+    (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-conditions). Engine pods are the ones
+    holding GPUs (not a router's, not the warm-weights Job's); of a multi-node LeaderWorkerSet group, its leader."""
+    out = []
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if podinfo.gpu_amount(pod) <= 0 or labels.get(LWS_WORKER_INDEX, "0") != "0":
+            continue
+        scheduled = _pod_condition(pod, "PodScheduled")
+        if scheduled.get("status") != "True" or not scheduled.get("lastTransitionTime"):
+            continue
+        ready = _pod_condition(pod, "Ready")
+        out.append(
+            ReplicaStart(
+                replica=pod["metadata"]["name"],
+                node=(pod.get("spec") or {}).get("nodeName", ""),
+                scheduled_at=podinfo.parse_time(scheduled["lastTransitionTime"]),
+                ready_at=podinfo.parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None,
+            )
+        )
+    return out
+
+
+def _pod_condition(pod: dict, kind: str) -> dict:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 
 
 def _condition(obj: dict, kind: str) -> dict:

@@ -1,4 +1,5 @@
-"""The console's quota model as plain values: the input of the quota renderers and of `Backend.push_quota`.
+"""The console's quota model as plain values: the input of the quota renderers and of `Backend.push_quota`; with it
+the node pools' image pre-pull lists, pushed alongside.
 
 Built from the database by `apps.tenancy.desired_state.build_desired_state()` (tenancy owns the tables);
 the renderers in `apps/backends/render/` turn it into Kubernetes objects (Kueue or Volcano) or Slurm
@@ -137,6 +138,17 @@ class QuotaSettings:
 
 
 @dataclass(frozen=True)
+class PrepullPool:
+    """A node pool whose nodes keep images pulled ahead of the work that runs them (a DaemonSet on Kubernetes, the
+    simulator's image cache): its nodes are those with `node_labels`, its `taints` are tolerated."""
+
+    name: str  # the pool's name, e.g. "h100-serve"
+    images: tuple[str, ...]
+    node_labels: tuple[tuple[str, str], ...] = ()  # what selects the pool's nodes; empty: the pool has no such label
+    taints: tuple[dict, ...] = ()  # {key, value, effect}, as the pool's nodes all carry them
+
+
+@dataclass(frozen=True)
 class DesiredState:
     """Everything one cluster should hold for the console's tenants, queues, quotas and tiers."""
 
@@ -148,3 +160,4 @@ class DesiredState:
     queueing: str = "kueue"  # Kubernetes clusters: "kueue" or "volcano"; Slurm ignores it
     nodes: tuple[NodeRef, ...] = ()  # the cluster's inventory (Kubernetes: pools, cpu and memory per GPU)
     settings: QuotaSettings = field(default_factory=QuotaSettings)
+    prepull: tuple[PrepullPool, ...] = ()  # pools with images to keep on their nodes

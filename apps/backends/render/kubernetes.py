@@ -6,7 +6,8 @@ server-side apply, in dependency order:
 1. PriorityClass per tier (pods name it; Volcano PodGroups too);
 2. the queueing system's cluster-scoped objects (Kueue: WorkloadPriorityClass, ResourceFlavor,
    Cohort tree, ClusterQueue; Volcano: the Queue tree), each after what it refers to;
-3. per bound namespace: the Namespace, its ResourceQuota backstop, and (Kueue) its LocalQueue.
+3. per bound namespace: the Namespace, its ResourceQuota backstop, and (Kueue) its LocalQueue;
+4. the node pools' image pre-pull DaemonSets and their namespace (prepull.py).
 
 Only queues bound to at least one namespace on this cluster are rendered: a queue bound elsewhere has
 no quota here, so it neither admits nor lends here. Each one gets a caveat saying so.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from apps.backends.render import kueue, volcano
+from apps.backends.render import kueue, prepull, volcano
 from apps.backends.render.caveats import caveats_for
 from apps.backends.render.desired import DesiredState, QueueSpec
 from apps.backends.render.errors import RenderError
@@ -50,6 +51,8 @@ def render_kubernetes(state: DesiredState) -> RenderResult:
             if hard:
                 objects.append(resource_quota(ns, queue, hard))
             objects += backend.namespace_objects(plan, queue, ns)
+    pulls, pull_caveats = prepull.prepull_objects(state)
+    objects += pulls
     caveats = caveats_for("kubernetes", state.queueing)
     caveats += _tier_caveats(plan)
     caveats += backend.caveats(plan, bound)
@@ -59,7 +62,7 @@ def render_kubernetes(state: DesiredState) -> RenderResult:
         for q in plan.queues
         if not q.namespaces
     ]
-    return RenderResult(objects=objects, caveats=caveats)
+    return RenderResult(objects=objects, caveats=caveats + pull_caveats)
 
 
 def _bound_queues(plan: Plan) -> list[QueueSpec]:

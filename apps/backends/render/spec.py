@@ -233,6 +233,14 @@ class Weights(_Fields):
     mount_path: str = "/models"
 
 
+@dataclass(frozen=True)
+class Warm(_Fields):
+    """Weights fetched ahead of the replicas: a Job downloads the model into this PVC once (a Hugging Face cache)
+    and marks it complete; every replica mounts it read-only and starts once the mark is there."""
+
+    claim: str
+
+
 ROUTING = ("round-robin", "cache-aware")
 TRANSFER_BACKENDS = ("nixl", "mooncake")
 
@@ -313,6 +321,7 @@ class InferenceServiceSpec:
     cluster: str = ""  # where to run it (one of the queue's clusters); empty: placement picks
     routing: str = "round-robin"  # or "cache-aware": a router in front of the replicas
     disaggregation: Disaggregation | None = None  # prefill and decode pools behind a router in PD mode
+    warm: Warm | None = None  # a Job fills a cache volume with the weights before the replicas load them
 
     @property
     def gpus_per_replica(self) -> int:
@@ -403,6 +412,7 @@ class InferenceServiceSpec:
             # Only when set: a stored spec from before routing existed reads the same.
             **({"routing": self.routing} if self.routing != "round-robin" else {}),
             **({"disaggregation": self.disaggregation.to_dict()} if self.disaggregation else {}),
+            **({"warm": self.warm.to_dict()} if self.warm else {}),
         }
 
 

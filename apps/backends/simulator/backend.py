@@ -140,9 +140,15 @@ class SimulatorBackend(Backend):
             for q in state.queues
             for line in q.quotas
         }
+        pools = {pool.name: list(pool.images) for pool in state.prepull if pool.images}
         with Engine.open(self.cluster) as engine:
             applied, unchanged = engine.push_quotas(rows)
-        return PushResult(applied=applied, unchanged=unchanged, messages=[f"stored {len(rows)} quota rows"])
+            pulls = engine.push_prepulls(pools)
+        messages = [f"stored {len(rows)} quota rows"]
+        if pools or pulls:
+            images = sum(len(images) for images in pools.values())
+            messages.append(f"{len(pools)} pools pre-pull {images} images ({pulls} pools changed)")
+        return PushResult(applied=applied + pulls, unchanged=unchanged, messages=messages)
 
     def usage_since(self, since: datetime) -> list[UsageRecord]:
         with Engine.open(self.cluster) as engine:

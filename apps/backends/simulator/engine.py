@@ -22,8 +22,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.backends.base import NotFoundError, PermanentBackendError
+from apps.backends.simulator.coldstart import cold_start, pull_s
 from apps.backends.simulator.faults import EFFECTS, GPU_KINDS, FaultKind, parse_kind
-from apps.backends.simulator.hardware import MODELS
+from apps.backends.simulator.hardware import MODELS, pool_of
 from apps.backends.simulator.models import (
     ACTIVE_STATES,
     SimAllocation,
@@ -44,8 +45,8 @@ from apps.backends.simulator.placement import (
     tolerations_from_labels,
 )
 from apps.backends.simulator.shape import generate
-from apps.backends.simulator.specs import run_plan, share_label, spec_from_json, spec_to_json, to_request
-from apps.backends.types import BackendState, DrainResult, SubmitResult, Taint, WorkloadSpec
+from apps.backends.simulator.specs import run_plan, served_model, share_label, spec_from_json, spec_to_json, to_request
+from apps.backends.types import KIND_LABEL, WARM_LABEL, BackendState, DrainResult, SubmitResult, Taint, WorkloadSpec
 
 _WORKLOAD_FIELDS = ["state", "reason", "started_at", "ends_at", "finished_at", "attempts"]
 
@@ -289,6 +290,7 @@ class Engine:
     def _start(self, workload: SimWorkload, request: Request, placements: list[WorkerPlacement], at: datetime):
         demand = request.demand
         allocations = []
+        ready = self._replicas_ready(workload, request, placements, at)
         for placement in placements:
             node = self.nodes[placement.node]
             allocation = SimAllocation(
@@ -302,6 +304,7 @@ class Engine:
                 share=demand.share,
                 mig_profile=demand.profile,
                 started_at=at,
+                ready_at=ready.get(placement.worker),
             )
             for index in placement.gpus:
                 node.slots[index].holders.append(allocation)
@@ -318,6 +321,36 @@ class Engine:
         count = f"{len(placements)} of {request.workers}" if len(placements) < request.workers else len(placements)
         self._log(workload, f"started: {count} worker{'s' if request.workers > 1 else ''} on {where}", at)
         heapq.heappush(self._running, (workload.ends_at, workload.pk, workload.name))
+
+    def _replicas_ready(
+        self, workload: SimWorkload, request: Request, placements: list[WorkerPlacement], at: datetime
+    ) -> dict[int, datetime]:
+        """An inference service's replicas' ready times, on the first worker of each (a replica of several nodes
+        serves once its last node does); {} for anything else."""
+        if workload.spec.get("labels", {}).get(KIND_LABEL) != "inference":
+            return {}
+        gang = max(request.required, 1)
+        out: dict[int, datetime] = {}
+        for placement in placements:
+            first = placement.worker - placement.worker % gang
+            ready = self.ready_at(workload, self.nodes[placement.node].spec.model, at)
+            out[first] = max(out.get(first, ready), ready)
+        return out
+
+    def ready_at(self, workload: SimWorkload, gpu_model: str, scheduled: datetime) -> datetime:
+        """When an inference replica scheduled at `scheduled` on a node of `gpu_model` serves: its image pulled
+        (unless its pool pre-pulls it), its weights downloaded or taken from the warm cache, its engine started."""
+        spec = workload.spec
+        image = spec.get("image", "")
+        pulled = (self.sim.prepulled or {}).get(pool_of(gpu_model)[0], {}).get(image)
+        start = cold_start(
+            image=image,
+            model=served_model(spec.get("command", [])),
+            scheduled=scheduled,
+            prepulled_at=datetime.fromisoformat(pulled) if pulled else None,
+            warm_since=workload.submitted_at if spec.get("labels", {}).get(WARM_LABEL) else None,
+        )
+        return scheduled + timedelta(seconds=start.total_s)
 
     def _finish(self, workload: SimWorkload, at: datetime) -> None:
         if workload.times_out:
@@ -507,6 +540,22 @@ class Engine:
         self.sim.quotas_pushed_at = self.now
         self.sim.save(update_fields=["quotas", "quotas_pushed_at"])
         return applied, len(rows) - applied
+
+    def push_prepulls(self, pools: dict[str, list[str]]) -> int:
+        """Store the images each pool pre-pulls: an image already listed keeps the time its nodes had it, a new one
+        is there once its pull is done (the nodes pull in parallel). Returns how many pools changed."""
+        current = dict(self.sim.prepulled or {})
+        wanted = {}
+        for pool, images in sorted(pools.items()):
+            held = current.get(pool, {})
+            wanted[pool] = {
+                image: held.get(image) or (self.now + timedelta(seconds=pull_s(image))).isoformat() for image in images
+            }
+        changed = sum(1 for pool in set(current) | set(wanted) if current.get(pool) != wanted.get(pool))
+        if changed:
+            self.sim.prepulled = wanted
+            self.sim.save(update_fields=["prepulled"])
+        return changed
 
 
 def is_due(sim: SimCluster, real_now: datetime | None = None) -> bool:

@@ -5,20 +5,26 @@ whole simulation: it reads the cluster row, the node's faults and the node's ope
 queries) and takes no lock. Only when a run has ended since the state was last saved (`is_due`) does
 it tick the engine once, and then it renders from that loaded state.
 
-A service's scrape reads the cluster row and the workload row; the engines' numbers come from
-`serving.py`, which needs only the spec, the start time and the seed.
+A service's scrape reads the cluster row, the workload row and when its replicas serve (one aggregate); the engines'
+numbers come from `serving.py`, which needs only the spec, the start time, the replicas' cold starts and the seed.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from django.db.models import Max
+
 from apps.backends.simulator import reports
+from apps.backends.simulator.coldstart import cold_start
 from apps.backends.simulator.engine import Engine, is_due
 from apps.backends.simulator.faults import EFFECTS, SILENCES_EXPORTER, FaultKind
-from apps.backends.simulator.hardware import MODELS
+from apps.backends.simulator.hardware import MODELS, pool_of
 from apps.backends.simulator.models import SimAllocation, SimCluster, SimFault, SimWorkload
 from apps.backends.simulator.placement import GpuSlot, occupy
 from apps.backends.simulator.serving import ENGINES, ServiceProfile, render_service_metrics
 from apps.backends.simulator.shape import nodes_by_name
+from apps.backends.simulator.specs import served_model
 from apps.backends.simulator.telemetry import render_node_metrics
 from apps.backends.types import (
     ENGINE_LABEL,
@@ -27,6 +33,7 @@ from apps.backends.types import (
     MAX_REPLICAS_LABEL,
     MIN_REPLICAS_LABEL,
     WAITING_THRESHOLD_LABEL,
+    WARM_LABEL,
     BackendState,
     MetricsAnswer,
 )
@@ -104,8 +111,9 @@ def _silenced(active_faults: list[SimFault]) -> ExporterAnswer | None:
     return None
 
 
-def service_profile(workload: SimWorkload, seed: int) -> ServiceProfile | None:
-    """The serving profile of a running inference workload (None for anything else)."""
+def service_profile(workload: SimWorkload, seed: int, cold: tuple[int, int] | None = None) -> ServiceProfile | None:
+    """The serving profile of a running inference workload (None for anything else). `cold`: (seconds its first
+    replicas took to serve, seconds a replica added later takes), see `cold_starts`."""
     spec = workload.spec
     labels = spec.get("labels", {})
     engine = labels.get(ENGINE_LABEL)
@@ -115,6 +123,7 @@ def service_profile(workload: SimWorkload, seed: int) -> ServiceProfile | None:
     if labels.get(ENGINES_LABEL):  # a disaggregated service: its prefill and decode engines, not its GPU chunks
         replicas = int(labels[ENGINES_LABEL])
     threshold = labels.get(WAITING_THRESHOLD_LABEL)
+    timing = {"ready_after_s": cold[0], "scale_up_s": cold[1]} if cold is not None else {}
     return ServiceProfile(
         name=workload.name,
         engine=engine,
@@ -125,16 +134,31 @@ def service_profile(workload: SimWorkload, seed: int) -> ServiceProfile | None:
         min_replicas=int(labels.get(MIN_REPLICAS_LABEL, replicas)),
         max_replicas=int(labels.get(MAX_REPLICAS_LABEL, replicas)),
         waiting_threshold=int(threshold) if threshold else None,
+        **timing,
     )
 
 
-def served_model(command: list[str]) -> str:
-    """The model name the engine reports: vLLM's `serve <model>`, SGLang's `--model-path <model>`."""
-    if len(command) > 2 and command[:2] == ["vllm", "serve"]:
-        return command[2]
-    if "--model-path" in command[:-1]:
-        return command[command.index("--model-path") + 1]
-    return "unknown"
+def cold_starts(sim: SimCluster, workload: SimWorkload) -> tuple[int, int]:
+    """(seconds from the run's start until its first replicas all serve, seconds a replica added later takes to
+    serve): the first from its replicas' ready times (one query), the second as a replica scheduled then would take
+    on a node of its pool (coldstart.py), with the warm cache full by then."""
+    started = workload.started_at
+    ready = SimAllocation.objects.filter(workload=workload, ended_at__isnull=True, ready_at__isnull=False).aggregate(
+        last=Max("ready_at")
+    )["last"]
+    first = max(0, int((ready - started).total_seconds())) if ready and started else 0
+    spec = workload.spec
+    image = spec.get("image", "")
+    pulled = (sim.prepulled or {}).get(pool_of(workload.gpu_model)[0], {}).get(image) if workload.gpu_model else None
+    later = (started or sim.sim_now()) + timedelta(seconds=first)
+    start = cold_start(
+        image=image,
+        model=served_model(spec.get("command", [])),
+        scheduled=later,
+        prepulled_at=datetime.fromisoformat(pulled) if pulled else None,
+        warm_since=workload.submitted_at if spec.get("labels", {}).get(WARM_LABEL) else None,
+    )
+    return first, start.total_s
 
 
 def scrape_service(cluster_name: str, name: str) -> ExporterAnswer:
@@ -150,7 +174,7 @@ def scrape_service(cluster_name: str, name: str) -> ExporterAnswer:
         return ExporterAnswer(404, f"no inference service {name!r} in simulated cluster {cluster_name!r}\n")
     if workload.state != BackendState.RUNNING:
         return ExporterAnswer(503, f"service {name!r} is not serving ({workload.state})\n")
-    profile = service_profile(workload, sim.seed)
+    profile = service_profile(workload, sim.seed, cold_starts(sim, workload))
     if profile is None:
         return ExporterAnswer(404, f"{name!r} has no engine this simulator knows\n")
     return ExporterAnswer(200, render_service_metrics(profile, sim.sim_now()).text)

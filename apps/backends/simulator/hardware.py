@@ -66,3 +66,12 @@ def _model_specs() -> dict[str, ModelSpec]:
 
 
 MODELS: dict[str, ModelSpec] = _model_specs()
+
+
+def pool_of(model: str) -> tuple[str, str]:
+    """(pool, purpose) the simulator files a node under: NVLink boards train, PCIe cards serve, gaming cards dev."""
+    if MODELS[model].nvlink:
+        return f"{model}-training", "batch-training"
+    if model == "rtx4090":
+        return f"{model}-dev", "dev"
+    return f"{model}-inference", "online-inference"

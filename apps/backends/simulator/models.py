@@ -24,7 +24,7 @@ ACTIVE_STATES = (BackendState.PENDING, BackendState.RUNNING)
 
 
 class SimCluster(models.Model):
-    """A simulated cluster: its fleet shape, seed and clock, and the quotas pushed to it."""
+    """A simulated cluster: its fleet shape, seed and clock, and the quotas and image pre-pulls pushed to it."""
 
     cluster = models.OneToOneField("fleet.Cluster", on_delete=models.CASCADE, related_name="simulation")
     seed = models.BigIntegerField()
@@ -36,6 +36,8 @@ class SimCluster(models.Model):
     )
     quotas = models.JSONField(default=dict, blank=True, help_text="pushed quotas by tenant/queue/model")
     quotas_pushed_at = models.DateTimeField(null=True, blank=True)
+    # Images node pools pre-pull, as pushed: {pool: {image: simulated time its nodes hold it}} (coldstart.py).
+    prepulled = models.JSONField(default=dict, db_default={}, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -180,6 +182,8 @@ class SimAllocation(models.Model):
     mig_profile = models.CharField(max_length=20, blank=True)
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
+    # An inference replica's worker: when it serves (its image pulled, weights loaded, engine started: coldstart.py).
+    ready_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

@@ -13,7 +13,7 @@ from django.db.models import Q
 
 from apps.backends.simulator.engine import Engine
 from apps.backends.simulator.faults import EFFECTS, FaultKind
-from apps.backends.simulator.hardware import MIG_SLICES, MODELS
+from apps.backends.simulator.hardware import MIG_SLICES, MODELS, pool_of
 from apps.backends.simulator.models import SimAllocation, SimEvent, SimWorkload
 from apps.backends.simulator.placement import GpuSlot
 from apps.backends.simulator.telemetry import GpuLoad, render_node_metrics
@@ -23,20 +23,12 @@ from apps.backends.types import (
     Inventory,
     NodeInfo,
     Placement,
+    ReplicaStart,
     UsageRecord,
     WorkloadStatus,
 )
 
 _HEALTH_RANK = {"healthy": 0, "warning": 1, "unknown": 2, "unhealthy": 3}
-
-
-def pool_of(model: str) -> tuple[str, str]:
-    """(pool, purpose) the simulator files a node under: NVLink boards train, PCIe cards serve, gaming cards dev."""
-    if MODELS[model].nvlink:
-        return f"{model}-training", "batch-training"
-    if model == "rtx4090":
-        return f"{model}-dev", "dev"
-    return f"{model}-inference", "online-inference"
 
 
 def _gpu_health(faults, index: int, node_down: bool) -> tuple[str, str]:
@@ -146,7 +138,23 @@ def workload_status(engine: Engine, workload: SimWorkload, events: list[str] | N
         started_at=workload.started_at,
         finished_at=workload.finished_at,
         events=events,
+        replica_starts=replica_starts(workload, allocations, engine.now),
     )
+
+
+def replica_starts(workload: SimWorkload, allocations: list[SimAllocation], now: datetime) -> list[ReplicaStart]:
+    """A running inference service's replicas, each from its scheduling to its serving (coldstart.py), kept on the
+    first worker of each replica. Named after the run, the replica and its start, so a restarted replica is new."""
+    return [
+        ReplicaStart(
+            replica=f"{workload.name}-{allocation.worker}-{int(allocation.started_at.timestamp())}",
+            node=allocation.node,
+            scheduled_at=allocation.started_at,
+            ready_at=allocation.ready_at if allocation.ready_at <= now else None,
+        )
+        for allocation in allocations
+        if allocation.ready_at is not None
+    ]
 
 
 def statuses(engine: Engine, backend_ids: list[str]) -> dict[str, WorkloadStatus]:

@@ -20,7 +20,8 @@ The model, one simulated minute at a time from the service's start: offered load
 with seeded bursts; replicas serve a seeded rate each; what they cannot serve waits, and waiting adds to the
 time to first token; busier engines decode slower and fill their KV cache. With autoscaling, replicas follow
 KEDA's AverageValue rule on the summed waiting gauge, ceil(waiting / threshold) within min..max: new replicas
-serve after loading their weights, and scale-in waits out HPA's 5-minute stabilization window. (The replica
+serve after their cold start (coldstart.py: the image pull unless pre-pulled, the weights, the engine's start; the
+first replicas' too), and scale-in waits out HPA's 5-minute stabilization window. (The replica
 count is the telemetry's own: the simulator's GPU placement keeps the submitted replicas.) Everything is
 drawn from (seed, service name, minute), so every process renders the same numbers, counters only grow, and
 a per-process cache of the latest state keeps a scrape to the minutes since the previous one.
@@ -37,7 +38,7 @@ from datetime import datetime
 from apps.backends.simulator.seeding import rng, stable_hash, stable_hex, unit
 
 STEP_S = 60
-LOAD_DELAY_STEPS = 3  # a new replica serves once its weights are loaded
+LOAD_DELAY_STEPS = 3  # a new replica serves once its weights are loaded (the default; coldstart.py times it)
 SCALE_IN_STEPS = 5  # HPA's default scale-down stabilization window (300 s)
 CLIENT_PATIENCE_S = 30  # a queue longer than this many seconds of the replicas' work: new clients give up
 BURST_BLOCK_STEPS = 10  # each 10-minute block may hold one burst
@@ -113,6 +114,8 @@ class ServiceProfile:
     min_replicas: int = 1
     max_replicas: int = 1
     waiting_threshold: int | None = None
+    ready_after_s: int = 0  # the first replicas serve this long after the start (their cold start)
+    scale_up_s: int = LOAD_DELAY_STEPS * STEP_S  # a replica added later serves this long after it is added
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,8 @@ def _pod(profile: ServiceProfile, index: int) -> str:
 
 
 def _initial(profile: ServiceProfile, start: int, width: int) -> _State:
-    replicas = [_Replica(_pod(profile, i), start, [0.0] * width) for i in range(profile.replicas)]
+    ready = start + math.ceil(profile.ready_after_s / STEP_S)
+    replicas = [_Replica(_pod(profile, i), ready, [0.0] * width) for i in range(profile.replicas)]
     return _State(minute=start, waiting=0.0, replicas=replicas, added=profile.replicas)
 
 
@@ -270,7 +274,7 @@ def _autoscale(profile: ServiceProfile, state: _State, waiting: float) -> None:
     if desired > current:
         width = len(state.replicas[0].counters) if state.replicas else 0
         for _ in range(desired - current):
-            ready = state.minute + 1 + LOAD_DELAY_STEPS
+            ready = state.minute + 1 + math.ceil(profile.scale_up_s / STEP_S)
             state.replicas.append(_Replica(_pod(profile, state.added), ready, [0.0] * width))
             state.added += 1
         state.low_since = None

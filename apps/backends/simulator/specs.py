@@ -186,3 +186,12 @@ def share_label(demand: Demand) -> str:
     if demand.mode == "mps":
         return f"MPS replica (1/{round(1 / demand.size)} GPU)"
     return f"{int(demand.size)} GPU{'s' if demand.size > 1 else ''}"
+
+
+def served_model(command: list[str]) -> str:
+    """The model name the engine reports: vLLM's `serve <model>`, SGLang's `--model-path <model>`."""
+    if len(command) > 2 and command[:2] == ["vllm", "serve"]:
+        return command[2]
+    if "--model-path" in command[:-1]:
+        return command[command.index("--model-path") + 1]
+    return "unknown"

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
-from apps.fleet.models import Cluster, ClusterKind, Gpu, GpuModel, Node
+from apps.fleet.models import Cluster, ClusterKind, Gpu, GpuModel, Node, NodePool
 from apps.fleet.owners import WorkloadNames
 
 
@@ -79,6 +79,29 @@ class ClusterUpdateSerializer(StrictSerializer):
 
 
 class ClusterSyncSerializer(StrictSerializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    """A node pool as the inventory sync found it, and the images its nodes keep pulled."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
+    prepull_images = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = NodePool
+        fields = ["id", "cluster", "name", "purpose", "gpu_model", "taints", "prepull_images"]
+        read_only_fields = fields
+
+
+class PoolPrepullSerializer(StrictSerializer):
+    images = serializers.ListField(
+        child=serializers.CharField(max_length=512, allow_blank=False),
+        max_length=20,
+        help_text="Pinned image references the pool's nodes keep pulled ([] stops pre-pulling); the cluster gets "
+        "them with its next quota push (POST /api/v1/clusters/{name}/quota-push/)",
+    )
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
 
 

@@ -15,10 +15,12 @@ from apps.fleet.api.serializers import (
     GpuModelSerializer,
     GpuSerializer,
     NodeSerializer,
+    PoolPrepullSerializer,
+    PoolSerializer,
 )
 from apps.fleet.capacity import capacity_by_model
-from apps.fleet.filtersets import ClusterFilterSet, GpuFilterSet, GpuModelFilterSet, NodeFilterSet
-from apps.fleet.models import Cluster, Gpu, GpuModel, Node, NodeState
+from apps.fleet.filtersets import ClusterFilterSet, GpuFilterSet, GpuModelFilterSet, NodeFilterSet, PoolFilterSet
+from apps.fleet.models import Cluster, Gpu, GpuModel, Node, NodePool, NodeState
 from apps.operations.api.serializers import OperationSerializer
 from apps.operations.services import start_operation
 
@@ -95,6 +97,42 @@ class ClusterViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
             reason=body.validated_data["reason"],
         )
         return Response(OperationSerializer(operation).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=ClusterSyncSerializer, responses={202: OperationSerializer})
+    @action(detail=True, methods=["post"], url_path="quota-push")
+    def quota_push(self, request, name=None):
+        """Push the cluster's desired state now (quotas, queues, tiers and its pools' image pre-pulls): the same
+        operation as the cluster page's "Push quota"."""
+        body = ClusterSyncSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        cluster = self.get_object()
+        operation = start_operation(
+            request.user,
+            "tenancy.quota-push",
+            target=cluster,
+            params={"cluster_id": cluster.pk, "dry_run": False},
+            reason=body.validated_data["reason"],
+        )
+        return Response(OperationSerializer(operation).data, status=status.HTTP_202_ACCEPTED)
+
+
+class PoolViewSet(ScopedReadOnlyViewSet):
+    """Node pools as the inventory sync found them. Platform admins set the images a pool pre-pulls."""
+
+    model = NodePool
+    serializer_class = PoolSerializer
+    filterset_class = PoolFilterSet
+    select_related = ("cluster", "gpu_model")
+
+    @extend_schema(request=PoolPrepullSerializer, responses=PoolSerializer)
+    @action(detail=True, methods=["put"])
+    def prepull(self, request, pk=None):
+        body = PoolPrepullSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        pool = services.set_pool_prepull(
+            request.user, self.get_object(), body.validated_data["images"], reason=body.validated_data["reason"]
+        )
+        return Response(PoolSerializer(pool).data)
 
 
 class NodeViewSet(ScopedReadOnlyViewSet):

@@ -16,6 +16,7 @@ from apps.backends.types import BackendState
 from apps.tenancy.models import AdmissionState
 from apps.tenancy.services.admissions import release_admission
 from apps.workloads import reasons
+from apps.workloads.cold_starts import record_replica_starts
 from apps.workloads.models import OutboxAction, OutboxEntry, OutboxStatus, Workload, WorkloadEvent, WorkloadState
 from apps.workloads.services.outbox import drain_outbox, enqueue
 from apps.workloads.services.state import CLAIM_PREFIX, add_event, backend_reason, map_state, set_state
@@ -119,6 +120,7 @@ def reconcile_workloads() -> int:
             logger.warning("reconcile of %s failed: %s", cluster.name, exc)
             continue
         _record_cluster_events(workloads, statuses)
+        record_replica_starts(workloads, statuses)
         for workload in workloads:
             status = statuses.get(workload.backend_name)
             if status is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from apps.backends.render.names import is_dns_subdomain, path_error
+# image_error is a spec check too (the image fields'); the pool pre-pull list uses it from names.py.
+from apps.backends.render.names import image_error, is_dns_subdomain, path_error  # noqa: F401
 from apps.core.text import N_, Text
 from apps.workloads.specs.model import (
     MAX_ENV_VALUE,
@@ -23,15 +24,6 @@ ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _HF_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?")
 _SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
-# Image references, after github.com/distribution/reference (regexp.go).
-_PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
-_DOMAIN = re.compile(
-    r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*"
-    r"|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
-)
-_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)  # Go's \w is ASCII-only
-_DIGEST = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}")
-IMAGE_NAME_MAX = 255
 
 
 def is_dns_label(value: str) -> bool:
@@ -76,54 +68,6 @@ def argument_error(value: str) -> Text | None:
 def program_error(command: list[str]) -> Text | None:
     if command and (not command[0] or command[0].startswith("-")):
         return N_("the program name cannot be empty or start with '-'")
-    return None
-
-
-def image_error(image: str) -> Text | None:
-    """Why `image` is not a pinned container image reference ([registry[:port]/]repo[:tag][@digest]), or None."""
-    if not image:
-        return N_("an image reference is required, e.g. nvcr.io/nvidia/pytorch:24.08-py3")
-    if any(c.isspace() for c in image) or any(c in image for c in "$`;|&<>()'\"\\*?!{}"):
-        return N_("%(image)r contains spaces or shell characters; an image reference has neither", image=image)
-    name, at, digest = image.partition("@")
-    if at and not _DIGEST.fullmatch(digest):
-        return N_("%(digest)r is not a digest (e.g. sha256: followed by 64 hex digits)", digest=digest)
-    if at and digest.startswith("sha256:") and not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-        return N_("a sha256 digest is 64 lower-case hex digits")
-    tag = ""
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    if colon > slash:
-        name, tag = name[:colon], name[colon + 1 :]
-        if not _TAG.fullmatch(tag):
-            return N_(
-                "%(tag)r is not a valid tag (letters, digits, '_', '.', '-'; at most 128, not starting with . or -)",
-                tag=tag,
-            )
-    if len(name) > IMAGE_NAME_MAX:
-        return N_("the repository name is longer than %(max)s characters", max=IMAGE_NAME_MAX)
-    first, sep, rest = name.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        if not _DOMAIN.fullmatch(first):
-            return N_("%(host)r is not a valid registry host[:port]", host=first)
-        path = rest
-    else:
-        path = name
-    if not path:
-        return N_("the repository path is missing")
-    for component in path.split("/"):
-        if component != component.lower():
-            return N_("the repository path %(path)r must be lower-case", path=path)
-        if not _PATH_COMPONENT.fullmatch(component):
-            return N_(
-                "%(component)r is not a valid repository path component (lower-case letters and digits, "
-                "separated by '.', '_', '__' or '-')",
-                component=component,
-            )
-    if not tag and not at:
-        return N_(
-            "%(image)r has no tag or digest; pin one (e.g. :24.08-py3) so a restart runs the same image", image=image
-        )
     return None
 
 

@@ -15,6 +15,7 @@ from apps.backends.types import (
     MIN_REPLICAS_LABEL,
     SIM_ENV_LABELS,
     WAITING_THRESHOLD_LABEL,
+    WARM_LABEL,
     Sharing,
     Topology,
     WorkloadSpec,
@@ -30,7 +31,8 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
     training job's work takes is nobody's to say: the simulator draws it from its seed, within the limit for
     most runs. Inference: every pod is a worker (replicas x nodes per replica); a replica's pods are the gang;
     a service runs until cancelled (the simulator runs it SERVICE_DURATION_S), or until its max runtime stops it.
-    Its engine and autoscaling range travel as labels (the simulator serves the engine's metrics from them).
+    Its engine, autoscaling range and warm weights travel as labels (the simulator serves the engine's metrics and
+    times its replicas' starts from them).
     """
     labels = {KIND_LABEL: spec.kind}
     if isinstance(spec, TrainingJobSpec):
@@ -56,6 +58,8 @@ def to_backend_spec(spec: Spec, priority: int) -> WorkloadSpec:
             source=spec,
         )
     labels[ENGINE_LABEL] = spec.engine
+    if spec.warm:
+        labels[WARM_LABEL] = "1"
     scaling = spec.autoscaling
     if scaling.enabled:
         labels[MIN_REPLICAS_LABEL] = str(scaling.min_replicas)

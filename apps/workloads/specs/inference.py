@@ -19,6 +19,7 @@ from apps.backends.render.spec import (
     Pool,
     Readiness,
     Shutdown,
+    Warm,
     Weights,
 )
 from apps.core.text import N_
@@ -102,6 +103,13 @@ class WeightsModel(SpecModel):
 
     claim: Claim
     mount_path: MountPath = "/models"
+
+
+class WarmModel(SpecModel):
+    model_config = ConfigDict(title="Warm weights")
+    SPEC = Warm
+
+    claim: Claim
 
 
 # The ports a disaggregated engine opens beside its API: SGLang's bootstrap server on prefill engines
@@ -202,6 +210,11 @@ class InferenceServiceModel(WorkloadModel):
     shutdown: ShutdownModel = serving(N_("Shutdown"), N_("Graceful stop: drain, then exit"), ShutdownModel())
     weights: WeightsModel | None = serving(
         N_("Weights volume"), N_("A claim with the weights, mounted read-only"), None
+    )
+    warm: WarmModel | None = serving(
+        N_("Warm weights"),
+        N_("A Job downloads the model into a cache claim once; replicas mount it and start when it is complete"),
+        None,
     )
     extra_args: list[Arg] = serving(
         N_("Extra engine arguments"),
@@ -304,6 +317,28 @@ class InferenceServiceModel(WorkloadModel):
             )
         problems.check(info)
         return weights
+
+    @field_validator("warm")
+    @classmethod
+    def _downloads_a_model_id(cls, warm: WarmModel | None, info: ValidationInfo) -> WarmModel | None:
+        """The Job downloads a Hugging Face model id into its own claim: not a path on a volume, not beside a
+        weights claim (the engine reads its weights from one place)."""
+        problems, model = Problems(), info.data.get("model")
+        if warm is not None and model is not None and model.startswith("/"):
+            problems.add(
+                "warm",
+                N_("warm downloads a Hugging Face model id (org/name); %(model)r is a path on a volume", model=model),
+            )
+        if warm is not None and info.data.get("weights") is not None:
+            problems.add(
+                "warm",
+                N_(
+                    "the engine reads its weights from one claim: weights names one already filled, warm fills its "
+                    "own; set one of them"
+                ),
+            )
+        problems.check(info)
+        return warm
 
     @field_validator("extra_args")
     @classmethod

@@ -2,7 +2,8 @@
 
 Each `tick(now)` runs the controllers until nothing changes: garbage collection (foreground and background
 deletion), Kueue (kueue.py), Volcano (volcano.py), Kubeflow Trainer (trainer.py) and KServe (kserve.py) when
-installed, the Job / Deployment / LeaderWorkerSet controllers and the kubelet (workloads.py), KEDA (keda.py),
+installed, the Job / Deployment / LeaderWorkerSet controllers and the kubelet (workloads.py, its image pulls in
+images.py), the DaemonSet controller (daemonset.py), KEDA (keda.py),
 kube-scheduler (scheduler.py) and HAMi's scheduler (hami.py), the disruption and quota controllers (disruption.py,
 admission.py). Objects created through the API, and pods the controllers create, pass the admission the real
 cluster applies: Kueue's, Volcano's, HAMi's, Trainer's and KServe's webhooks, the Priority and ResourceQuota
@@ -14,8 +15,9 @@ from __future__ import annotations
 import copy
 from datetime import datetime, timedelta
 
-from tests.backends.k8s_fake import admission, disruption, hami, keda, workloads
+from tests.backends.k8s_fake import admission, daemonset, disruption, hami, keda, workloads
 from tests.backends.k8s_fake.hami import HamiScheduler
+from tests.backends.k8s_fake.images import ImagePuller
 from tests.backends.k8s_fake.kserve import KServe
 from tests.backends.k8s_fake.kueue import Kueue, KueueConfig
 from tests.backends.k8s_fake.resources import Resource, find
@@ -49,6 +51,7 @@ class ControlPlane:
         kueue: KueueConfig | None = None,
         hami_installed: bool = False,
         lws_gang: str = "",
+        images: ImagePuller | None = None,
     ):
         self.store = store
         self.resources = resources
@@ -63,6 +66,7 @@ class ControlPlane:
         self.schedulers = [KubeScheduler(self), *([HamiScheduler(self)] if hami_installed else [])]
         self.keda_metrics: dict[tuple[str, str], int] = {}
         self.lws_gang = lws_gang  # the LWS controller's gangSchedulingManagement.schedulerProvider
+        self.images = images  # the kubelets' image pulls, when modelled (images.py)
         self.deployment_pods = 0
         self._event_seq = 0
         self._events_seen: set[tuple[str, str, str]] = set()
@@ -140,6 +144,8 @@ class ControlPlane:
         if self.kueue is not None:
             self.kueue.mutate(resource, obj)
         if resource is self.pods:
+            # The pod registry's PrepareForCreate: a new pod's status is the API server's, whatever was sent.
+            obj["status"] = {"phase": "Pending"}
             if self.hami:
                 hami.mutate_pod(obj)
             admission.priority(self, obj)
@@ -148,8 +154,14 @@ class ControlPlane:
         for validating in (self.trainer, self.kserve):
             if validating is not None:
                 validating.admit(resource, obj)
+        self.validate(resource, obj)
         if resource is self.pods:
             admission.resource_quota(self, obj)
+
+    def validate(self, resource: Resource, obj: dict) -> None:
+        """The API server's validation of a new or changed object, for the kinds whose rules the model has."""
+        if (resource.group, resource.kind) == ("apps", "DaemonSet"):
+            daemonset.validate(obj)
 
     def create_pod(self, owner: dict, template: dict, name: str, extra_labels: dict, now: datetime) -> bool:
         """Create a pod from a template as a controller does; a refusal becomes the owner's FailedCreate event."""
@@ -188,6 +200,7 @@ class ControlPlane:
             changed |= workloads.jobs(self, now)
             changed |= workloads.deployments(self, now)
             changed |= workloads.leader_worker_sets(self, now)
+            changed |= daemonset.daemon_sets(self, now)
             changed |= keda.scaled_objects(self, now)
             for scheduler in self.schedulers:
                 changed |= scheduler.schedule(now)

@@ -37,6 +37,7 @@ RESOURCES = (
     Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     Resource("batch", "v1", "jobs", "Job", True, subresources=("status",)),
     Resource("apps", "v1", "deployments", "Deployment", True, subresources=("status",)),
+    Resource("apps", "v1", "daemonsets", "DaemonSet", True, subresources=("status",)),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, subresources=("status",)),
     Resource("batch.volcano.sh", "v1alpha1", "jobs", "Job", True, "volcano", ("status",)),
     Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False, "volcano", ("status",)),

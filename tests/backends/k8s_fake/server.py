@@ -40,6 +40,7 @@ import yaml
 
 from tests.backends.k8s_fake import hami, logs, patching, watch
 from tests.backends.k8s_fake.cluster import ControlPlane
+from tests.backends.k8s_fake.images import ImagePuller
 from tests.backends.k8s_fake.kueue import KueueConfig
 from tests.backends.k8s_fake.resources import ADDONS, DEFAULT_ADDONS, Resource, find, served
 from tests.backends.k8s_fake.store import ApiError, Store, conflict, patched, timestamp
@@ -56,6 +57,14 @@ SERVER_VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
+
+
+def _puller(image_pull_s: float | dict[str, float] | None) -> ImagePuller | None:
+    if image_pull_s is None:
+        return None
+    if isinstance(image_pull_s, dict):
+        return ImagePuller(lambda image: image_pull_s.get(image, 0.0))
+    return ImagePuller(lambda image: float(image_pull_s))
 
 
 @dataclass
@@ -110,10 +119,13 @@ class FakeKubernetes:
         kueue: KueueConfig | None = None,
         hami: bool = False,
         lws_gang: str = "",
+        image_pull_s: float | dict[str, float] | None = None,
     ):
         """`kueue`: the Kueue Configuration's resource settings (default: Kueue's defaults); `hami`: HAMi's
         webhook and scheduler are installed; `lws_gang`: the LWS controller's
-        gangSchedulingManagement.schedulerProvider ("volcano"; default none, as LWS ships)."""
+        gangSchedulingManagement.schedulerProvider ("volcano"; default none, as LWS ships); `image_pull_s`: how long
+        the kubelets take to pull an image (seconds for every image, or per image, others at once): nodes then hold
+        the images they pulled and a pod waits for its pulls (images.py). None: images are there at once."""
         addons = set(DEFAULT_ADDONS if addons is None else addons)
         unknown = addons - set(ADDONS)
         if unknown:
@@ -124,7 +136,7 @@ class FakeKubernetes:
         self.offset = timedelta(0)
         self.lock = threading.RLock()
         self.store = Store(self.now)
-        self.control = ControlPlane(self.store, self.resources, kueue, hami, lws_gang)
+        self.control = ControlPlane(self.store, self.resources, kueue, hami, lws_gang, _puller(image_pull_s))
         self.control_plane = control_plane
         self.requests: list[Request] = []
         self.record = True
@@ -290,6 +302,7 @@ class FakeKubernetes:
         rename_by_default: bool = False,
         hami_split: int = 0,
         unschedulable: bool = False,
+        images: list[str] | None = None,
     ) -> dict:
         """A GPU node as the NVIDIA device plugin and GPU Feature Discovery present it
         (https://github.com/NVIDIA/k8s-device-plugin, https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/):
@@ -307,7 +320,8 @@ class FakeKubernetes:
           not supported on MIG devices and serves at most 48 clients per GPU, so no such node exists;
         - `hami_split`: HAMi's device plugin: `nvidia.com/gpu` is gpus x split and the devices are registered in the
           `hami.io/node-nvidia-register` annotation (see hami.py);
-        - cpu, memory and pods are the node's capacity and allocatable."""
+        - cpu, memory and pods are the node's capacity and allocatable;
+        - `images`: the images the node holds already (`status.images`; what a pod needs no pull for, images.py)."""
         extra_labels: dict[str, str] = {"nvidia.com/gpu.count": str(gpus)}
         advertised = {resource: gpus}
         annotations = dict(annotations or {})
@@ -363,6 +377,7 @@ class FakeKubernetes:
                         "message": "kubelet is posting ready status" if ready else "container runtime is down",
                     }
                 ],
+                **({"images": [{"names": [image], "sizeBytes": 0} for image in images]} if images else {}),
                 "nodeInfo": {
                     "architecture": "amd64",
                     "bootID": name,
@@ -654,6 +669,8 @@ class FakeKubernetes:
             new = copy.deepcopy(body)
             for key in ("uid", "creationTimestamp", "generation"):
                 new["metadata"][key] = live["metadata"].get(key)
+            if self.control_plane:
+                self.control.validate(resource, new)
             return 200, new if dry_run else store.put(resource, new)
         if method == "DELETE":
             return self._delete(resource, key_ns, name, query, body, dry_run)
@@ -694,6 +711,8 @@ class FakeKubernetes:
                 self.store.applied[key] = applied
             return 201, created
         merged["metadata"]["managedFields"] = _managed(applied, resource, now, live)
+        if self.control_plane:
+            self.control.validate(resource, merged)
         if merged == live or dry_run:
             return 200, merged
         self.store.applied[key] = applied

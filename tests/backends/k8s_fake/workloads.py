@@ -16,7 +16,8 @@
   its Volcano provider), each group gets a Volcano PodGroup `<name>-<group>-<revision>` (minMember = size, or 1 with
   LeaderReady; minResources of the whole group; the queue of the LeaderWorkerSet's
   `scheduling.volcano.sh/queue-name` annotation) and every pod the `scheduling.k8s.io/group-name` annotation.
-- kubelet: a bound pod runs at once and ends when the `sleep N` of its command has passed on the fake clock (a
+- kubelet: a bound pod runs at once (once its images are pulled, when the fake models pulls: images.py; its init
+  containers complete at once) and ends when the `sleep N` of its command has passed on the fake clock (a
   command with `false` fails), or fails with reason DeadlineExceeded once its `activeDeadlineSeconds` has passed
   first; a deleted pod goes away after its grace period. The NVIDIA device plugin's Allocate runs first: on a node
   shared with MPS (nvidia.com/gpu.sharing-strategy mps) it refuses a container that asks for more than one
@@ -366,21 +367,37 @@ def kubelet(plane, now: datetime) -> bool:
             plane.event(now, pod, "UnexpectedAdmissionError", refusal)
             changed = True
         elif status.get("phase", "Pending") == "Pending":
+            waiting = plane.images.waiting(plane, pod, now) if plane.images is not None else ""
+            if waiting:
+                changed |= _wait_for_images(plane, pod, waiting, now)
+                continue
             status.update(
                 phase="Running",
-                startTime=timestamp(now),
+                startTime=status.get("startTime") or timestamp(now),
                 containerStatuses=[
                     {"name": c["name"], "ready": True, "state": {"running": {"startedAt": timestamp(now)}}}
                     for c in pod["spec"]["containers"]
                 ],
             )
-            conditions = [c for c in status.get("conditions") or [] if c["type"] not in ("Ready", "ContainersReady")]
-            status["conditions"] = [*conditions, _condition("Ready", "", now), _condition("ContainersReady", "", now)]
+            if pod["spec"].get("initContainers"):
+                # Init containers run to completion, in order, before the containers start; their run time is not
+                # modelled (https://kubernetes.io/docs/concepts/workloads/pods/init-containers/).
+                status["initContainerStatuses"] = [
+                    {
+                        "name": c["name"],
+                        "ready": True,
+                        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": timestamp(now)}},
+                    }
+                    for c in pod["spec"]["initContainers"]
+                ]
+            started_types = ("Initialized", "Ready", "ContainersReady")
+            conditions = [c for c in status.get("conditions") or [] if c["type"] not in started_types]
+            status["conditions"] = [*conditions, *(_condition(kind, "", now) for kind in started_types)]
             plane.save(plane.pods, pod)
             changed = True
         elif status.get("phase") == "Running":
             seconds, fails = _run_seconds(pod)
-            started = parse_time(status["startTime"])
+            started = parse_time(_containers_started(status) or status["startTime"])
             deadline = pod["spec"].get("activeDeadlineSeconds")
             deadline_at = started + timedelta(seconds=deadline) if deadline else None
             ends = started + timedelta(seconds=seconds) if seconds is not None else None
@@ -422,6 +439,28 @@ def _allocate_refusal(plane, pod: dict) -> str:
                     f"{wanted[name]}' too large: maximum request size for shared resources is 1, which is unexpected"
                 )
     return ""
+
+
+def _containers_started(status: dict) -> str:
+    """When the pod's first container started running (its startTime is earlier when images were pulled first)."""
+    starts = [(c.get("state") or {}).get("running", {}).get("startedAt") for c in status.get("containerStatuses") or []]
+    return min((s for s in starts if s), default="")
+
+
+def _wait_for_images(plane, pod: dict, reason: str, now: datetime) -> bool:
+    """The kubelet has the pod (startTime: acknowledged, before its images are pulled) and its containers wait."""
+    status = pod["status"]
+    waiting = {"waiting": {"reason": reason}}
+    new = {
+        **status,
+        "startTime": status.get("startTime") or timestamp(now),
+        "containerStatuses": [{"name": c["name"], "ready": False, "state": waiting} for c in pod["spec"]["containers"]],
+    }
+    if new == status:
+        return False
+    pod["status"] = new
+    plane.save(plane.pods, pod)
+    return True
 
 
 def exit_containers(pod: dict, at: datetime, code: int) -> None:

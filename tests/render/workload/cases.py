@@ -210,6 +210,24 @@ CASES: dict[str, tuple[str, dict, str]] = {
         ),
         "volcano",
     ),
+    # Warm weights (issue 24): a Job fills the cache claim, the replicas wait for its marker.
+    "vllm-warm.yaml": (
+        "inference",
+        apply_overrides(
+            SERVE,
+            {
+                "weights": None,
+                "warm": {"claim": "hf-cache"},
+                "secret_env": [{"name": "HF_TOKEN", "secret": "hf-token", "key": "token"}],
+            },
+        ),
+        "kueue",
+    ),
+    "sglang-warm-kserve.yaml": (
+        "inference",
+        apply_overrides(SGLANG, {"warm": {"claim": "hf-cache"}}),
+        "volcano+kserve",
+    ),
     "slurm-training.sh": ("training", TRAINING, "slurm"),
     "slurm-inference.sh": (
         "inference",

@@ -18,6 +18,7 @@ import math
 from dataclasses import replace
 
 from apps.backends.render.spec import InferenceServiceSpec
+from apps.backends.render.workload import warm
 from apps.backends.render.workload.common import (
     ROLE_LABEL,
     console_labels,
@@ -64,7 +65,7 @@ def inference_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str)
     if spec.routed:
         from apps.backends.render.workload.router import routed_objects, router_caveats
 
-        objects = routed_objects(spec, ctx, name, service)
+        objects = routed_objects(spec, ctx, name, service) + warm_objects(spec, ctx, name)
         endpoint = f"http://{service}.{ctx.namespace}.svc.{ctx.cluster_domain}:{spec.port}"
         return objects, _caveats(spec, ctx, name) + router_caveats(spec, ctx, name), endpoint
     if uses_lws(spec, ctx):
@@ -74,8 +75,15 @@ def inference_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str)
     objects.append(_disruption_budget(spec, ctx, name))
     if spec.autoscaling.enabled:
         objects.append(_scaled_object(spec, ctx, name))
+    objects += warm_objects(spec, ctx, name)
     endpoint = f"http://{service}.{ctx.namespace}.svc.{ctx.cluster_domain}:{spec.port}"
     return objects, _caveats(spec, ctx, name), endpoint
+
+
+def warm_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[dict]:
+    """The Job that warms the weights (warm.py), after the service's own objects: the backend follows the first
+    workload object of a rendering as the workload."""
+    return [warm.warm_job(spec, ctx, name)] if spec.warm else []
 
 
 def uses_lws(spec: InferenceServiceSpec, ctx: RenderContext) -> bool:
@@ -86,7 +94,9 @@ def uses_lws(spec: InferenceServiceSpec, ctx: RenderContext) -> bool:
 
 def _env(spec: InferenceServiceSpec) -> dict[str, str]:
     env = {}
-    if spec.weights and not spec.model.startswith("/"):
+    if spec.warm:
+        env = warm.engine_env()  # the cache the warm Job filled
+    elif spec.weights and not spec.model.startswith("/"):
         # A Hugging Face id with a weights volume: the volume is a pre-filled, read-only HF cache.
         env = {"HF_HOME": spec.weights.mount_path, "HF_HUB_OFFLINE": "1"}
     env.update(spec.env)  # the user's values win (e.g. HF_HUB_OFFLINE=0 to allow downloads)
@@ -138,6 +148,8 @@ def _container(
     mounts = [shm_mount()]
     if spec.weights:
         mounts.append({"name": "weights", "mountPath": spec.weights.mount_path, "readOnly": True})
+    if spec.warm:
+        mounts.append(warm.mount(read_only=True))
     container["volumeMounts"] = mounts
     return container
 
@@ -145,12 +157,16 @@ def _container(
 def _pod_spec(spec: InferenceServiceSpec, ctx: RenderContext, container: dict) -> dict:
     pod = pod_spec_base(spec, ctx, volcano_scheduler=True)
     pod["terminationGracePeriodSeconds"] = spec.shutdown.termination_grace_period_s
+    if spec.warm:
+        pod["initContainers"] = [warm.wait_container(spec)]
     pod["containers"] = [container]
     volumes = [shm_volume(cpu_memory(spec)[1])]
     if spec.weights:
         volumes.append(
             {"name": "weights", "persistentVolumeClaim": {"claimName": spec.weights.claim, "readOnly": True}}
         )
+    if spec.warm:
+        volumes.append(warm.volume(spec, read_only=True))
     pod["volumes"] = volumes
     return pod
 
@@ -392,7 +408,7 @@ def _scaled_object(spec: InferenceServiceSpec, ctx: RenderContext, name: str) ->
 
 
 def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[str]:
-    out = []
+    out = warm.caveats(spec, name)
     if ctx.queueing == "kueue":
         kind = "leaderworkerset.x-k8s.io/leaderworkerset" if uses_lws(spec, ctx) else "deployment (with pod)"
         out.append(

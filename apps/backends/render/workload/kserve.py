@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from apps.backends.render.errors import RenderError
 from apps.backends.render.spec import InferenceServiceSpec
+from apps.backends.render.workload import warm
 from apps.backends.render.workload.common import (
     ROLE_LABEL,
     console_labels,
@@ -38,7 +39,13 @@ from apps.backends.render.workload.common import (
 )
 from apps.backends.render.workload.context import RenderContext
 from apps.backends.render.workload.engines import WAITING_METRIC, engine_argv
-from apps.backends.render.workload.inference import _container, _disruption_budget, _pod_spec, replica_floor
+from apps.backends.render.workload.inference import (
+    _container,
+    _disruption_budget,
+    _pod_spec,
+    replica_floor,
+    warm_objects,
+)
 
 KSERVE_API = "serving.kserve.io/v1beta1"
 CONTAINER = "kserve-container"
@@ -55,7 +62,7 @@ def kserve_objects(spec: InferenceServiceSpec, ctx: RenderContext, name: str) ->
             "through its Hugging Face runtime's Ray workerSpec, not the spec's engine command; this cluster's "
             "inference_target kserve cannot run it (inference_target lws can)",
         )
-    objects = [_inference_service(spec, ctx, name), _disruption_budget(spec, ctx, name)]
+    objects = [_inference_service(spec, ctx, name), _disruption_budget(spec, ctx, name), *warm_objects(spec, ctx, name)]
     endpoint = f"http://{name}-predictor.{ctx.namespace}.svc.{ctx.cluster_domain}"
     return objects, _caveats(spec, ctx, name), endpoint
 
@@ -111,9 +118,10 @@ def _inference_service(spec: InferenceServiceSpec, ctx: RenderContext, name: str
 
 def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[str]:
     out = [
+        *warm.caveats(spec, name),
         "KServe runs this InferenceService in RawDeployment mode (a Deployment and Service named "
         f"{name}-predictor, created by KServe's controller); the cluster's KServe must allow that mode (KServe 0.17 "
-        "calls it Standard and accepts the old name)."
+        "calls it Standard and accepts the old name).",
     ]
     if ctx.queueing == "kueue":
         out.append(

@@ -86,6 +86,12 @@ def render_slurm(spec: Spec, ctx: SlurmContext) -> RenderedScript:
             "cache-aware routing runs on Kubernetes only (the router finds the engines through the Kubernetes API); "
             "on Slurm each replica is its own job with its own address: use round-robin",
         )
+    if spec.warm is not None:
+        raise RenderError(
+            "warm",
+            "warm weights run on Kubernetes only (a Job fills a PersistentVolumeClaim the replicas mount): on Slurm "
+            "use weights with a claim the cluster's volume_dirs maps to a shared directory already filled",
+        )
     return _inference(spec, ctx, name)
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('backends', '0004_sim_behaviours'),
+        ('backends', '0005_sim_cold_starts'),
     ]
 
     operations = [
