@@ -13,8 +13,9 @@ from apps.fleet.tasks import fan_out
 
 @shared_task
 def meter_usage_task() -> dict:
-    """Beat, once a round: one metering task per cluster (queue "metering", each on whichever worker takes it),
-    then credits and budgets on what is recorded so far. Metering is idempotent per cluster watermark, so the
+    """Beat, once a round: one metering task per cluster (queue "metering", each on whichever worker takes it; none
+    for a cluster whose last one has not finished: fleet.tasks.fan_out), then credits and budgets on what is recorded
+    so far. Metering is idempotent per cluster watermark, so the
     credits and budgets see this round's records in the next round at the latest (one interval, 60 s)."""
     sent = fan_out(meter_cluster_task, Cluster.objects.all())
     return {"clusters": sent, "credits_settled": settle_credits(), "budget_alerts": check_budgets()}
