@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0003_cluster_inventory_cursor'),
+        ('fleet', '0004_nodepool_prepull_images'),
     ]
 
     operations = [
