@@ -271,11 +271,15 @@ def wait_serving() -> None:
 
 
 def purge() -> None:
+    """Empty the queues, and forget the fan-out stamps of what was in them (else each cluster would wait for its
+    stamp to expire, FAN_OUT_STAMP_EXPIRY_S, before its first task of the run)."""
+    from apps.fleet.models import FanOutStamp
     from console.celery import app
 
     with app.connection_for_write() as conn:
         for queue in settings.CELERY_QUEUE_NAMES:
             conn.default_channel.queue_purge(queue)
+    FanOutStamp.objects.all().delete()
 
 
 # Report

@@ -395,6 +395,10 @@ CELERY_TASK_ROUTES = {
 # Processes per worker (prefork). Two workers of two processes each carry ten 10,240-GPU clusters in the
 # benchmark (bench/README.md, issue 23); more clusters want more workers, not more processes on one host.
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2, minimum=1)
+# A fan-out sends a cluster's task only once its last one of that kind finished (apps/fleet/stamps.py). One that
+# neither started nor finished within this many seconds of being sent, or finished within this many seconds of
+# starting, is taken as lost (a purged queue, a killed worker) and no longer holds its cluster back.
+FAN_OUT_STAMP_EXPIRY_S = env_int("FAN_OUT_STAMP_EXPIRY_S", 120, minimum=10)
 
 #
 # Console

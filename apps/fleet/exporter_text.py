@@ -12,6 +12,15 @@ from collections.abc import Iterable, Iterator
 
 SENTINEL = 1e18
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_ESCAPE = re.compile(r'\\[\\n"]')
+_UNESCAPED = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+
+
+def unescape_label(value: str) -> str:
+    """A label value as the text format escapes it (`\\\\`, `\\"`, `\\n`), undone in one pass as Prometheus does: a
+    backslash before any other character stays. (Undoing one escape after the other breaks `\\\\n`, a backslash
+    then n, into a newline.)"""
+    return _ESCAPE.sub(lambda match: _UNESCAPED[match.group(0)], value) if "\\" in value else value
 
 
 def parse(text: str, wanted: Iterable[str] | None = None) -> Iterator[tuple[str, dict[str, str], float]]:
@@ -32,7 +41,7 @@ def parse(text: str, wanted: Iterable[str] | None = None) -> Iterator[tuple[str,
             rest = line[end + 1 :]
             if names is not None and name not in names:
                 continue
-            labels = {k: v.replace('\\"', '"').replace("\\\\", "\\") for k, v in _LABEL.findall(line[brace + 1 : end])}
+            labels = {k: unescape_label(v) for k, v in _LABEL.findall(line[brace + 1 : end])}
         if names is not None and name not in names:
             continue
         try:

@@ -261,3 +261,26 @@ class Gpu(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node.name}/gpu{self.index}"
+
+
+class FanOutStamp(models.Model):
+    """A fan-out's per-cluster task of one kind that has not finished yet (issue 23): `fleet.tasks.fan_out` sends a
+    cluster's task only when its last one finished, so a fleet whose workers fall behind runs each cluster's work
+    back to back instead of queueing a backlog.
+
+    `kind` is the task's name. Set queued by compare-and-set (`apps.fleet.stamps.claim`), started and finished by the
+    task itself (`stamps.running`); a stamp older than FAN_OUT_STAMP_EXPIRY_S without finishing (its message lost,
+    its worker killed) no longer holds the cluster back. System bookkeeping, like a cycle's lease: not audited.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=200)
+    queued_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "kind"], name="fanoutstamp_one_per_cluster_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.kind}"

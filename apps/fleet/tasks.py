@@ -1,18 +1,36 @@
 """Periodic fleet work: inventory sync (one task per enabled cluster) and the Kubernetes quota drift report."""
 
+import logging
+
 from celery import shared_task
 
+from apps.fleet import stamps
 from apps.fleet.models import Cluster
 from apps.fleet.services import sync_inventory
 
+logger = logging.getLogger(__name__)
 
-def fan_out(task) -> int:
-    """Send `task` once per cluster that syncs (each to whichever worker takes it): how periodic per-cluster work
-    starts, never one task for the whole fleet. Returns how many were sent."""
-    ids = list(Cluster.objects.filter(sync_enabled=True).values_list("id", flat=True))
-    for cluster_id in ids:
-        task.delay(cluster_id)
-    return len(ids)
+
+def fan_out(task, clusters=None) -> int:
+    """Send `task` once per cluster (`clusters`, by default those that sync; each to whichever worker takes it): how
+    periodic per-cluster work starts, never one task for the whole fleet. A cluster whose last `task` is still queued
+    or running gets none (apps/fleet/stamps.py: claimed by compare-and-set, cleared by the task when it ends, expired
+    after FAN_OUT_STAMP_EXPIRY_S), so workers that fall behind run each cluster's work back to back instead of
+    growing a backlog. The task wraps its work in `stamps.running`. Returns how many were sent."""
+    if clusters is None:
+        clusters = Cluster.objects.filter(sync_enabled=True)
+    ids = list(clusters.order_by("pk").values_list("pk", flat=True))
+    claimed = stamps.claim(task.name, ids)
+    if len(claimed) < len(ids):
+        held = len(ids) - len(claimed)
+        logger.info("%s: %d of %d clusters still have one queued or running", task.name, held, len(ids))
+    for sent, cluster_id in enumerate(claimed):
+        try:
+            task.delay(cluster_id)
+        except Exception:
+            stamps.release(task.name, claimed[sent:])
+            raise
+    return len(claimed)
 
 
 @shared_task
@@ -22,7 +40,8 @@ def sync_all_clusters_task() -> int:
 
 @shared_task(acks_late=True)
 def sync_cluster_task(cluster_id: int) -> dict:
-    result = sync_inventory(cluster_id)
+    with stamps.running(sync_cluster_task.name, cluster_id):
+        result = sync_inventory(cluster_id)
     return {"ok": result.ok, "nodes": result.nodes, "error": result.error, "skipped": result.skipped}
 
 

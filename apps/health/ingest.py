@@ -161,33 +161,54 @@ def _minute(at: datetime) -> datetime:
     return at.replace(second=0, microsecond=0)
 
 
-def _fold(acc: dict, gpus: dict, metrics=FOLDED_METRICS) -> dict:
-    """Add this scrape's values to the minute's accumulator {index: {metric: [min, sum, max, n]}}."""
-    for index, gpu in gpus.items():
-        per = acc.setdefault(index, {})
-        values = gpu["v"]
-        for metric in metrics:
-            value = values.get(metric)
-            if value is None:
-                continue
-            cell = per.get(metric)
-            if cell is None:
-                per[metric] = [value, value, value, 1]
-            else:
-                if value < cell[0]:
-                    cell[0] = value
-                if value > cell[2]:
-                    cell[2] = value
-                cell[1] += value
-                cell[3] += 1
-    return acc
+def _sample(gpus: dict) -> list:
+    """This scrape's entry in the minute's accumulator: [the folded metrics' names, {gpu index: their values}] (None
+    where a GPU did not report one). PostgreSQL appends it to the node's accumulator (`upsert_health`), so the
+    accumulator is read only when the minute turns, never on an ordinary scrape."""
+    return [FOLDED_METRICS, {index: [gpu["v"].get(metric) for metric in FOLDED_METRICS] for index, gpu in gpus.items()}]
 
 
-def _rollup(acc: dict) -> dict:
+def _rollup(acc: list | dict) -> dict:
+    """{gpu index: {metric: [min, mean, max]}} of a minute's accumulator: its scrapes' samples, folded in the order
+    they were taken. A row written before samples were appended holds one folded accumulator first ({index: {metric:
+    [min, sum, max, n]}}), which is carried on."""
+    cells: dict[str, dict[str, list]] = {}
+    for entry in [acc] if isinstance(acc, dict) else acc:
+        if isinstance(entry, dict):
+            for index, per in entry.items():
+                cells.setdefault(index, {}).update((metric, list(cell)) for metric, cell in per.items())
+            continue
+        names, by_gpu = entry
+        for index, values in by_gpu.items():
+            per = cells.setdefault(index, {})
+            for metric, value in zip(names, values, strict=True):
+                if value is None:
+                    continue
+                cell = per.get(metric)
+                if cell is None:
+                    per[metric] = [value, value, value, 1]
+                else:
+                    if value < cell[0]:
+                        cell[0] = value
+                    if value > cell[2]:
+                        cell[2] = value
+                    cell[1] += value
+                    cell[3] += 1
     return {
         index: {metric: [cell[0], round(cell[1] / cell[3], 4), cell[2]] for metric, cell in per.items()}
-        for index, per in acc.items()
+        for index, per in cells.items()
     }
+
+
+def _minute_rollups(turned: dict[int, datetime]) -> list[NodeRollup]:
+    """The rollup rows of the minutes that ended on these nodes ({node id: that minute}): their accumulators are read
+    here, once a minute, and a minute in which no GPU reported writes none."""
+    rollups = []
+    for node_id, acc in NodeHealth.objects.filter(node_id__in=list(turned)).values_list("node_id", "acc"):
+        data = _rollup(acc)
+        if data:
+            rollups.append(NodeRollup(node_id=node_id, minute=turned[node_id], data=data))
+    return rollups
 
 
 @dataclass
@@ -201,10 +222,11 @@ class CycleState:
 def load_state(cluster: Cluster, ids: list[int]) -> CycleState:
     # `counters`, not `gpus`: the rules compare only counters with the last scrape, and a node whose exporter does
     # not answer keeps its last readings in the database (upsert_health), so the readings need not be read here.
+    # Nor the minute's accumulator: PostgreSQL appends each scrape to it, and it is read when the minute turns.
     previous = {
         row[0]: row
         for row in NodeHealth.objects.filter(node_id__in=ids).values_list(
-            "node_id", "scraped_at", "counters", "acc_minute", "acc", "firing", "consecutive_failures"
+            "node_id", "scraped_at", "counters", "acc_minute", "firing", "consecutive_failures"
         )
     }
     expected: dict[int, dict[str, str]] = defaultdict(dict)
@@ -234,14 +256,14 @@ def ingest(
     failed: set[int] = set()
     minute = _minute(at)
     rows: list[NodeHealth] = []
-    rollups: list[NodeRollup] = []
+    turned: dict[int, datetime] = {}  # nodes whose accumulated minute ended: {node id: that minute}
     firing_causes: dict[int, set[str]] = {}
     silent: set[int] = set()
     for node_id, name in nodes:
         outcome = outcomes.get(name) or ScrapeError("not scraped")
         prev = previous.get(node_id)
-        prev_scraped, prev_counters, acc_minute, acc, prev_firing, prev_failures = (
-            prev[1:] if prev else (None, {}, None, {}, [], 0)
+        prev_scraped, prev_counters, acc_minute, prev_firing, prev_failures = (
+            prev[1:] if prev else (None, {}, None, [], 0)
         )
         if isinstance(outcome, ScrapeError):
             result.unreachable += 1
@@ -260,8 +282,8 @@ def ingest(
                 gpus={},  # not written: the last readings stay visible, marked stale by scraped_at (upsert_health)
                 gpu_util={},
                 counters=prev_counters,
-                acc_minute=acc_minute,
-                acc=acc,
+                acc_minute=acc_minute,  # the accumulator is left as it is (upsert_health)
+                acc=[],
             )
         else:
             result.samples += outcome.samples
@@ -285,11 +307,8 @@ def ingest(
                     "v": reading.values,
                 }
             findings.extend(missing_gpus(compiled, name, expected.get(node_id, {}), set(outcome.gpus), at))
-            if acc_minute is not None and acc_minute != minute and acc:
-                rollups.append(NodeRollup(node_id=node_id, minute=acc_minute, data=_rollup(acc)))
-                acc = {}
-            elif acc_minute != minute:
-                acc = {}
+            if acc_minute is not None and acc_minute != minute:
+                turned[node_id] = acc_minute
             rank = max((SEVERITY_RANK[f.severity] for f in findings), default=0)
             row = NodeHealth(
                 node_id=node_id,
@@ -304,7 +323,7 @@ def ingest(
                 gpu_util=gpu_utilization(gpus),
                 counters=counters,
                 acc_minute=minute,
-                acc=_fold(acc, gpus),
+                acc=[_sample(gpus)],  # appended to the minute's, or starts the new minute's (upsert_health)
             )
         keys = sorted({f.key for f in findings})
         row.firing = keys
@@ -319,7 +338,8 @@ def ingest(
             failed |= _open_incidents({node_id: findings}, compiled.version, at)
     for row in rows:
         if row.node_id in failed:  # retry next cycle: keep what fired before as not yet handled
-            row.firing = list(previous[row.node_id][5]) if row.node_id in previous else []
+            row.firing = list(previous[row.node_id][4]) if row.node_id in previous else []
+    rollups = _minute_rollups(turned) if turned else []
     with transaction.atomic():
         upsert_health(rows)
         if rollups:
@@ -357,24 +377,27 @@ def gpu_utilization(gpus: dict) -> dict:
 
 def upsert_health(rows: list[NodeHealth]) -> None:
     """Write the cycle's health rows in one statement (COPY on PostgreSQL; Django's bulk upsert elsewhere). A node
-    whose exporter did not answer keeps its last readings (`gpus`): they stay visible, marked stale by scraped_at."""
+    whose exporter did not answer keeps its last readings (`gpus`): they stay visible, marked stale by scraped_at.
+
+    The minute's accumulator (`acc`) is appended to, not rewritten: a row's `acc` holds this scrape's sample, which
+    joins the stored ones while the minute is the same and replaces them when it turned (the cycle read them for the
+    rollup first); a node whose exporter did not answer keeps its accumulator and minute."""
     if connection.vendor != "postgresql":
-        for up, fields in ((True, _HEALTH_FIELDS), (False, [f for f in _HEALTH_FIELDS if f != "gpus"])):
-            NodeHealth.objects.bulk_create(
-                [r for r in rows if r.exporter_up is up],
-                update_conflicts=True,
-                unique_fields=["node"],
-                update_fields=fields,
-                batch_size=500,
-            )
+        _upsert_health_generic(rows)
         return
     json_fields = {"gpus", "gpu_util", "counters", "acc", "firing"}
     fields = ["node_id", *_HEALTH_FIELDS]
     values = [[_dumps(getattr(r, f)) if f in json_fields else getattr(r, f) for f in fields] for r in rows]
     table = NodeHealth._meta.db_table
+    kept_when_down = {
+        "gpus": "EXCLUDED.gpus",
+        "acc_minute": "EXCLUDED.acc_minute",
+        "acc": f"CASE WHEN {table}.acc_minute = EXCLUDED.acc_minute THEN {table}.acc || EXCLUDED.acc "
+        "ELSE EXCLUDED.acc END",
+    }
     updates = ", ".join(
-        f"{f} = CASE WHEN EXCLUDED.exporter_up THEN EXCLUDED.{f} ELSE {table}.{f} END"
-        if f == "gpus"
+        f"{f} = CASE WHEN EXCLUDED.exporter_up THEN {kept_when_down[f]} ELSE {table}.{f} END"
+        if f in kept_when_down
         else f"{f} = EXCLUDED.{f}"
         for f in _HEALTH_FIELDS
     )
@@ -385,6 +408,31 @@ def upsert_health(rows: list[NodeHealth]) -> None:
         "({names}, isolated_by) SELECT {names}, '' FROM health_stage "  # noqa: S608 - column names from the model
         f"ON CONFLICT (node_id) DO UPDATE SET {updates}",
     )
+
+
+def _upsert_health_generic(rows: list[NodeHealth]) -> None:
+    """upsert_health for databases without COPY (SQLite in development): the accumulators that are appended to are
+    read and written whole."""
+    up = [r for r in rows if r.exporter_up]
+    stored = {
+        node_id: (minute, acc)
+        for node_id, minute, acc in NodeHealth.objects.filter(node_id__in=[r.node_id for r in up]).values_list(
+            "node_id", "acc_minute", "acc"
+        )
+    }
+    for row in up:
+        minute, acc = stored.get(row.node_id, (None, []))
+        if minute is not None and minute == row.acc_minute:
+            row.acc = ([acc] if isinstance(acc, dict) else acc) + row.acc
+    kept_when_down = {"gpus", "acc_minute", "acc"}
+    for is_up, fields in ((True, _HEALTH_FIELDS), (False, [f for f in _HEALTH_FIELDS if f not in kept_when_down])):
+        NodeHealth.objects.bulk_create(
+            [r for r in rows if r.exporter_up is is_up],
+            update_conflicts=True,
+            unique_fields=["node"],
+            update_fields=fields,
+            batch_size=500,
+        )
 
 
 def insert_rollups(rollups: list[NodeRollup]) -> None:

@@ -134,8 +134,10 @@ class NodeHealth(models.Model):
     """A node's latest DCGM readings, its health status and who isolated it.
 
     `gpus` is {gpu index: {"uuid", "pod", "namespace", "mig", "v": {metric: value}}} from the last
-    scrape; `acc` accumulates the current minute ({index: {metric: [min, sum, max, n]}}) until the
-    minute turns and a NodeRollup row is written. `firing` lists the rule findings firing now.
+    scrape; `acc` accumulates the current minute until it turns and a NodeRollup row is written: one
+    entry per scrape, [metric names, {index: [values]}], which PostgreSQL appends (the cycle reads it
+    only when the minute turns; a row from before holds {index: {metric: [min, sum, max, n]}} first).
+    `firing` lists the rule findings firing now.
     """
 
     node = models.OneToOneField("fleet.Node", on_delete=models.CASCADE, primary_key=True, related_name="health")
@@ -154,7 +156,7 @@ class NodeHealth(models.Model):
     # what the next cycle reads instead of `gpus` (a fifth of its size, so a fifth of the decoding on both sides).
     counters = models.JSONField(default=dict, blank=True)
     acc_minute = models.DateTimeField(null=True, blank=True)
-    acc = models.JSONField(default=dict, blank=True)
+    acc = models.JSONField(default=list, blank=True)
     firing = models.JSONField(default=list, blank=True)
     # Who took the node out of service: automation may resume only what automation isolated.
     isolated_by = models.CharField(max_length=10, choices=IsolationOwner.choices, default="", blank=True)

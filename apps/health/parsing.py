@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from apps.fleet.exporter_text import unescape_label
+
 SENTINEL = 1e18
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
 _LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
@@ -67,19 +69,56 @@ class MalformedLabels(ValueError):
     pass
 
 
+# A label text without backslashes is split at its quotes: what lies between two values (`,name=`) repeats in every
+# label text of the exporter, so each such separator is checked once and its label name remembered. A text with an
+# escape goes through the label pattern instead. Both accept exactly what `_LABEL` repeated to the end accepts.
+_FIRST_SEPARATOR = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*\Z")
+_SEPARATOR = re.compile(r"\s*,\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*\Z")
+_LAST_SEPARATOR = re.compile(r"\s*,?\Z")
+_SEPARATORS_KEPT = 4096
+_separators: tuple[dict[str, str | None], dict[str, str | None]] = ({}, {})  # the first one's, the others'
+
+
+def _label_name(separator: str, first: bool) -> str | None:
+    """The label name a separator introduces, None if it is not one (the first has no comma, the others one)."""
+    known = _separators[0 if first else 1]
+    name = known.get(separator, "")
+    if name == "":
+        match = (_FIRST_SEPARATOR if first else _SEPARATOR).match(separator)
+        name = match.group(1) if match else None
+        if len(known) >= _SEPARATORS_KEPT:
+            known.clear()
+        known[separator] = name
+    return name
+
+
 def parse_labels(text: str) -> dict[str, str]:
-    """`k="v",…` into a dict; anything that is not a well-formed label list raises MalformedLabels."""
+    """`k="v",…` into a dict; anything that is not a well-formed label list raises MalformedLabels. Escapes in
+    values are undone as the text format defines them (`\\\\`, `\\"`, `\\n`; any other backslash stays)."""
+    text = text.rstrip()
+    if "\\" in text:
+        return _parse_escaped_labels(text)
+    parts = text.split('"')
+    last = len(parts) - 1
+    if last % 2 or not _LAST_SEPARATOR.match(parts[last]):
+        raise MalformedLabels(text)
+    out: dict[str, str] = {}
+    for i in range(0, last, 2):
+        name = _label_name(parts[i], i == 0)
+        if name is None:
+            raise MalformedLabels(text)
+        out[name] = parts[i + 1]
+    return out
+
+
+def _parse_escaped_labels(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     pos = 0
-    text = text.rstrip()
     while pos < len(text):
         match = _LABEL.match(text, pos)
         if match is None:
             raise MalformedLabels(text)
-        value = match.group(2)
-        if "\\" in value:
-            value = value.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
-        out[match.group(1)] = value
+        out[match.group(1)] = unescape_label(match.group(2))
         pos = match.end()
     return out
 
@@ -111,60 +150,98 @@ def _target(labels: dict[str, str], gpus: dict[str, GpuReading]) -> _Target:
     return reading, f":{xid}" if xid is not None else ""
 
 
+# Converted sample values by their text: a fleet's exporters print the same few hundred texts (0, temperatures,
+# clocks, whole percentages) over and over, so most lines cost a dict lookup instead of float(). `_SKIP` marks NaN and
+# DCGM's sentinels. Bounded: emptied when full (counters, whose texts rarely repeat, would fill it).
+_SKIP = object()
+_VALUES_KEPT = 8192
+_values: dict[str, float | object] = {}
+
+
+def _value(raw: str) -> float | object | None:
+    """The sample value after a line's `}`: the first field (a timestamp may follow), `_SKIP`, or None if unreadable."""
+    try:
+        value = float(raw)
+    except ValueError:
+        fields = raw.split()
+        try:
+            value = float(fields[0])
+        except (IndexError, ValueError):
+            return None
+    else:  # only a plain value is kept: one with a timestamp rarely repeats
+        if len(_values) >= _VALUES_KEPT:
+            _values.clear()
+        _values[raw] = value if -SENTINEL <= value <= SENTINEL else _SKIP
+    return value if -SENTINEL <= value <= SENTINEL else _SKIP  # NaN fails both comparisons
+
+
 def parse_exporter(text: str, wanted: Iterable[str] | None = None) -> ParsedScrape:
-    """Parse one exporter's /metrics text, keeping the `wanted` metric names (all when None)."""
-    names = frozenset(wanted) if wanted is not None else None
+    """Parse one exporter's /metrics text, keeping the `wanted` metric names (all when None).
+
+    One pass over the lines; a line of a wanted series costs two partitions, a lookup of its label text (parsed
+    once per distinct text) and a lookup of its value's text. tests/health/test_parsing_properties.py holds it
+    equal to prometheus_client's parser."""
+    lines = text.split("\n")
+    if wanted is None:
+        wanted = {line.partition("{")[0] for line in lines}
+    names = frozenset(name for name in wanted if name and name[0] != "#")  # a comment is never a series
     out = ParsedScrape()
     gpus = out.gpus
-    cache: dict[str, _Target] = {}
-    for line in text.split("\n"):
-        if not line or line[0] == "#":
-            continue
-        brace = line.find("{")
-        if brace == -1:
-            # A series without labels (not per GPU): check its shape only.
-            parts = line.split()
-            if len(parts) < 2 or not _NAME.match(parts[0]):
-                if line.strip():
-                    out.bad(line)
+    targets: dict[str, tuple[dict[str, float], str, list[str]] | None] = {}
+    values_by_text = _values
+    samples = sentinels = 0
+    for line in lines:
+        name, brace, rest = line.partition("{")
+        if not brace or name not in names:
+            # A comment, an empty line, a series not wanted or without labels: only counted (or found malformed).
+            if not line or line[0] == "#":
                 continue
-            out.samples += 1
+            if brace:
+                if not name or "}" not in rest:
+                    out.bad(line)
+                    continue
+            else:
+                parts = line.split()
+                if len(parts) < 2 or not _NAME.match(parts[0]):
+                    if parts:
+                        out.bad(line)
+                    continue
+            samples += 1
             continue
-        end = line.rfind("}")
-        name = line[:brace]
-        if end < brace or not name:
+        label_text, end, raw = rest.rpartition("}")
+        if not end:
             out.bad(line)
             continue
-        out.samples += 1
-        if names is not None and name not in names:
-            continue
-        label_text = line[brace + 1 : end]
-        target = cache.get(label_text)
+        samples += 1
+        target = targets.get(label_text)
         if target is None:
+            if label_text in targets:
+                continue  # not a per-GPU series
             try:
-                target = _target(parse_labels(label_text), gpus)
+                reading, suffix = _target(parse_labels(label_text), gpus)
             except MalformedLabels:
                 out.bad(line)
                 continue
-            cache[label_text] = target
-        reading, suffix = target
-        if reading is None:
+            target = targets[label_text] = (reading.values, suffix, reading.mig) if reading is not None else None
+            if target is None:
+                continue
+        value = values_by_text.get(raw)
+        if value is None:
+            value = _value(raw)
+            if value is None:
+                out.bad(line)
+                continue
+        if value is _SKIP:  # NaN, or DCGM's "not supported"
+            sentinels += 1
             continue
-        rest = line[end + 1 :].split()
-        try:
-            value = float(rest[0])
-        except (IndexError, ValueError):
-            out.bad(line)
-            continue
-        if value != value or abs(value) > SENTINEL:  # NaN, or DCGM's "not supported"
-            out.sentinels += 1
-            continue
+        values, suffix, mig = target
         key = name + suffix if suffix else name
-        values = reading.values
-        if key in values and reading.mig:
+        if mig and key in values:
             values[key] = max(values[key], value)
         else:
             values[key] = value
+    out.samples = samples
+    out.sentinels = sentinels
     return out
 
 

@@ -3,6 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
+from apps.fleet import stamps
 from apps.fleet.tasks import fan_out
 from apps.health.ingest import run_cycle
 from apps.health.services.housekeeping import close_quiet_incidents, prune_rollups
@@ -17,11 +18,13 @@ def health_cycle_task() -> int:
 
 @shared_task(acks_late=True)
 def ingest_cluster_task(cluster_id: int) -> dict:
-    result = run_cycle(cluster_id)
-    if not result.skipped and result.duration_ms >= settings.HEALTH_SCRAPE_INTERVAL_S * 1000:
-        # Beat's tick fell inside this cycle and was skipped (the cluster's cycle lease): without this the cluster
-        # would wait for the tick after next, two intervals. Start the next cycle now instead.
-        ingest_cluster_task.delay(cluster_id)
+    with stamps.running(ingest_cluster_task.name, cluster_id):
+        result = run_cycle(cluster_id)
+        if not result.skipped and result.duration_ms >= settings.HEALTH_SCRAPE_INTERVAL_S * 1000:
+            # Beat's tick fell inside this cycle and sent nothing (the cluster's fan-out stamp): without this the
+            # cluster would wait for the next tick. Start the next cycle now instead, stamped as the fan-out would.
+            stamps.requeue(ingest_cluster_task.name, cluster_id)
+            ingest_cluster_task.delay(cluster_id)
     return {
         "cluster": result.cluster,
         "nodes": result.nodes,
@@ -42,7 +45,8 @@ def hung_jobs_task() -> int:
 def check_hung_jobs_task(cluster_id: int) -> dict:
     from apps.health.hung import check_cluster
 
-    result = check_cluster(cluster_id)
+    with stamps.running(check_hung_jobs_task.name, cluster_id):
+        result = check_cluster(cluster_id)
     return {"cluster": result.cluster, "judged": result.judged, "hung": result.hung, "opened": result.opened}
 
 

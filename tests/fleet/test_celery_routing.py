@@ -4,13 +4,11 @@ names the queue of every entry; the worker concurrency setting."""
 from __future__ import annotations
 
 import pytest
-from celery.signals import before_task_publish
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from apps.fleet.services import create_simulated_cluster
 from console.celery import app
-from tests.conftest import set_celery_eager
 
 PER_CLUSTER = {
     "apps.health.tasks.health_cycle_task": ("apps.health.tasks.ingest_cluster_task", "health"),
@@ -40,26 +38,6 @@ def test_the_beat_schedule_names_the_queue_of_every_entry():
         assert queue == queue_of(entry["task"]), name  # what beat sends goes where the routes would send it
     fan_outs = {entry["task"] for entry in schedule.values()} & set(PER_CLUSTER)
     assert fan_outs == set(PER_CLUSTER)  # the fleet-sized work is started by fan-outs, never run whole
-
-
-@pytest.fixture
-def published():
-    """Every message the code under test publishes (the task and the queue it is routed to), with eager mode off."""
-    sent: list[tuple[str, str]] = []
-
-    def record(sender=None, headers=None, routing_key=None, **kwargs):
-        sent.append((headers["task"], routing_key))
-
-    before_task_publish.connect(record, weak=False)
-    set_celery_eager(False)
-    try:
-        yield sent
-    finally:
-        set_celery_eager(True)
-        before_task_publish.disconnect(record)
-        with app.connection_for_write() as conn:  # what was published here is never run
-            for queue in settings.CELERY_QUEUE_NAMES:
-                conn.default_channel.queue_purge(queue)
 
 
 @pytest.mark.django_db

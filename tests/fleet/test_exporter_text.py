@@ -35,3 +35,10 @@ def test_per_gpu():
         "0": {"DCGM_FI_DEV_GPU_TEMP": 71.0},
         "1": {"DCGM_FI_DEV_GPU_TEMP": 34.0, "DCGM_FI_DEV_XID_ERRORS": 79.0},
     }
+
+
+def test_escapes_are_undone_in_one_pass():
+    # `\\n` is a backslash and an n, not a newline; `\n` is a newline; an escape the format does not define stays.
+    line = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a\\\\nb",pod="x\\ny\\t"} 40\n'
+    [(_, labels, _)] = parse(line)
+    assert labels["UUID"] == "GPU-a\\nb" and labels["pod"] == "x\ny\\t"

@@ -110,8 +110,8 @@ def test_the_cycle_reads_what_it_compares_with_before_the_scrape(fleet, monkeypa
 
 @pytest.mark.parametrize(("took_ms", "again"), [(4_999, False), (5_000, True), (9_000, True)])
 def test_a_cycle_that_outlasts_the_interval_starts_the_next_at_once(settings, monkeypatch, took_ms, again):
-    """Beat's tick inside a long cycle is skipped (the lease): the next cycle starts when this one ends, not two
-    intervals later."""
+    """Beat's tick inside a long cycle sends nothing (the cluster's fan-out stamp): the next cycle starts when this
+    one ends, not at the next tick (tests/fleet/test_fan_out.py: under the same stamp)."""
     from apps.health import tasks
     from apps.health.ingest import CycleResult
 

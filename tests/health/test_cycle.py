@@ -33,15 +33,19 @@ def test_a_healthy_fleet_stores_latest_values_and_opens_nothing(fleet):
 
 def test_minute_rollups_and_pruning(fleet):
     cluster = fleet["cluster"]
-    cycle(cluster)
-    cycle(cluster)
+    at = timezone.now().replace(second=5, microsecond=0)
+    temperatures = []
+    for step in range(2):
+        run_cycle(cluster.pk, at + timedelta(seconds=15 * step))
+        temperatures.append(NodeHealth.objects.get(node__name="gpu-0001").gpus["0"]["v"]["DCGM_FI_DEV_GPU_TEMP"])
     health = NodeHealth.objects.get(node__name="gpu-0001")
-    assert health.acc["0"]["DCGM_FI_DEV_GPU_TEMP"][3] == 2  # two scrapes folded into this minute
-    NodeHealth.objects.update(acc_minute=health.acc_minute - timedelta(minutes=1))  # the minute turns
-    cycle(cluster)
+    assert len(health.acc) == 2 and NodeRollup.objects.count() == 0  # two scrapes appended to this minute
+    run_cycle(cluster.pk, at + timedelta(seconds=60))  # the minute turns
     rollup = NodeRollup.objects.get(node__name="gpu-0001")
-    low, avg, high = rollup.data["0"]["DCGM_FI_DEV_GPU_TEMP"]
-    assert low <= avg <= high and NodeRollup.objects.count() == 4
+    mean = round(sum(temperatures) / 2, 4)
+    assert rollup.minute == at.replace(second=0) and NodeRollup.objects.count() == 4
+    assert rollup.data["0"]["DCGM_FI_DEV_GPU_TEMP"] == [min(temperatures), mean, max(temperatures)]
+    assert len(NodeHealth.objects.get(node__name="gpu-0001").acc) == 1  # the new minute's first scrape
     NodeRollup.objects.update(minute=timezone.now() - timedelta(days=31))
     assert prune_rollups() == 4 and NodeRollup.objects.count() == 0
     assert AuditEvent.objects.filter(action="health.rollups.prune").count() == 1
