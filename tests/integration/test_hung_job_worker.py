@@ -35,9 +35,13 @@ def test_the_minute_task_opens_the_hung_jobs_incident(live_celery):
     workload, _ = submit_workload(fresh(personas.member_a), kind="training", spec=training_spec(name="stuck"))
     assert wait_until(lambda: SimWorkload.objects.filter(name=workload.backend_name).exists(), timeout=20.0)
     SimWorkload.objects.filter(name=workload.backend_name).update(hang_after_s=0)  # quiet from the start
-    reconcile_workloads()
-    workload.refresh_from_db()
-    assert workload.state == "running"
+
+    def placed() -> bool:  # the worker may reconcile first, or the simulator place the run a moment later
+        reconcile_workloads()
+        workload.refresh_from_db()
+        return workload.state == "running" and bool(workload.placements)
+
+    assert wait_until(placed, timeout=20.0), (workload.state, workload.placements)
     now = timezone.now()
     # The run started (and was admitted) ten minutes ago, as far as the console knows.
     Workload.objects.filter(pk=workload.pk).update(started_at=now - timedelta(minutes=10))
