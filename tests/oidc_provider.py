@@ -62,13 +62,45 @@ class OidcProvider:
 
     def set_groups(self, account: str, groups: list[str]) -> None:
         """Change an account's `groups` claim, as the IdP's admin would between two log-ins."""
+        self.set_claims(account, groups=groups)
+
+    def set_claims(self, account: str, **claims) -> dict:
+        """Change an account's `groups`, `email` or `name` claims (those given), as the IdP's admin would between
+        two log-ins; the account's three claims as they are now."""
         request = urllib.request.Request(
             f"{self.issuer}/_test/accounts/{account}",
-            data=json.dumps({"groups": groups}).encode(),
+            data=json.dumps(claims).encode(),
             headers={"Authorization": f"Bearer {self.control_token}", "Content-Type": "application/json"},
             method="POST",
         )
-        urllib.request.urlopen(request, timeout=10).close()
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
+
+    def log_in(self, client, account: str) -> str:
+        """Log `account` in through this provider with Django's test `client`: the console's log-in start, the
+        provider's authorization endpoint, its sign-in page (a fresh provider session: the password is asked),
+        its consent step, then the console's callback with the code. Returns where the callback sent the person."""
+        from django.urls import reverse
+
+        start = client.get(reverse("oidc:login"))
+        assert start.status_code == 302, start
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(), _NoRedirects())
+        url, form = start["Location"], None
+        for _step in range(10):
+            if url.startswith(TEST_CLIENT_ORIGIN + CALLBACK):
+                callback = client.get(url.removeprefix(TEST_CLIENT_ORIGIN))
+                assert callback.status_code == 302, callback
+                return callback["Location"]
+            with browser.open(urllib.request.Request(url, data=form), timeout=10) as answer:
+                page, status, location = answer.read().decode(), answer.status, answer.headers.get("Location")
+            form = None
+            if location:
+                url = urllib.parse.urljoin(url, location)
+            elif status == 200 and 'name="password"' in page:  # the sign-in page: its form posts to this URL
+                form = urllib.parse.urlencode({"login": account, "password": PASSWORDS[account]}).encode()
+            else:
+                raise AssertionError(f"the provider answered {status} at {url}:\n{page[:2000]}")
+        raise AssertionError(f"no callback to the console after 10 steps at the provider (last: {url})")
 
     def settings(self) -> dict:
         """The console's settings for this provider (apply with pytest-django's `settings` fixture)."""
@@ -77,6 +109,18 @@ class OidcProvider:
             "OIDC_CLIENT_ID": self.client_id,
             "OIDC_CLIENT_SECRET": self.client_secret,
         }
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Each redirect is a step `log_in` takes itself: the last one goes to the console, not to the provider."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        return fp
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 def _npm_ci() -> None:
