@@ -2,7 +2,8 @@
 
 The first test that asks for `oidc_provider` starts it on a free port of 127.0.0.1 (after `npm ci` in tests/oidc
 when its node_modules is missing, so `make test` installs it by itself) and the end of the session stops it by
-its PID, as tests/slurm_cluster.py does for the Slurm cluster. Without Node.js the SSO tests skip, saying so.
+its PID, as tests/slurm_cluster.py does for the Slurm cluster. Without Node.js (or with one too old) they fail, saying
+what to install: they never skip.
 
 The console client's redirect URIs are the live test server's and the Django test client's (`testserver`): the
 fixture starts pytest-django's `live_server` first so the provider knows its port.
@@ -144,14 +145,25 @@ def _first_line(process: subprocess.Popen, timeout_s: float) -> str:
     return process.stdout.readline() if ready else ""
 
 
-@pytest.fixture(scope="session")
-def oidc_provider(live_server):
-    node = shutil.which("node")
+def node_js(which=shutil.which) -> str:
+    """The machine's Node.js, recent enough for oidc-provider; a failure that says what to install otherwise. Never a
+    skip: every machine that runs this suite has Node.js (the machine's, not one a test downloads), and a missing one
+    would silently drop the SSO tests from `make test`."""
+    node = which("node")
+    install = "install Node.js 20.19 or later and npm (Debian 12's own nodejs is 18: too old)"
     if not node:
-        pytest.skip("Node.js is not installed: the SSO tests need it to run the OpenID provider (tests/oidc)")
+        pytest.fail(f"Node.js is missing: the SSO tests run the OpenID provider (tests/oidc) on it; {install}",
+                    pytrace=False)  # fmt: skip
     version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
     if tuple(int(part) for part in re.findall(r"\d+", version)[:2]) < MIN_NODE:
-        pytest.skip(f"Node.js {version} is too old for oidc-provider 9 (tests/oidc): the SSO tests need 20.19 or later")
+        pytest.fail(f"Node.js {version} ({node}) is too old for oidc-provider 9 (tests/oidc); {install}",
+                    pytrace=False)  # fmt: skip
+    return node
+
+
+@pytest.fixture(scope="session")
+def oidc_provider(live_server):
+    node = node_js()
     _npm_ci()
     env = {
         **os.environ,
