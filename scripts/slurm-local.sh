@@ -31,7 +31,8 @@ die() { log "ERROR: $*"; exit 1; }
 
 # --- packages ------------------------------------------------------------------------------------------
 
-PACKAGES=(munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin slurmdbd mariadb-client)
+# libslurm-dev: spank.h, for the SPANK plugin a test builds (tests/slurm_spank/pyxis_stub.c, with the machine's gcc).
+PACKAGES=(munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin slurmdbd mariadb-client libslurm-dev)
 
 missing_packages() {
   local pkg
@@ -62,7 +63,7 @@ install_packages() {
 db_port() { cat "$S/run/db.port" 2>/dev/null || echo "$DB_PORT_SHARED"; }
 
 write_config() {
-  mkdir -p "$S"/{etc,log,run,state,spool,dev,jobs,keys}
+  mkdir -p "$S"/{etc,log,run,state,spool,dev,jobs,keys} "$S/etc/plugstack.conf.d"
   chmod 755 "$S" "$S/run"  # munged wants every directory above its socket searchable
   chmod 700 "$S/keys"
   [ -s "$S/keys/munge.key" ] || { dd if=/dev/urandom of="$S/keys/munge.key" bs=1024 count=1 status=none; chmod 400 "$S/keys/munge.key"; }
@@ -132,7 +133,12 @@ JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 NodeName=gpu-[01-04] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$NODE_PORT0-$last] CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=64000 Gres=gpu:a100:8 State=UNKNOWN
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# SPANK plugins: none by default. A test that needs one (tests/backends/slurm/test_pyxis.py) puts a file into
+# plugstack.conf.d for its own duration: srun, sbatch and each job step's slurmstepd read the stack when they start.
+PlugStackConfig=$S/etc/plugstack.conf
 EOF
+  echo "include $S/etc/plugstack.conf.d/*.conf" >"$S/etc/plugstack.conf"
+  rm -f "$S"/etc/plugstack.conf.d/*.conf  # what an interrupted test left loaded is not any more
   cat >"$S/etc/gres.conf" <<EOF
 AutoDetect=off
 NodeName=gpu-[01-04] Name=gpu Type=a100 File=$S/dev/nvidia[0-7]

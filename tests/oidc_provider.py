@@ -2,7 +2,8 @@
 
 The first test that asks for `oidc_provider` starts it on a free port of 127.0.0.1 (after `npm ci` in tests/oidc
 when its node_modules is missing, so `make test` installs it by itself) and the end of the session stops it by
-its PID, as tests/slurm_cluster.py does for the Slurm cluster. Without Node.js the SSO tests skip, saying so.
+its PID, as tests/slurm_cluster.py does for the Slurm cluster. Without Node.js (or with one too old) they fail, saying
+what to install: they never skip.
 
 The console client's redirect URIs are the live test server's and the Django test client's (`testserver`): the
 fixture starts pytest-django's `live_server` first so the provider knows its port.
@@ -62,13 +63,45 @@ class OidcProvider:
 
     def set_groups(self, account: str, groups: list[str]) -> None:
         """Change an account's `groups` claim, as the IdP's admin would between two log-ins."""
+        self.set_claims(account, groups=groups)
+
+    def set_claims(self, account: str, **claims) -> dict:
+        """Change an account's `groups`, `email` or `name` claims (those given), as the IdP's admin would between
+        two log-ins; the account's three claims as they are now."""
         request = urllib.request.Request(
             f"{self.issuer}/_test/accounts/{account}",
-            data=json.dumps({"groups": groups}).encode(),
+            data=json.dumps(claims).encode(),
             headers={"Authorization": f"Bearer {self.control_token}", "Content-Type": "application/json"},
             method="POST",
         )
-        urllib.request.urlopen(request, timeout=10).close()
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
+
+    def log_in(self, client, account: str) -> str:
+        """Log `account` in through this provider with Django's test `client`: the console's log-in start, the
+        provider's authorization endpoint, its sign-in page (a fresh provider session: the password is asked),
+        its consent step, then the console's callback with the code. Returns where the callback sent the person."""
+        from django.urls import reverse
+
+        start = client.get(reverse("oidc:login"))
+        assert start.status_code == 302, start
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(), _NoRedirects())
+        url, form = start["Location"], None
+        for _step in range(10):
+            if url.startswith(TEST_CLIENT_ORIGIN + CALLBACK):
+                callback = client.get(url.removeprefix(TEST_CLIENT_ORIGIN))
+                assert callback.status_code == 302, callback
+                return callback["Location"]
+            with browser.open(urllib.request.Request(url, data=form), timeout=10) as answer:
+                page, status, location = answer.read().decode(), answer.status, answer.headers.get("Location")
+            form = None
+            if location:
+                url = urllib.parse.urljoin(url, location)
+            elif status == 200 and 'name="password"' in page:  # the sign-in page: its form posts to this URL
+                form = urllib.parse.urlencode({"login": account, "password": PASSWORDS[account]}).encode()
+            else:
+                raise AssertionError(f"the provider answered {status} at {url}:\n{page[:2000]}")
+        raise AssertionError(f"no callback to the console after 10 steps at the provider (last: {url})")
 
     def settings(self) -> dict:
         """The console's settings for this provider (apply with pytest-django's `settings` fixture)."""
@@ -77,6 +110,18 @@ class OidcProvider:
             "OIDC_CLIENT_ID": self.client_id,
             "OIDC_CLIENT_SECRET": self.client_secret,
         }
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Each redirect is a step `log_in` takes itself: the last one goes to the console, not to the provider."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        return fp
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 def _npm_ci() -> None:
@@ -100,14 +145,25 @@ def _first_line(process: subprocess.Popen, timeout_s: float) -> str:
     return process.stdout.readline() if ready else ""
 
 
-@pytest.fixture(scope="session")
-def oidc_provider(live_server):
-    node = shutil.which("node")
+def node_js(which=shutil.which) -> str:
+    """The machine's Node.js, recent enough for oidc-provider; a failure that says what to install otherwise. Never a
+    skip: every machine that runs this suite has Node.js (the machine's, not one a test downloads), and a missing one
+    would silently drop the SSO tests from `make test`."""
+    node = which("node")
+    install = "install Node.js 20.19 or later and npm (Debian 12's own nodejs is 18: too old)"
     if not node:
-        pytest.skip("Node.js is not installed: the SSO tests need it to run the OpenID provider (tests/oidc)")
+        pytest.fail(f"Node.js is missing: the SSO tests run the OpenID provider (tests/oidc) on it; {install}",
+                    pytrace=False)  # fmt: skip
     version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
     if tuple(int(part) for part in re.findall(r"\d+", version)[:2]) < MIN_NODE:
-        pytest.skip(f"Node.js {version} is too old for oidc-provider 9 (tests/oidc): the SSO tests need 20.19 or later")
+        pytest.fail(f"Node.js {version} ({node}) is too old for oidc-provider 9 (tests/oidc); {install}",
+                    pytrace=False)  # fmt: skip
+    return node
+
+
+@pytest.fixture(scope="session")
+def oidc_provider(live_server):
+    node = node_js()
     _npm_ci()
     env = {
         **os.environ,

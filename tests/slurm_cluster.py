@@ -71,7 +71,10 @@ def _exports(text: str) -> dict[str, str]:
 
 
 def _clean_slate(cluster: LocalSlurm) -> None:
-    """Nothing left from an earlier, interrupted run: no jobs, every node back in service."""
+    """Nothing left from an earlier, interrupted run: no jobs, every node back in service, no SPANK plugin a test
+    loaded (tests/backends/slurm/test_pyxis.py) still in the plugin stack."""
+    for loaded in (Path(cluster.conf).parent / "plugstack.conf.d").glob("*.conf"):
+        loaded.unlink(missing_ok=True)
     cluster.run("scancel", "--user=root", "--full", check=False)
     nodes = cluster.run("sinfo", "-h", "-N", "-o", "%N %T").stdout.split("\n")
     stuck = sorted({line.split()[0] for line in nodes if line.strip() and line.split()[1] not in ("idle", "mixed")})

@@ -208,3 +208,51 @@ def test_only_the_callback_logs_in_through_the_provider(rf, sso):
     # A password log-in, or any call without this log-in's nonce, never reaches the provider.
     assert OidcBackend().authenticate(request, username="alice", password="x") is None
     assert OidcBackend().authenticate(request) is None
+
+
+@pytest.fixture
+def claims_put_back(sso):
+    """The accounts whose claims a test changes at the provider, put back as provider.mjs has them afterwards (the
+    provider lives for the whole session)."""
+    changed: dict[str, dict] = {}
+
+    def change(account: str, **claims) -> None:
+        before = sso.set_claims(account)  # asks nothing to change: the account's claims now
+        changed.setdefault(account, {name: before[name] for name in claims})
+        sso.set_claims(account, **claims)
+
+    yield change
+    for account, claims in changed.items():
+        sso.set_claims(account, **claims)
+
+
+def test_the_user_name_comes_from_the_configured_claim(client, settings, sso):
+    settings.OIDC_USERNAME_CLAIM = "email"  # not the default preferred_username
+    assert sso.log_in(client, "carol") == "/"
+    carol = User.objects.get(oidc_subject="carol")
+    assert (carol.username, carol.email) == ("carol@example.test", "carol@example.test")
+    assert not User.objects.filter(username="carol").exists()
+    assert client.get("/accounts/profile/").context["user"] == carol
+
+
+def test_e_mail_and_name_are_refreshed_at_the_next_log_in_and_the_audit_event_says_how(client, sso, claims_put_back):
+    assert sso.log_in(client, "dave") == "/"
+    dave = User.objects.get(username="dave")
+    assert (dave.email, dave.first_name, dave.last_name) == ("dave@example.test", "Dave", "Davis")
+    first = AuditEvent.objects.get(action="user.login_oidc")
+    assert first.before is None  # nothing changed at the first log-in: the account was made from these claims
+
+    claims_put_back("dave", email="david.davis@example.test", name="David Davis-Moore")  # the IdP's admin edits dave
+    client.logout()
+    assert sso.log_in(client, "dave") == "/"
+    dave.refresh_from_db()
+    assert (dave.email, dave.first_name, dave.last_name) == ("david.davis@example.test", "David", "Davis-Moore")
+    assert User.objects.filter(oidc_subject="dave").count() == 1  # the same account, found by its subject
+    second = AuditEvent.objects.filter(action="user.login_oidc").latest("id")
+    assert second.pk != first.pk and second.target_id == str(dave.pk)
+    assert second.before == {"email": "dave@example.test", "first_name": "Dave", "last_name": "Davis"}
+    assert {k: second.after[k] for k in ("email", "first_name", "last_name")} == {
+        "email": "david.davis@example.test",
+        "first_name": "David",
+        "last_name": "Davis-Moore",
+    }

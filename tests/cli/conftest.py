@@ -145,20 +145,27 @@ def write_job(directory: Path, name: str = "ci-smoke", *, as_json: bool = False,
 
 class TimePasses:
     """What passes around a waiting pipeline: simulated minutes on the cluster (each run takes its whole runtime
-    limit and does not fail: tests/utils/simulator.py), then beat's workloads tick, sent to the real worker at most
-    once a second (beat sends it every 10 s)."""
+    limit and does not fail: tests/utils/simulator.py; but the runs of the workloads named in `overrunning` need
+    twice their limit, which stops them: timed out, a failed workload), then beat's workloads tick, sent to the real
+    worker at most once a second (beat sends it every 10 s)."""
 
-    def __init__(self, cluster, minutes: float = 3.0) -> None:
+    def __init__(self, cluster, minutes: float = 3.0, overrunning: tuple[str, ...] = ()) -> None:
         self.cluster = cluster
         self.minutes = minutes
+        self.overrunning = overrunning
         self.sent_at = 0.0
 
     def __call__(self) -> None:
+        from apps.backends.models import SimWorkload
         from apps.backends.simulator.services import advance_time
+        from apps.workloads.models import Workload
         from apps.workloads.tasks import workloads_tick_task
-        from tests.utils.simulator import runs_to_the_end
+        from tests.utils.simulator import overruns, runs_to_the_end
 
         runs_to_the_end()
+        for workload in Workload.objects.filter(name__in=self.overrunning).exclude(backend_name=""):
+            if SimWorkload.objects.filter(name=workload.backend_name, state__in=["pending", "running"]).exists():
+                overruns(workload)  # before the minutes pass: its limit is 10 minutes at least
         advance_time(None, self.cluster, self.minutes)
         if time.monotonic() - self.sent_at >= 1.0:
             workloads_tick_task.delay()

@@ -78,3 +78,39 @@ def test_a_member_may_not_cordon(gpuc, oncall, console):
     denied = gpuc("nodes", "cordon", oncall.name, "--reason", "I think it is slow")
     assert denied.code == 4 and "(HTTP 403, permission_denied)" in denied.stderr, denied
     assert not Operation.objects.exists()
+
+
+def test_drain_then_resume_change_the_node_and_write_one_audit_event_each(gpuc, oncall):
+    node = oncall
+    drained = gpuc("nodes", "drain", node.name, "--reason", "XID 48: double-bit ECC error", "--request-id", "drain-3",
+                   "--wait", "--interval", "0.2", "-o", "json")  # fmt: skip
+    assert drained.code == 0, drained
+    operation = drained.json()
+    assert (operation["kind"], operation["status"], operation["reason"]) == ("health.drain", "succeeded",
+                                                                          "XID 48: double-bit ECC error")  # fmt: skip
+    node.refresh_from_db()
+    assert node.unschedulable
+    reconcile_workloads()  # beat's reconcile: the cluster says what became of the evicted run
+    evicted = Workload.objects.get(name="on-the-node")
+    moved_to = {p["node"] for p in evicted.placements}
+    assert moved_to and node.name not in moved_to, (evicted.state, evicted.placements)  # requeued on the other H100s
+    events = AuditEvent.objects.filter(request_id="drain-3")
+    assert [(e.action, e.target_type, e.target_id, e.reason) for e in events] == [
+        ("operation.start", "operations.operation", str(operation["id"]), "XID 48: double-bit ECC error")
+    ], list(events.values())
+
+    resumed = gpuc("nodes", "resume", node.name, "--reason", "GPU 3 replaced, burn-in passed", "--request-id",
+                   "resume-3", "--wait", "--interval", "0.2", "-o", "json")  # fmt: skip
+    assert resumed.code == 0, resumed
+    operation = resumed.json()
+    assert (operation["kind"], operation["status"]) == ("health.resume", "succeeded"), operation
+    node.refresh_from_db()
+    assert not node.unschedulable
+    events = AuditEvent.objects.filter(request_id="resume-3")
+    assert [(e.action, e.target_id, e.reason) for e in events] == [
+        ("operation.start", str(operation["id"]), "GPU 3 replaced, burn-in passed")
+    ], list(events.values())
+    assert list(Operation.objects.order_by("id").values_list("kind", "status")) == [
+        ("health.drain", "succeeded"),
+        ("health.resume", "succeeded"),
+    ]

@@ -29,6 +29,17 @@ def test_submit_and_wait_until_it_succeeds(gpuc, console):
     assert f"submitted: #{workload.pk} ci-smoke" in done.stderr
 
 
+def test_a_workload_that_fails_while_waited_for_exits_1(gpuc, console):
+    job = write_job(gpuc.home, "overruns", max_runtime_s=600)
+    world = TimePasses(console.fleet["cluster"], overrunning=("overruns",))  # its work needs 20 of its 10 minutes
+    failed = gpuc("submit", "-f", job, "--wait", "--interval", "0.2", "-o", "json", while_waiting=world)
+    assert failed.code == 1, failed
+    workload = Workload.objects.get(name="overruns")
+    assert (failed.json()["state"], workload.state) == ("failed", "failed"), failed
+    assert workload.state_reason, workload
+    assert f"gpuc: workload #{workload.pk} overruns failed: {workload.state_reason}" in failed.stderr, failed
+
+
 def test_a_spec_the_console_refuses_exits_2_with_the_field_error(gpuc):
     job = write_job(gpuc.home, "bad-one", gpus_per_worker=9)  # a node has 8
     refused = gpuc("submit", "-f", job, "--wait")

@@ -36,6 +36,33 @@ def fleet(personas_live):
     return setup
 
 
+# The editor's own controls and the mode toggles still enabled, counted while the switch's request is held.
+ENABLED_WHILE_SWITCHING = """document.querySelectorAll(
+    '#spec-editor :is(textarea, input, select):enabled, [data-mode-to]:enabled, #submit-form [type=submit]:enabled'
+).length"""
+
+
+def switch_editor(page: Page, form, to: str) -> None:
+    """Click "Form" or "YAML" and wait for the editor's reply, which replaces the editor whole.
+
+    Nothing on the page tells that the reply has come: the live previews may already show the very error it brings
+    (their spec-errors event), and a box filled before the reply is replaced by it. While the request is held the
+    editor, the toggles and Submit must all be disabled, or a person typing then loses what they typed."""
+    enabled: list[int] = []
+
+    def hold(route) -> None:
+        enabled.append(page.evaluate(ENABLED_WHILE_SWITCHING))
+        route.continue_()
+
+    page.route("**/new/editor/", hold)
+    try:
+        with page.expect_response(lambda r: "/new/editor/" in r.url):
+            form.get_by_role("button", name=to).click()
+    finally:
+        page.unroute("**/new/editor/", hold)
+    assert enabled == [0], f"controls enabled while the editor was being switched to {to}: {enabled}"
+
+
 def test_a_job_is_filled_in_previewed_and_submitted_without_json(page: Page, problems: PageProblems, fleet):
     log_in(page, "ta-a")
     main_nav(page, "Workloads")
@@ -95,7 +122,7 @@ def test_a_job_is_filled_in_previewed_and_submitted_without_json(page: Page, pro
     expect(form.locator('[data-errors-for="name"]')).to_be_empty()
 
     # The same spec as YAML, edited there and back in the fields.
-    form.get_by_role("button", name="YAML").click()
+    switch_editor(page, form, "YAML")
     box = form.get_by_test_id("spec-yaml")
     expect(box).to_contain_text("workers: 3")
     expect(box).to_contain_text("tenant: a")
@@ -103,14 +130,14 @@ def test_a_job_is_filled_in_previewed_and_submitted_without_json(page: Page, pro
     expect(admission.get_by_test_id("admission-headline")).to_have_text("Would start now, within guarantee.")
     screenshot(page, "submit-form-yaml")
     box.fill("workers: [1,\n")
-    form.get_by_role("button", name="Form").click()
+    switch_editor(page, form, "Form")
     expect(form.get_by_test_id("errors-spec")).to_contain_text("Not valid YAML")
     box = form.get_by_test_id("spec-yaml")
     box.fill(
         "name: form-job\ntenant: a\nqueue: train\nimage: nvcr.io/nvidia/pytorch:24.08-py3\n"
         "command: [python, train.py]\ngpu_model: h100\nworkers: 1\ngpus_per_worker: 8\nmax_runtime_s: 3600\n"
     )
-    form.get_by_role("button", name="Form").click()
+    switch_editor(page, form, "Form")
     expect(form.get_by_label("Workers", exact=True)).to_have_value("1")
     expect(form.get_by_label("Command", exact=True)).to_have_value("python\ntrain.py")
     expect(form.get_by_label("Queue", exact=True)).to_have_value("a/train")

@@ -28,8 +28,8 @@
 //     already expired token). oidc-provider's own IdToken model always sets aud to the requesting client's id,
 //     and a GitLab/GitHub job token's aud is the relying party's URL, so the grant signs the JWT itself with
 //     jose (the JOSE library oidc-provider itself uses) and the provider's private key, which this script made;
-//   * POST /_test/accounts/<id> {"groups": [...]} (bearer OIDC_TEST_CONTROL_TOKEN): change an account's groups,
-//     as an IdP admin would between two logins.
+//   * POST /_test/accounts/<id> {"groups": [...], "email": "...", "name": "..."} (bearer OIDC_TEST_CONTROL_TOKEN):
+//     change an account's groups, e-mail address or name (any of them), as an IdP admin would between two logins.
 import { randomBytes, randomUUID, generateKeyPairSync } from 'node:crypto';
 import { createServer } from 'node:http';
 
@@ -39,6 +39,7 @@ import Provider, { errors } from 'oidc-provider';
 const CI_GRANT = 'urn:gpuc:test:ci-id-token';
 const CI_PARAMS = ['aud', 'sub', 'project_path', 'namespace_path', 'ref', 'ref_type', 'ref_protected',
   'pipeline_id', 'job_id', 'environment', 'repository', 'exp_in', 'iss_override', 'nonce'];
+const CONTROLLED_CLAIMS = ['groups', 'email', 'name'];
 const CONTROL_TOKEN = process.env.OIDC_TEST_CONTROL_TOKEN || randomBytes(16).toString('hex');
 const list = (name) => (process.env[name] || '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -167,8 +168,10 @@ server.listen(0, '127.0.0.1', () => {
           return undefined;
         }
         const body = JSON.parse(await readBody(req));
-        ACCOUNTS[control[1]].groups = body.groups;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ groups: body.groups }));
+        const account = ACCOUNTS[control[1]];
+        for (const claim of CONTROLLED_CLAIMS) if (body[claim] !== undefined) account[claim] = body[claim];
+        const now = Object.fromEntries(CONTROLLED_CLAIMS.map((claim) => [claim, account[claim]]));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(now));
         return undefined;
       }
       return callback(req, res);
