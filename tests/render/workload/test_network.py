@@ -3,7 +3,10 @@ renderer makes of them. Pure tests: no database, no cluster."""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -308,3 +311,12 @@ def test_slurm_multi_node_inference_gets_the_environment_too():
     spec = serve(tensor_parallel=8, pipeline_parallel=2, autoscaling=None)
     script = render_slurm(spec, slurm_context(fabric=SLURM_INFINIBAND)).script
     assert "#SBATCH --gres=gpu:a100:8,ib:1" in script and "export NCCL_IB_DISABLE=0" in script
+
+
+def test_the_spec_example_of_docs_networking_parses_and_renders_over_rdma():
+    text = (Path(__file__).resolve().parents[3] / "docs" / "networking.md").read_text()
+    (example,) = re.findall(r"```json\n(.*?)```", text, re.S)
+    data = json.loads(example)
+    spec = parse_spec(data.pop("kind"), data, CATALOG)
+    rendered = render_kubernetes(spec, kube_context("volcano", spec, fabric=INFINIBAND))
+    assert network_plan(spec, INFINIBAND).transport == "rdma" and validation_errors(rendered) == []
