@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from apps.backends.render.desired import DesiredState
     from apps.backends.render.spec import Spec
     from apps.backends.render.workload.context import RenderedScript, RenderedWorkload, WorkloadContext
+    from apps.backends.render.workload.network import Fabric
+    from apps.core.text import Text
 
 
 class BackendError(Exception):
@@ -102,6 +104,15 @@ class Backend(ABC):
         """What is wrong with a cluster's connection settings for this backend, as "key: problem" messages ([]
         when nothing is). Checked when a cluster is added or changed, so a bad setting is refused at once."""
         return []
+
+    @classmethod
+    def fabric_errors(cls, fabric: Fabric, connection: dict) -> list[tuple[str, Text]]:
+        """What is wrong with a node pool's fabric on a cluster of this kind with these connection settings, as
+        (field, message) ([] when nothing is): checked when a platform admin declares it, so a fabric this cluster's
+        workloads could not use is refused at once (render/workload/network.py)."""
+        from apps.backends.render.workload.network import fabric_errors
+
+        return fabric_errors(fabric, cls.renderer or "kubernetes")
 
     # Connection and inventory
 

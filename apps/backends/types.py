@@ -122,6 +122,9 @@ class NodeInfo:
     cpu_cores: int = 0
     memory_mib: int = 0
     gpus: list[GpuInfo] = field(default_factory=list)
+    # Allocatable extended resources other than GPUs, e.g. an RDMA device plugin's {"rdma/ib": 1} (Kubernetes) or a
+    # fabric's GRES {"gres/ib": 1} (Slurm).
+    extended_resources: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

@@ -112,6 +112,7 @@ def seed_fleet(admin) -> None:
             admin, targets, connection={**targets.connection, **TARGETS}, reason="demo: KServe and Kubeflow Trainer"
         )
     sync_inventory(targets.pk)
+    seed_fabric(admin, cluster)
     seed_prepull(admin, cluster)
     seed_quotas(admin, cluster, targets)
     seed_health(admin)
@@ -145,6 +146,25 @@ def seed_prepull(admin, cluster) -> None:
     get_backend(cluster).simulation().advance(
         admin, PREPULL_MINUTES, reason="demo: the nodes pull the pre-pulled images"
     )
+
+
+DEMO_FABRIC = {
+    "fabric": "infiniband",
+    "rdma_resource": "rdma/ib",
+    "nccl_ib_hca": "mlx5",
+    "nccl_socket_ifname": "=eth0",
+}
+
+
+def seed_fabric(admin, cluster) -> None:
+    """The simulated HGX H100 nodes carry InfiniBand (they advertise rdma/ib): the H100 pool declares it, so the
+    demo's multi-node H100 pre-training runs over RDMA (docs/networking.md). A100 pools keep no declared fabric."""
+    from apps.fleet.models import NodePool
+    from apps.fleet.services import update_pool_fabric
+
+    pool = NodePool.objects.filter(cluster=cluster, name="h100-training").first()
+    if pool is not None and pool.fabric == "none":
+        update_pool_fabric(admin, pool, reason="demo: the HGX H100 nodes' InfiniBand", **DEMO_FABRIC)
 
 
 def seed_health(admin) -> None:

@@ -7,6 +7,7 @@ from apps.fleet.models import (
     Cluster,
     ClusterKind,
     ClusterStatus,
+    FabricKind,
     Gpu,
     GpuHealth,
     GpuModel,
@@ -32,10 +33,11 @@ class PoolFilterSet(django_filters.FilterSet):
     cluster = django_filters.CharFilter(field_name="cluster__name", label=_("Cluster"))
     purpose = django_filters.ChoiceFilter(choices=PoolPurpose.choices, label=_("Purpose"))
     model = django_filters.CharFilter(field_name="gpu_model__code", label=_("GPU model"))
+    fabric = django_filters.ChoiceFilter(choices=FabricKind.choices, label=_("Fabric"))
 
     class Meta:
         model = NodePool
-        fields = ["cluster", "purpose", "model"]
+        fields = ["cluster", "purpose", "model", "fabric"]
 
 
 class NodeFilterSet(django_filters.FilterSet):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import enum
 
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from apps.backends.render.workload.network import Fabric
 from apps.core.validators import dns1123_label
 
 
@@ -124,8 +125,23 @@ class PoolPurpose(models.TextChoices):
     DEV = "dev", _("Development")
 
 
+class FabricKind(models.TextChoices):
+    """The network between a pool's nodes, as a platform admin declares it (docs/networking.md)."""
+
+    NONE = "none", _("Not declared")
+    ETHERNET = "ethernet", _("Ethernet")
+    ROCE = "roce", _("RoCE")
+    INFINIBAND = "infiniband", _("InfiniBand")
+
+
 class NodePool(models.Model):
-    """A group of like nodes in a cluster, with a purpose, the taints that reserve it and the images it pre-pulls."""
+    """A group of like nodes in a cluster, with a purpose, the taints that reserve it, the images it pre-pulls and its
+    fabric.
+
+    The fabric settings (declared by a platform admin, `update_pool_fabric`) say how work that spans the pool's
+    nodes talks: the RDMA resource its device plugin advertises, NCCL's HCAs, socket interface and RoCE GID
+    index, the Multus networks its pods attach to, the Slurm GRES of the fabric (render/workload/network.py).
+    """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pools")
     name = models.CharField(max_length=63, validators=[dns1123_label])
@@ -135,6 +151,26 @@ class NodePool(models.Model):
     # Images every node of the pool keeps pulled (a DaemonSet on Kubernetes, pushed with the quota objects:
     # apps/backends/render/prepull.py); set with `fleet.services.set_pool_prepull`.
     prepull_images = models.JSONField(default=list, db_default=[], blank=True)
+    fabric = models.CharField(
+        max_length=20, choices=FabricKind.choices, default=FabricKind.NONE, db_default=FabricKind.NONE
+    )
+    rdma_resource = models.CharField(
+        max_length=253, blank=True, default="", db_default="", help_text="e.g. rdma/ib or nvidia.com/hostdev"
+    )
+    rdma_per_pod = models.PositiveSmallIntegerField(
+        default=1, db_default=1, validators=[MinValueValidator(1), MaxValueValidator(64)]
+    )
+    nccl_ib_hca = models.CharField(max_length=600, blank=True, default="", db_default="", help_text="NCCL_IB_HCA")
+    nccl_socket_ifname = models.CharField(
+        max_length=600, blank=True, default="", db_default="", help_text="NCCL_SOCKET_IFNAME"
+    )
+    nccl_ib_gid_index = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(255)], help_text="NCCL_IB_GID_INDEX (RoCE)"
+    )
+    pod_networks = models.CharField(
+        max_length=600, blank=True, default="", db_default="", help_text="Multus networks, [namespace/]name,..."
+    )
+    slurm_gres = models.CharField(max_length=100, blank=True, default="", db_default="", help_text="e.g. ib:1")
 
     objects = FleetQuerySet.as_manager()
 
@@ -144,6 +180,32 @@ class NodePool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster.name}/{self.name}"
+
+    def fabric_settings(self) -> Fabric:
+        """The fabric as the renderers take it."""
+        return Fabric(
+            kind=self.fabric,
+            rdma_resource=self.rdma_resource,
+            rdma_per_pod=self.rdma_per_pod,
+            nccl_ib_hca=self.nccl_ib_hca,
+            nccl_socket_ifname=self.nccl_socket_ifname,
+            nccl_ib_gid_index=self.nccl_ib_gid_index,
+            pod_networks=self.pod_networks,
+            slurm_gres=self.slurm_gres,
+            pool=self.name,
+        )
+
+
+FABRIC_FIELDS = (
+    "fabric",
+    "rdma_resource",
+    "rdma_per_pod",
+    "nccl_ib_hca",
+    "nccl_socket_ifname",
+    "nccl_ib_gid_index",
+    "pod_networks",
+    "slurm_gres",
+)
 
 
 class NodeState(models.TextChoices):
@@ -191,6 +253,9 @@ class Node(models.Model):
     gpu_unhealthy = models.PositiveIntegerField(default=0)
     cpu_cores = models.PositiveIntegerField(default=0)
     memory_mib = models.PositiveBigIntegerField(default=0)
+    # Allocatable extended resources other than GPUs, as the backend reports them (an RDMA device plugin's
+    # {"rdma/ib": 1}): which fabric resources a node really offers, beside what its pool declares.
+    extended_resources = models.JSONField(default=dict, blank=True, db_default={})
     fingerprint = models.CharField(max_length=64, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)

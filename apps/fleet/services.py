@@ -26,7 +26,17 @@ from apps.core.secrets import secret_env_error
 from apps.core.text import translate
 from apps.fleet.inventory import ModelResolver, fingerprint, gpu_fields, node_fields, pool_taints
 from apps.fleet.links import METRICS_URL_PLACEHOLDERS, template_outbound_error, url_template_error
-from apps.fleet.models import Cluster, ClusterKind, ClusterStatus, Gpu, GpuModel, Node, NodePool, NodeState
+from apps.fleet.models import (
+    FABRIC_FIELDS,
+    Cluster,
+    ClusterKind,
+    ClusterStatus,
+    Gpu,
+    GpuModel,
+    Node,
+    NodePool,
+    NodeState,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +58,7 @@ _NODE_UPDATE_FIELDS = [
     "gpu_unhealthy",
     "cpu_cores",
     "memory_mib",
+    "extended_resources",
     "fingerprint",
     "last_seen_at",
     "vanished_at",
@@ -249,6 +260,43 @@ def check_connection(actor, cluster: Cluster) -> ConnectionReport:
         return get_backend(cluster).test_connection()
     except BackendError as exc:
         return ConnectionReport(ok=False, message=str(exc))
+
+
+#
+# Node pools
+#
+
+
+def update_pool_fabric(actor, pool: NodePool, *, reason: str = "", **changes) -> NodePool:
+    """Declare a node pool's fabric (none, ethernet, roce, infiniband) and its settings: the RDMA resource its device
+    plugin advertises, NCCL's HCAs, socket interface and RoCE GID index, the pods' Multus networks, the Slurm GRES
+    (docs/networking.md). The whole fabric is checked for the pool's cluster (`Backend.fabric_errors`): a setting
+    of another fabric or another kind of cluster is refused naming it, and nothing changes."""
+    require(actor, Action.ADMINISTER, None, _("Only platform admins declare node pools' fabrics."))
+    unknown = set(changes) - set(FABRIC_FIELDS)
+    if unknown:
+        raise InvalidInput(_("These fields cannot be changed."), {key: _("Cannot be changed.") for key in unknown})
+    before = snapshot(pool)
+    for key, value in changes.items():
+        setattr(pool, key, value)
+    problems = backend_class(pool.cluster.kind).fabric_errors(pool.fabric_settings(), pool.cluster.connection or {})
+    if not problems:
+        try:
+            pool.full_clean(validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            problems = [(field, " ".join(messages)) for field, messages in exc.message_dict.items()]
+    if problems:
+        fields: dict[str, list[str]] = {}
+        for field, message in problems:
+            fields.setdefault(field, []).append(str(translate(message)))
+        summary = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in fields.items())
+        raise InvalidInput(
+            _("Invalid fabric for pool %(pool)s: %(problems)s") % {"pool": str(pool), "problems": summary}, fields
+        )
+    with transaction.atomic():
+        pool.save(update_fields=[*changes.keys()])
+        record_event(actor, "pool.update", pool, reason=reason, before=before, after=snapshot(pool))
+    return pool
 
 
 #

@@ -74,6 +74,7 @@ def cluster_detail(request, name: str):
             "caveats": _caveats(cluster),
             # The drift report, the push preview and the push button: for backends that report drift (Kubernetes).
             "quota_drift": hasattr(get_backend(cluster), "quota_drift"),
+            # Its node pools, their pre-pulls and their fabric (docs/networking.md).
             "pools": NodePool.objects.filter(cluster=cluster)
             .select_related("gpu_model")
             .annotate(node_count=Count("nodes", filter=~Q(nodes__state=NodeState.VANISHED)))

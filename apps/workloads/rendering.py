@@ -16,6 +16,7 @@ from apps.backends.render.pools import offered
 from apps.backends.render.titles import workload_title
 from apps.backends.render.topology import tas_levels
 from apps.backends.render.workload import WorkloadContext
+from apps.backends.render.workload.network import Fabric
 from apps.fleet.models import NodePool
 from apps.tenancy.desired_state import gpu_node_refs, model_ref
 from apps.tenancy.models import QueueBinding
@@ -25,12 +26,13 @@ from apps.workloads.models import Workload
 @dataclass(frozen=True)
 class RenderTables:
     """What `render_context` reads from the tables for a workload's queue on its cluster: the queue's binding there
-    (its namespaces and Slurm account) and the taints of the cluster's node pool of the GPU model (None: no pool).
-    A submission reads them with its context (apps/workloads/submission_context.py) and passes them in."""
+    (its namespaces and Slurm account) and the taints and fabric of the cluster's node pool of the GPU model (None:
+    no pool). A submission reads them with its context (apps/workloads/submission_context.py) and passes them in."""
 
     namespaces: list
     slurm_account: str
     taints: list | None
+    fabric: Fabric | None = None
 
 
 def render_tables(workload: Workload) -> RenderTables:
@@ -41,15 +43,16 @@ def render_tables(workload: Workload) -> RenderTables:
         namespaces=binding.namespaces if binding else [],
         slurm_account=binding.slurm_account if binding else "",
         taints=pool.taints if pool else None,
+        fabric=pool.fabric_settings() if pool else None,
     )
 
 
 def render_context(workload: Workload, tables: RenderTables | None = None) -> WorkloadContext:
     """Where `workload` runs: the name of its queue's objects on the cluster, the queue's binding there (the first
     namespace, else the tenant's slug; the Slurm account, else one derived from the queue's name), the tier, the
-    GPU model's product label and the taints of the cluster's node pool of that model; on Kubernetes, the model's
-    GPU pools the last inventory sync saw (a shared GPU outside them is refused by the renderer, see `gpu_pools`).
-    `tables`: what the tables say, when the caller has read it already (else read here)."""
+    GPU model's product label and the taints and fabric of the cluster's node pool of that model; on Kubernetes, the
+    model's GPU pools the last inventory sync saw (a shared GPU outside them is refused by the renderer, see
+    `gpu_pools`). `tables`: what the tables say, when the caller has read it already (else read here)."""
     tables = tables or render_tables(workload)
     namespaces = tables.namespaces or [workload.tenant.slug]
     model = workload.gpu_model
@@ -68,6 +71,7 @@ def render_context(workload: Workload, tables: RenderTables | None = None) -> Wo
         slurm_account=tables.slurm_account or workload.queue.full_name.replace("-", "_"),
         gpu_pools=_gpu_pools(workload) if _needs_pools(workload) else None,
         topology_levels=_topology_levels(workload) if _needs_levels(workload) else None,
+        fabric=tables.fabric,
     )
 
 

@@ -19,7 +19,7 @@ from django.db import connection
 
 from apps.accounts.models import Tenant
 from apps.core.refcache import cached
-from apps.fleet.models import Cluster, GpuModel, NodePool, NodeState
+from apps.fleet.models import FABRIC_FIELDS, Cluster, GpuModel, NodePool, NodeState
 from apps.tenancy.models import Queue, QueueBinding
 from apps.workloads.rendering import RenderTables
 
@@ -68,19 +68,23 @@ class SubmissionContext:
 _SQL = (
     "SELECT t.id, t.name, t.slug, t.parent_id, t.path, q.id, q.name, b.id, c.id, c.name, c.kind, "
     # What rendering at submission reads too (apps/workloads/rendering.py), so it costs no query of its own.
-    "t.archived_at, b.namespaces, b.slurm_account, c.connection, "
-    "(SELECT p.taints FROM fleet_nodepool p WHERE p.cluster_id = c.id AND p.gpu_model_id = %s "
-    "ORDER BY p.name LIMIT 1), "
+    "t.archived_at, b.namespaces, b.slurm_account, c.connection, p.taints, "
     "(SELECT w.id FROM workloads_workload w WHERE w.created_by_id = %s AND w.idempotency_key = %s), "
     # An admission hold on the tenant or an ancestor: its preemptible work is paused (a spent budget's).
     "(SELECT h.id FROM tenancy_admissionhold h JOIN tenancy_tenant a ON a.id = h.tenant_id "
     "WHERE a.id = t.id OR (a.path <> '' AND t.path LIKE a.path || '%%') LIMIT 1), "
-    "o.next_id, o.claim_id "
+    "o.next_id, o.claim_id, "
+    # The cluster's node pool of the GPU model (its taints above, its fabric here: FABRIC_FIELDS, in order), the
+    # first by name as rendering.render_tables reads it.
+    "p.name, p.fabric, p.rdma_resource, p.rdma_per_pod, p.nccl_ib_hca, p.nccl_socket_ifname, p.nccl_ib_gid_index, "
+    "p.pod_networks, p.slurm_gres "
     "FROM ({next_id}) o "
     "LEFT JOIN tenancy_tenant t ON t.slug = %s "
     "LEFT JOIN tenancy_queue q ON q.tenant_id = t.id AND q.name = %s "
     "LEFT JOIN tenancy_queuebinding b ON b.queue_id = q.id "
-    "LEFT JOIN fleet_cluster c ON c.id = b.cluster_id"
+    "LEFT JOIN fleet_cluster c ON c.id = b.cluster_id "
+    "LEFT JOIN fleet_nodepool p ON p.id = (SELECT p2.id FROM fleet_nodepool p2 WHERE p2.cluster_id = c.id "
+    "AND p2.gpu_model_id = %s ORDER BY p2.name LIMIT 1)"
 )
 _NODE_SIZES_SQL = (
     "SELECT cluster_id, gpu_count, COUNT(*) FROM fleet_node WHERE gpu_model_id = %s AND state <> %s "
@@ -154,11 +158,11 @@ def load_context(
     `reserve_ids=False` (a preview) leaves the new workload's and claim's ids None."""
     model = gpu_models().get(_text(spec.get("gpu_model")) or "")
     params = [
-        model.pk if model else None,
         user_id,
         idempotency_key,
         _text(spec.get("tenant")),
         _text(spec.get("queue")),
+        model.pk if model else None,
     ]
     with connection.cursor() as cursor:
         cursor.execute(_context_sql(connection.vendor, reserve_ids), params)
@@ -191,9 +195,13 @@ def load_context(
                 db, ["id", "name", "kind", "connection"], [c_id, c_name, kind, _json(_CONNECTION, cluster_connection)]
             )
             context.clusters[c_id] = (cluster, sizes_by_cluster[c_id])
+            pool_name, *fabric = row[20:]
             context.render_tables[c_id] = RenderTables(
                 namespaces=_json(_NAMESPACES, namespaces) or [],
                 slurm_account=slurm_account or "",
                 taints=_json(_TAINTS, taints),
+                fabric=NodePool(name=pool_name, **dict(zip(FABRIC_FIELDS, fabric, strict=True))).fabric_settings()
+                if pool_name is not None
+                else None,
             )
     return context

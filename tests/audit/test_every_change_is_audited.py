@@ -337,6 +337,15 @@ def _walk_pool(personas):
     return pool
 
 
+@case("api:pool-detail", "patch", setup=_walk_pool)
+def _(personas, api, client, pool):
+    return _api(api, personas).patch(
+        f"/api/v1/pools/{pool.pk}/",
+        {"fabric": "infiniband", "rdma_resource": "rdma/ib", "nccl_ib_hca": "mlx5", "reason": "HDR fabric"},
+        format="json",
+    )
+
+
 @case("api:pool-prepull", "put", setup=_walk_pool)
 def _(personas, api, client, pool):
     return _api(api, personas).put(

@@ -42,6 +42,10 @@ ALLOWED = {
     "SGLang",
     "HAMi",
     "nixl",  # NVIDIA's KV-cache transfer library, a prefill/decode split's transfer_backend choice
+    # a spec's network choice (auto | rdma | tcp), the values a spec is written with (docs/networking.md)
+    "auto",
+    "rdma",
+    "tcp",
     # Kubernetes and scheduling terms Chinese operators use as they are (Kueue's Cohort, gang scheduling,
     # dcgm-exporter's "exporter", Tensor Cores, kubeconfig files)
     "Cohort",

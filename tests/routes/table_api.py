@@ -211,7 +211,8 @@ TABLE: dict[str, Spec] = {
     "POST /api/v1/clusters/{name}/quota-push/": _write(
         console(ADMINISTER), ok=(202,), shared=lambda w: {"name": w.cluster.name}, body=lambda w, s: {"reason": "rt"}
     ),
-    # Node pools (docs/inference.md: warm starts): anyone with a role reads; platform admins set the pre-pull list.
+    # Node pools (docs/inference.md: warm starts; docs/networking.md): anyone with a role reads; platform admins set
+    # the pre-pull list and declare the fabric.
     "GET /api/v1/pools/": Spec(LOGGED_IN),
     "GET /api/v1/pools/{id}/": Spec(LOGGED_IN, shared=lambda w: {"id": _pool(w).pk}),
     "PUT /api/v1/pools/{id}/prepull/": _write(
@@ -220,6 +221,13 @@ TABLE: dict[str, Spec] = {
         (200,),
         shared=lambda w: {"id": _pool(w).pk},
         body=lambda w, s: {"images": ["vllm/vllm-openai:v0.11.0"], "reason": "route matrix"},
+    ),
+    "PATCH /api/v1/pools/{id}/": _write(
+        console(ADMINISTER),
+        "PATCH",
+        (200,),
+        shared=lambda w: {"id": _pool(w).pk},
+        body=lambda w, s: {"fabric": "ethernet", "nccl_socket_ifname": "=eth0", "reason": "route matrix"},
     ),
     "POST /api/v1/clusters/{name}/test-connection/": _write(
         console(OPERATE),

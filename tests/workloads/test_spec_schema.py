@@ -50,7 +50,7 @@ SECTIONS = {
     "serving": {"engine", "model", "tensor_parallel", "pipeline_parallel", "data_parallel", "replicas"}
     | {"max_model_len", "gpu_memory_utilization", "port", "readiness", "autoscaling", "shutdown", "weights"}
     | {"extra_args", "routing", "disaggregation", "warm"},
-    "advanced": {"tolerations", "volumes", "retries", "progress_timeout_minutes"},
+    "advanced": {"tolerations", "volumes", "retries", "progress_timeout_minutes", "network"},
 }
 KEYWORDS = {
     *("$schema", "$defs", "$ref", "title", "description", "default", "x-group", "type", "anyOf", "enum", "const"),
@@ -145,8 +145,14 @@ def test_the_schema_is_draft_2020_12_with_only_the_keywords_the_form_and_tests_k
 # Fields to_dict keeps only when set (a stored spec from before them reads the same).
 PD = {"prefill": {"replicas": 1}, "decode": {"replicas": 2, "gpus_per_replica": 2}, "transfer_backend": "nixl"}
 SET_ONLY = {
-    "training": {"cluster": "gpu-east"},
-    "inference": {"cluster": "gpu-east", "routing": "cache-aware", "disaggregation": PD, "warm": {"claim": "hf-cache"}},
+    "training": {"cluster": "gpu-east", "network": "rdma"},
+    "inference": {
+        "cluster": "gpu-east",
+        "routing": "cache-aware",
+        "disaggregation": PD,
+        "warm": {"claim": "hf-cache"},
+        "network": "tcp",
+    },
 }
 
 

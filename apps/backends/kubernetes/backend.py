@@ -62,6 +62,7 @@ from apps.backends.render.workload.context import (
     topology_scheduler_errors,
     volcano_tiers,
 )
+from apps.backends.render.workload.network import Fabric
 from apps.backends.types import (
     BackendState,
     ConnectionReport,
@@ -77,6 +78,7 @@ from apps.backends.types import (
     WorkloadSpec,
     WorkloadStatus,
 )
+from apps.core.text import N_, Text
 
 ADDON_GROUPS = {
     "kueue": ("kueue.x-k8s.io",),
@@ -138,6 +140,34 @@ class KubernetesBackend(Backend):
             + topology_scheduler_errors(connection)
             + connection_errors(connection)
         )
+
+    @classmethod
+    def fabric_errors(cls, fabric: Fabric, connection: dict) -> list[tuple[str, Text]]:
+        """Besides the fabric's own checks: on a Kueue cluster its RDMA resource must be left out of quota
+        (`kueue_excluded_resources`, mirroring Kueue's resources.excludeResourcePrefixes), or Kueue would never admit
+        an RDMA pod: the console's ClusterQueues do not cover it."""
+        problems = super().fabric_errors(fabric, connection)
+        resource = fabric.rdma_resource
+        excluded = connection.get("kueue_excluded_resources") or []
+        if (
+            not problems
+            and resource
+            and connection.get("queueing", "kueue") == "kueue"
+            and not any(isinstance(p, str) and resource.startswith(p) for p in excluded)
+        ):
+            problems.append(
+                (
+                    "rdma_resource",
+                    N_(
+                        "this cluster's Kueue would never admit pods requesting %(resource)s (its ClusterQueues do "
+                        "not cover it): its Kueue Configuration must list it, or a prefix such as %(prefix)s, in "
+                        "resources.excludeResourcePrefixes, and the cluster's kueue_excluded_resources setting too",
+                        resource=resource,
+                        prefix=resource.split("/")[0] + "/",
+                    ),
+                )
+            )
+        return problems
 
     @cached_property
     def settings(self) -> dict:

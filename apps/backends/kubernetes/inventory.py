@@ -99,6 +99,20 @@ def _gpu_resources(resources: dict) -> int:
     return total
 
 
+def extended_resources(allocatable: dict) -> dict[str, int]:
+    """The node's allocatable extended resources other than GPUs (an RDMA device plugin's rdma/ib, a host-device
+    network's nvidia.com/hostdev), in name order: a domain-prefixed name outside kubernetes.io
+    (https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources)."""
+    return {
+        name: _int(value)
+        for name, value in sorted(allocatable.items())
+        if "/" in name
+        and not name.split("/")[0].endswith("kubernetes.io")
+        and not podinfo.is_gpu_resource(name)
+        and not name.startswith(podinfo.MIG_PREFIX)
+    }
+
+
 def node_state(node: dict) -> tuple[str, str]:
     """(ready | not-ready | down, why) from the node's conditions."""
     conditions = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
@@ -196,6 +210,7 @@ def node_info(node: dict, pods: NodePods | None, settings: InventorySettings) ->
         cpu_cores=_cores(str((status.get("allocatable") or {}).get("cpu", "0"))),
         memory_mib=_quantity_mib(str((status.get("allocatable") or {}).get("memory", "0"))),
         gpus=gpus,
+        extended_resources=extended_resources(status.get("allocatable") or {}),
     )
 
 

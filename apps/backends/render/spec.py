@@ -142,6 +142,7 @@ class TrainingJobSpec:
     # Minutes without a heartbeat after which the console's hung-job rule calls the run hung; None: no signal.
     # The console's concern only: no renderer puts it into a manifest.
     progress_timeout_minutes: int | None = None
+    network: str = "auto"  # auto | rdma | tcp: how its ranks talk between nodes (render/workload/network.py)
 
     @property
     def gpus_per_pod(self) -> float:
@@ -195,6 +196,8 @@ class TrainingJobSpec:
             "secret_env": [s.to_dict() for s in self.secret_env],
             **({"cluster": self.cluster} if self.cluster else {}),
             "progress_timeout_minutes": self.progress_timeout_minutes,
+            # Only when set: a stored spec from before the network choice existed reads the same.
+            **({"network": self.network} if self.network != "auto" else {}),
         }
 
 
@@ -322,6 +325,7 @@ class InferenceServiceSpec:
     routing: str = "round-robin"  # or "cache-aware": a router in front of the replicas
     disaggregation: Disaggregation | None = None  # prefill and decode pools behind a router in PD mode
     warm: Warm | None = None  # a Job fills a cache volume with the weights before the replicas load them
+    network: str = "auto"  # auto | rdma | tcp: how a multi-node replica's ranks talk (render/workload/network.py)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -413,6 +417,7 @@ class InferenceServiceSpec:
             **({"routing": self.routing} if self.routing != "round-robin" else {}),
             **({"disaggregation": self.disaggregation.to_dict()} if self.disaggregation else {}),
             **({"warm": self.warm.to_dict()} if self.warm else {}),
+            **({"network": self.network} if self.network != "auto" else {}),
         }
 
 

@@ -17,10 +17,11 @@ from apps.backends.render.desired import DesiredState
 from apps.backends.render.spec import Spec
 from apps.backends.render.workload import RenderedWorkload, WorkloadContext, kubernetes_context, render_kubernetes
 from apps.backends.render.workload.context import target_errors, topology_label_errors, topology_scheduler_errors
+from apps.backends.render.workload.network import network_plan
 from apps.backends.simulator import history, reports
 from apps.backends.simulator.controls import Simulation
 from apps.backends.simulator.engine import Engine
-from apps.backends.simulator.logs import SimulatedLog
+from apps.backends.simulator.logs import NCCL_LABEL, SimulatedLog
 from apps.backends.simulator.models import SimCluster
 from apps.backends.types import (
     ConnectionReport,
@@ -39,6 +40,17 @@ from apps.backends.types import (
 )
 
 VERSION = "gpu-console simulator 1"
+
+
+def nccl_label(spec: WorkloadSpec) -> dict[str, str]:
+    """What the run's NCCL says it uses, from the spec and its pool's fabric (render/workload/network.py), as the
+    simulated log prints it: {} where the workload's ranks do not talk between nodes."""
+    plan = network_plan(spec.source, spec.context.fabric)
+    if not plan.transport:
+        return {}
+    settings = ", ".join(f"{name}={value}" for name, value in plan.env.items())
+    network = "IB" if plan.transport == "rdma" else "Socket"
+    return {NCCL_LABEL: f"Using network {network} ({settings})"}
 
 
 class SimulatorBackend(Backend):
@@ -82,9 +94,16 @@ class SimulatorBackend(Backend):
         # The simulated fleet runs every sharing mode: its Kubernetes twin has HAMi's device plugin on the nodes
         # HAMi's install guide labels (gpu=on) and Volcano's vGPU plugin, unless the cluster's settings say otherwise.
         settings = {"hami_node_labels": {"gpu": "on"}, "volcano_vgpu": True, **(self.cluster.connection or {})}
+        # Its Kueue leaves the RDMA resource a pool declares out of quota, as a site running RDMA with Kueue does.
+        fabric = context.fabric
+        if fabric is not None and fabric.rdma_resource:
+            excluded = settings.get("kueue_excluded_resources") or []
+            settings["kueue_excluded_resources"] = [*excluded, fabric.rdma_resource]
         return render_kubernetes(spec, kubernetes_context(context, settings))
 
     def submit(self, spec: WorkloadSpec) -> SubmitResult:
+        if spec.source is not None and spec.context is not None:
+            spec.labels = {**spec.labels, **nccl_label(spec)}
         with Engine.open(self.cluster) as engine:
             return engine.submit(spec)
 

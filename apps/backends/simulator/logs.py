@@ -25,6 +25,7 @@ from apps.backends.simulator.models import ACTIVE_STATES, SimAllocation, SimClus
 from apps.backends.simulator.seeding import stable_hash, unit
 from apps.backends.types import LogSource
 
+NCCL_LABEL = "sim/nccl"  # the network the run's NCCL reports using (backend.nccl_label sets it at submission)
 POLL_S = 1.0  # real seconds between two looks at the simulation while following
 STEP_S = {"training": 3, "inference": 5}  # simulated seconds between two lines of a running worker's program
 
@@ -72,6 +73,8 @@ class SimulatedLog:
         if found is None:
             raise LogsNotReady(f"{source.name} is not in the simulation of cluster {cluster.name}")
         self.workload = found
+        # What its NCCL reports using between nodes (backend.nccl_label): printed as each worker starts.
+        self.nccl = ((found.spec or {}).get("labels") or {}).get(NCCL_LABEL, "")
         # An inference replica's pods are a gang of `gang_min` workers; its log is its first one's (the leader).
         self.gang = int((found.spec or {}).get("gang_min") or 1) if source.kind == "inference" else 1
         self.last_event = 0  # SimEvent ids sent
@@ -135,6 +138,9 @@ class SimulatedLog:
                 detail = f" ({allocation.mig_profile})" if allocation.mig_profile else ""
                 text = f"worker {number} started on {allocation.node} GPUs {gpus}{detail}"
                 mine.append(_Entry(allocation.started_at, 1, number, f"{_stamp(allocation.started_at)} {text}"))
+                if self.nccl:
+                    line = f"{_stamp(allocation.started_at)} NCCL INFO {self.nccl}"
+                    mine.append(_Entry(allocation.started_at, 1, number, line))
             done, total = self.steps.get(allocation.id, 0), self._steps_by(allocation, now)
             if tail is not None:
                 done = max(done, total - tail)  # only the last lines: older steps are never generated

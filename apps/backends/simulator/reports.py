@@ -29,6 +29,9 @@ from apps.backends.types import (
 )
 
 _HEALTH_RANK = {"healthy": 0, "warning": 1, "unknown": 2, "unhealthy": 3}
+# The simulated HGX boards (NVLink models) carry one InfiniBand HCA per GPU, as HGX H100/A100 systems do (a
+# ConnectX per GPU), and their RDMA device plugin advertises them as this extended resource.
+RDMA_RESOURCE = "rdma/ib"
 
 
 def _gpu_health(faults, index: int, node_down: bool) -> tuple[str, str]:
@@ -109,6 +112,7 @@ def inventory(engine: Engine) -> Inventory:
                 cpu_cores=spec.cpu_cores,
                 memory_mib=spec.memory_mib,
                 gpus=gpus,
+                extended_resources={RDMA_RESOURCE: len(spec.gpus) if not state.down else 0} if model.nvlink else {},
             )
         )
     return Inventory(nodes=nodes, taken_at=engine.now)

@@ -90,6 +90,18 @@ def gpu_gres(gres: str) -> tuple[str, int]:
     return "", 0
 
 
+def other_gres(gres: str) -> dict[str, int]:
+    """{"gres/ib": 1} from "gpu:a100:8(S:0-1),ib:1": the node's GRES other than GPUs (and their shards), named as
+    Slurm's TRES names them ("gres/<name>", "gres/<name>:<type>"), e.g. a fabric's."""
+    out: dict[str, int] = {}
+    for part in re.split(r",(?![^(]*\))", gres or ""):
+        fields = part.strip().split("(")[0].split(":")
+        if len(fields) < 2 or fields[0] in ("gpu", "shard", "mps") or not fields[-1].isdigit():
+            continue
+        out["gres/" + ":".join(fields[:-1])] = int(fields[-1])
+    return dict(sorted(out.items()))
+
+
 def indexes(text: str) -> list[int]:
     """[0, 1, 4] from "gpu:a100:3(IDX:0-1,4)"."""
     match = _IDX.search(text or "")
@@ -219,6 +231,7 @@ def node_info(node: dict, settings: SlurmSettings, allocations: dict[tuple[str, 
         cpu_cores=int(node.get("cpus") or 0),
         memory_mib=int(node.get("real_memory") or 0),
         gpus=gpus,
+        extended_resources=other_gres(node.get("gres", "")),
     )
 
 

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from apps.core.api.serializers import StrictModelSerializer, StrictSerializer
-from apps.fleet.models import Cluster, ClusterKind, Gpu, GpuModel, Node, NodePool
+from apps.fleet.models import FABRIC_FIELDS, Cluster, ClusterKind, FabricKind, Gpu, GpuModel, Node, NodePool
 from apps.fleet.owners import WorkloadNames
 
 
@@ -83,7 +83,8 @@ class ClusterSyncSerializer(StrictSerializer):
 
 
 class PoolSerializer(serializers.ModelSerializer):
-    """A node pool as the inventory sync found it, and the images its nodes keep pulled."""
+    """A node pool as the inventory sync found it, the images its nodes keep pulled, and its fabric
+    (docs/networking.md)."""
 
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpu_model = serializers.SlugRelatedField(slug_field="code", read_only=True)
@@ -91,7 +92,16 @@ class PoolSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = NodePool
-        fields = ["id", "cluster", "name", "purpose", "gpu_model", "taints", "prepull_images"]
+        fields = [
+            "id",
+            "cluster",
+            "name",
+            "purpose",
+            "gpu_model",
+            "taints",
+            "prepull_images",
+            *FABRIC_FIELDS,
+        ]
         read_only_fields = fields
 
 
@@ -101,6 +111,32 @@ class PoolPrepullSerializer(StrictSerializer):
         max_length=20,
         help_text="Pinned image references the pool's nodes keep pulled ([] stops pre-pulling); the cluster gets "
         "them with its next quota push (POST /api/v1/clusters/{name}/quota-push/)",
+    )
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class PoolFabricSerializer(StrictSerializer):
+    """A node pool's fabric: each field given replaces the pool's; the result is checked as a whole."""
+
+    fabric = serializers.ChoiceField(choices=FabricKind.choices, required=False)
+    rdma_resource = serializers.CharField(
+        required=False, allow_blank=True, max_length=253, help_text="The RDMA device plugin's resource, e.g. rdma/ib"
+    )
+    rdma_per_pod = serializers.IntegerField(required=False, min_value=1, max_value=64)
+    nccl_ib_hca = serializers.CharField(
+        required=False, allow_blank=True, max_length=600, help_text="NCCL_IB_HCA, e.g. =mlx5_0:1,mlx5_1:1"
+    )
+    nccl_socket_ifname = serializers.CharField(
+        required=False, allow_blank=True, max_length=600, help_text="NCCL_SOCKET_IFNAME, e.g. =eth0"
+    )
+    nccl_ib_gid_index = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=255, help_text="NCCL_IB_GID_INDEX (RoCE)"
+    )
+    pod_networks = serializers.CharField(
+        required=False, allow_blank=True, max_length=600, help_text="Multus networks: [namespace/]name, comma-separated"
+    )
+    slurm_gres = serializers.CharField(
+        required=False, allow_blank=True, max_length=100, help_text="Slurm: the fabric's GRES, e.g. ib:1"
     )
     reason = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
 
@@ -132,6 +168,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "gpu_free",
             "cpu_cores",
             "memory_mib",
+            "extended_resources",
             "labels",
             "taints",
             "last_seen_at",

@@ -15,6 +15,7 @@ from apps.fleet.api.serializers import (
     GpuModelSerializer,
     GpuSerializer,
     NodeSerializer,
+    PoolFabricSerializer,
     PoolPrepullSerializer,
     PoolSerializer,
 )
@@ -117,7 +118,8 @@ class ClusterViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
 
 
 class PoolViewSet(ScopedReadOnlyViewSet):
-    """Node pools as the inventory sync found them. Platform admins set the images a pool pre-pulls."""
+    """Node pools as the inventory sync found them. Platform admins set the images a pool pre-pulls and declare its
+    fabric (PATCH): how work that spans the pool's nodes talks (docs/networking.md)."""
 
     model = NodePool
     serializer_class = PoolSerializer
@@ -132,6 +134,14 @@ class PoolViewSet(ScopedReadOnlyViewSet):
         pool = services.set_pool_prepull(
             request.user, self.get_object(), body.validated_data["images"], reason=body.validated_data["reason"]
         )
+        return Response(PoolSerializer(pool).data)
+
+    @extend_schema(request=PoolFabricSerializer, responses=PoolSerializer)
+    def partial_update(self, request, *args, **kwargs):
+        body = PoolFabricSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        changes = dict(body.validated_data)
+        pool = services.update_pool_fabric(request.user, self.get_object(), reason=changes.pop("reason"), **changes)
         return Response(PoolSerializer(pool).data)
 
 

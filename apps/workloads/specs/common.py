@@ -5,11 +5,12 @@ their title and help text, and given their default there."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from apps.backends.render.workload.network import NETWORKS
 from apps.core.text import N_, Text
 from apps.workloads.specs.checks import (
     DNS_LABEL,
@@ -103,6 +104,14 @@ class WorkloadModel(SpecModel):
     )
     cluster: Annotated[str, Check(_cluster_error, (("maxLength", NAME_MAX),))] = basics(
         N_("Cluster"), N_("One of the queue's clusters; empty: placement picks one"), ""
+    )
+    network: Literal[NETWORKS] = advanced(  # type: ignore[valid-type]
+        N_("Network"),
+        N_(
+            "How its ranks talk between nodes: auto (RDMA when it spans nodes of an InfiniBand or RoCE pool, TCP "
+            "on an Ethernet pool), rdma (required: refused on a pool without an RDMA fabric) or tcp (sockets only)"
+        ),
+        "auto",
     )
 
     _nulls = field_validator("tolerations", "secret_env", mode="before")(null_is_default)

@@ -5,7 +5,8 @@ Filters, in the order of the default profile
 (a node that is not Ready carries the `node.kubernetes.io/not-ready` NoSchedule taint the node lifecycle
 controller adds: https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/#taint-based-evictions),
 NodeAffinity (nodeSelector and required node affinity), NodeResourcesFit (cpu, memory, pods and every extended
-resource a pod requests: https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources),
+resource a pod requests, per node: GPUs, MIG instances, an RDMA device plugin's rdma/ib or nvidia.com/hostdev:
+https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources),
 InterPodAffinity (required pod affinity and anti-affinity on a topologyKey:
 https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#inter-pod-affinity-and-anti-affinity).
 The failure message is the scheduler's FitError: "0/N nodes are available: <count> <reason>, ... ." followed by the

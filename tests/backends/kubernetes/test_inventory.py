@@ -180,3 +180,14 @@ def test_pods_take_gpus_in_creation_order_across_pages_of_the_list(db, fake, mon
     # The garbage collector is paused while the pages are parsed and reduced, and as it was afterwards.
     assert collecting and not any(collecting)
     assert gc.isenabled() == was
+
+
+def test_extended_resources_other_than_gpus_are_what_each_node_advertises(db, fake):
+    """An RDMA device plugin's resource is recorded per node (the console's pools declare it: docs/networking.md);
+    GPUs, MIG instances and the kubernetes.io domain's resources are not among them."""
+    fake.add_node("ib-01", gpus=8, extra_resources={"rdma/ib": 1000, "nvidia.com/hostdev": 8})
+    fake.add_node("mig-01", gpus=0, mig={"1g.10gb": 7})
+    fake.add_node("plain-01", gpus=8)
+    nodes = by_name(KubernetesBackend(make_cluster(fake)).inventory())
+    assert nodes["ib-01"].extended_resources == {"nvidia.com/hostdev": 8, "rdma/ib": 1000}
+    assert nodes["mig-01"].extended_resources == nodes["plain-01"].extended_resources == {}

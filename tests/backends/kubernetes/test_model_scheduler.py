@@ -43,6 +43,20 @@ def test_requests_count_cpu_memory_and_every_extended_resource(plain):
     )
 
 
+def test_an_rdma_device_plugins_resource_is_counted_per_node_like_any_extended_resource(plain):
+    """A pod requesting rdma/ib (the k8s-rdma-shared-dev-plugin's resource) lands only on a node advertising it, and
+    waits with NodeResourcesFit's reason where no node has it free."""
+    plain.add_node("eth-01", gpus=8)
+    plain.add_node("ib-01", gpus=8, extra_resources={"rdma/ib": "1"})
+    create(plain, job("first", NS, 1, resources={"rdma/ib": "1"}))
+    assert scheduled(plain, "first")["spec"]["nodeName"] == "ib-01"
+    create(plain, job("second", NS, 1, resources={"rdma/ib": "1"}))  # the only one is taken
+    assert condition(scheduled(plain, "second"), "PodScheduled")["message"] == (
+        "0/2 nodes are available: 2 Insufficient rdma/ib. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
+
+
 def test_a_finished_pod_frees_its_resources(plain):
     plain.add_node("gpu-01", gpus=8)
     create(plain, job("first", NS, 8))

@@ -42,6 +42,20 @@ def test_gpu_gres(gres, expected):
     assert parse.gpu_gres(gres) == expected
 
 
+@pytest.mark.parametrize(
+    ("gres", "expected"),
+    [
+        ("gpu:a100:8(S:0-1),ib:1", {"gres/ib": 1}),  # a fabric's GRES, as Slurm's TRES names it
+        ("gpu:a100:8,shard:16,mps:100", {}),  # GPUs and their shares are counted as GPUs
+        ("nic:cx7:8(S:0-1),gpu:8", {"gres/nic:cx7": 8}),
+        ("(null)", {}),
+        ("", {}),
+    ],
+)
+def test_a_nodes_other_gres_are_its_extended_resources(gres, expected):
+    assert parse.other_gres(gres) == expected
+
+
 def test_gpu_indexes_of_a_gres_detail():
     assert parse.indexes("gpu:a100:3(IDX:0-1,4)") == [0, 1, 4]
     assert parse.indexes("gpu:a100:0(IDX:N/A)") == []

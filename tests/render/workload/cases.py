@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from apps.backends.catalog import catalog_by_code
 from apps.backends.render.workload import RenderContext, SlurmContext
+from apps.backends.render.workload.network import Fabric
 from apps.workloads.specs import Spec, apply_overrides, parse_spec
 
 CATALOG = catalog_by_code()
@@ -228,6 +229,27 @@ CASES: dict[str, tuple[str, dict, str]] = {
         apply_overrides(SGLANG, {"warm": {"claim": "hf-cache"}}),
         "volcano+kserve",
     ),
+    # RDMA between nodes (issue 24): InfiniBand on Volcano, RoCE on Kueue (its RDMA resource left out of quota), a
+    # multi-node LeaderWorkerSet and a TrainJob on InfiniBand, TCP on an Ethernet pool; Slurm's NCCL env and GRES.
+    "training-4x8-h100-infiniband.yaml": ("training", TRAINING, "volcano"),
+    "training-4x8-h100-roce.yaml": ("training", TRAINING, "kueue"),
+    "training-4x8-h100-ethernet.yaml": ("training", TRAINING, "kueue"),
+    "training-4x8-h100-trainjob-infiniband.yaml": ("training", TRAINING, "kueue+trainjob"),
+    "vllm-tp8-pp2-lws-infiniband.yaml": (
+        "inference",
+        {
+            "name": "llama-405b",
+            "tenant": "acme",
+            "queue": "serve",
+            "model": "/models/llama-3.1-405b-instruct",
+            "gpu_model": "h100",
+            "tensor_parallel": 8,
+            "pipeline_parallel": 2,
+            "weights": {"claim": "llama-405b", "mount_path": "/models"},
+        },
+        "volcano",
+    ),
+    "slurm-training-infiniband.sh": ("training", TRAINING, "slurm"),
     "slurm-training.sh": ("training", TRAINING, "slurm"),
     "slurm-inference.sh": (
         "inference",
@@ -246,6 +268,38 @@ CASES: dict[str, tuple[str, dict, str]] = {
         "slurm-pyxis",
     ),
 }
+# The node pools' fabrics of the RDMA cases (what a platform admin declares: PATCH /api/v1/pools/<id>/).
+INFINIBAND = Fabric(
+    kind="infiniband",
+    rdma_resource="rdma/ib",
+    nccl_ib_hca="=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1",
+    nccl_socket_ifname="=eth0",
+    pool="h100-training",
+)
+ROCE = Fabric(
+    kind="roce",
+    rdma_resource="nvidia.com/hostdev",
+    rdma_per_pod=8,
+    nccl_ib_hca="mlx5",
+    nccl_socket_ifname="net1",
+    nccl_ib_gid_index=3,
+    pod_networks="roce-hostdev",
+    pool="h100-training",
+)
+ETHERNET = Fabric(kind="ethernet", nccl_socket_ifname="^lo,docker", pool="h100-training")
+SLURM_INFINIBAND = Fabric(
+    kind="infiniband", nccl_ib_hca="=mlx5_0:1,mlx5_1:1", nccl_socket_ifname="=ib0", slurm_gres="ib:1", pool="gpu"
+)
+# name -> what its context adds (the pool's fabric, the cluster's settings)
+CONTEXTS: dict[str, dict] = {
+    "training-4x8-h100-infiniband.yaml": {"fabric": INFINIBAND},
+    "training-4x8-h100-roce.yaml": {"fabric": ROCE, "kueue_excluded_resources": ("nvidia.com/hostdev",)},
+    "training-4x8-h100-ethernet.yaml": {"fabric": ETHERNET},
+    "training-4x8-h100-trainjob-infiniband.yaml": {"fabric": INFINIBAND, "kueue_excluded_resources": ("rdma/",)},
+    "vllm-tp8-pp2-lws-infiniband.yaml": {"fabric": INFINIBAND},
+    "slurm-training-infiniband.sh": {"fabric": SLURM_INFINIBAND},
+}
+
 # The Slurm clusters the golden scripts render for: one that runs jobs on its nodes' own software, and one
 # with pyxis/enroot whose shared file system holds the specs' volumes.
 VOLUME_DIRS = {"datasets": "/lustre/datasets", "checkpoints": "/lustre/ckpt", "llama-weights": "/lustre/models/llama"}

@@ -20,7 +20,7 @@ import yaml
 
 from apps.backends.render.workload import render_kubernetes, render_slurm, validation_errors
 from apps.backends.render.workload.context import RenderedWorkload
-from tests.render.workload.cases import CASES, SLURM_TARGETS, kube_context, slurm_context, spec_of
+from tests.render.workload.cases import CASES, CONTEXTS, SLURM_TARGETS, kube_context, slurm_context, spec_of
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -31,9 +31,10 @@ def rendered(name: str) -> str:
     """The text a golden file holds: YAML with caveats for Kubernetes, the sbatch script for Slurm."""
     _, _, target = CASES[name]
     spec = spec_of(name)
+    extra = CONTEXTS.get(name, {})
     if target in SLURM_TARGETS:
-        return render_slurm(spec, slurm_context(**SLURM_TARGETS[target])).script
-    return render_kubernetes(spec, kube_context(target, spec)).to_yaml()
+        return render_slurm(spec, slurm_context(**SLURM_TARGETS[target], **extra)).script
+    return render_kubernetes(spec, kube_context(target, spec, **extra)).to_yaml()
 
 
 def assert_golden(name: str, text: str) -> None:
@@ -66,7 +67,7 @@ def test_yaml_is_exactly_the_rendered_objects(name):
     """The YAML text (literal blocks for scripts included) loads back to the very objects rendered."""
     _, _, queueing = CASES[name]
     spec = spec_of(name)
-    result = render_kubernetes(spec, kube_context(queueing, spec))
+    result = render_kubernetes(spec, kube_context(queueing, spec, **CONTEXTS.get(name, {})))
     assert list(yaml.safe_load_all(result.to_yaml())) == result.objects
     assert "&id" not in result.to_yaml()  # no YAML anchors: every object spells itself out
 

@@ -18,6 +18,7 @@ from apps.backends.render.errors import RenderError
 from apps.backends.render.spec import SecretEnv
 from apps.backends.render.workload import render_slurm
 from apps.backends.render.workload.engines import engine_argv
+from apps.backends.render.workload.network import Fabric
 from apps.backends.render.workload.slurm import slurm_time
 from apps.workloads.specs import DEFAULT_IMAGES, ENGINES, apply_overrides, parse_spec
 from apps.workloads.specs.model import ENGINE_FLAGS
@@ -498,6 +499,62 @@ def test_hostile_training_job_runs_exactly_on_real_slurm(tmp_path, local_slurm):
     assert recorded_env(record, "train")["HOSTILE"] == values[0]
     assert recorded(record, "torchrun")[:3] == ["--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d"]
     assert not pwned.exists()
+
+
+def test_an_infiniband_job_on_two_real_nodes_reads_the_nccl_environment_on_each(tmp_path, local_slurm):
+    """sbatch -> srun on two nodes of the local cluster -> torchrun -> the program, which records its environment and
+    locked-memory limit on each node: the pool's NCCL settings reach every rank (the spec's own NCCL variable wins),
+    and the script warns on stderr exactly when the job's locked-memory limit is not unlimited."""
+    bin_dir, record = tmp_path / "bin", tmp_path / "record"
+    bin_dir.mkdir()
+    record.mkdir()
+    write_fake(bin_dir, "torchrun", TORCHRUN)
+    write_fake(bin_dir, "train", 'ulimit -l > "$RECORD_DIR/memlock.$SLURM_NODEID"')
+    fabric = Fabric(kind="infiniband", nccl_ib_hca="=mlx5_0:1,mlx5_1:1", nccl_socket_ifname="=lo", pool="gpu")
+    spec = train(workers=2, gpus_per_worker=2, command=["train"], args=[], env={"NCCL_DEBUG": "INFO"}, volumes=[])
+    spec = replace(spec, cpu=None, memory_gib=None)
+    partition = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()[0]
+    ctx = slurm_context(account="root", qos="normal", partition=partition, output_dir=str(tmp_path), fabric=fabric)
+    (tmp_path / "job.sh").write_text(render_slurm(spec, ctx).script)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RECORD_DIR": str(record)}
+    result = subprocess.run(
+        ["sbatch", "--parsable", "--wait", str(tmp_path / "job.sh")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    ranks = [recorded_env(record, name) for name in ("train", "train.1")]
+    assert sorted(rank["SLURM_NODEID"] for rank in ranks) == ["0", "1"]  # one torchrun per node, on two nodes
+    assert len({rank["SLURMD_NODENAME"] for rank in ranks}) == 2
+    for rank in ranks:
+        assert rank["NCCL_IB_DISABLE"] == "0"
+        assert rank["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1"
+        assert rank["NCCL_SOCKET_IFNAME"] == "=lo"
+        assert rank["NCCL_DEBUG"] == "INFO"
+    job_id = result.stdout.strip().split(";")[0]
+    output = (tmp_path / f"{spec.name}-{job_id}.out").read_text()
+    limited = (record / "memlock.0").read_text().strip() != "unlimited"
+    assert ("the locked-memory limit is" in output) == limited, output
+
+
+def test_a_fabric_gres_the_cluster_does_not_have_is_refused_by_sbatch(tmp_path, local_slurm):
+    """The fabric's GRES is a #SBATCH directive Slurm checks: the local cluster configures only GresTypes=gpu, so
+    sbatch refuses a job asking for ib:1 at submission, as a site whose pools declare a GRES it lacks would see."""
+    partition = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True).stdout.split()[0]
+    fabric = Fabric(kind="infiniband", slurm_gres="ib:1", pool="gpu")
+    ctx = slurm_context(account="root", qos="normal", partition=partition, output_dir=str(tmp_path), fabric=fabric)
+    spec = replace(train(workers=2, gpus_per_worker=2, volumes=[]), cpu=None, memory_gib=None)
+    path = tmp_path / "job.sh"
+    path.write_text(render_slurm(spec, ctx).script)
+    assert "#SBATCH --gres=gpu:a100:2,ib:1" in path.read_text()
+    result = subprocess.run(["sbatch", "--test-only", str(path)], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "Invalid generic resource (gres) specification" in result.stderr, result.stderr
+    path.write_text(render_slurm(spec, replace(ctx, fabric=replace(fabric, slurm_gres=""))).script)
+    result = subprocess.run(["sbatch", "--test-only", str(path)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and "to start at" in result.stderr, result.stderr
 
 
 # --- containers: pyxis, "none", or refused ------------------------------------------------------------------

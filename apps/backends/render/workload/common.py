@@ -34,6 +34,7 @@ from apps.backends.render.topology import TAS_REQUIRED, TAS_UNCONSTRAINED
 from apps.backends.render.volcano import leaf_queue_name
 from apps.backends.render.volcano import resource_name as volcano_resource_name
 from apps.backends.render.workload.context import QUEUEINGS, RenderContext, target_errors
+from apps.backends.render.workload.network import IPC_LOCK, MULTUS_ANNOTATION, NetworkPlan, fabric_errors, network_plan
 from apps.backends.types import REPLICATED, Sharing, Topology
 
 WORKLOAD_LABEL = "gpu-console/workload"
@@ -137,6 +138,9 @@ def check_context(ctx: RenderContext) -> None:
     for key, value in ctx.hami_node_labels.items():
         if not is_qualified_name(key) or not isinstance(value, str) or not is_label_value(value):
             raise RenderError("hami_node_labels", f"{key!r}: {value!r} is not a node label and value")
+    if ctx.fabric is not None and (problems := fabric_errors(ctx.fabric, "kubernetes")):
+        field, message = problems[0]
+        raise RenderError(f"fabric.{field}", message)
 
 
 def check_env_names(env: dict[str, str]) -> None:
@@ -204,6 +208,9 @@ def pod_annotations(spec: Spec, ctx: RenderContext, *, queue_annotation: bool) -
     """Volcano: the queue of plain pods (not needed inside a Volcano Job), the non-preemptible marker, and for
     a HAMi share Volcano's vGPU mode (hami-core, not a MIG instance the scheduler might otherwise pick)."""
     out: dict[str, str] = {}
+    networks = network(spec, ctx).pod_networks
+    if networks:
+        out[MULTUS_ANNOTATION] = networks  # Multus attaches the pool's networks (RoCE's IP interface)
     if ctx.queueing == "volcano":
         if queue_annotation:
             out[VOLCANO_QUEUE_ANNOTATION] = volcano_queue(spec, ctx)
@@ -316,13 +323,33 @@ def cpu_memory(spec: Spec) -> tuple[int, int]:
 
 
 def container_resources(spec: Spec, ctx: RenderContext) -> dict:
-    """Requests = limits for GPUs (extended resources cannot be overcommitted) and memory; CPU may burst."""
+    """Requests = limits for GPUs and the RDMA device (extended resources cannot be overcommitted) and memory;
+    CPU may burst."""
     cpu, memory = cpu_memory(spec)
-    gpus = gpu_requests(spec, ctx)
+    devices = {**gpu_requests(spec, ctx), **network(spec, ctx).resources}
     return {
-        "requests": {"cpu": str(cpu), "memory": f"{memory}Gi", **gpus},
-        "limits": {"memory": f"{memory}Gi", **gpus},
+        "requests": {"cpu": str(cpu), "memory": f"{memory}Gi", **devices},
+        "limits": {"memory": f"{memory}Gi", **devices},
     }
+
+
+# --- the network between nodes (network.py) --------------------------------------------------------------------
+
+
+def network(spec: Spec, ctx: RenderContext) -> NetworkPlan:
+    """How the workload's ranks talk on this pool (RenderError("network") for rdma where the pool has none)."""
+    return network_plan(spec, ctx.fabric)
+
+
+def network_env(spec: Spec, ctx: RenderContext) -> dict[str, str]:
+    """NCCL's environment for the pool's fabric; the spec's own env, merged after it, wins."""
+    return dict(network(spec, ctx).env)
+
+
+def security_context(spec: Spec, ctx: RenderContext) -> dict | None:
+    """RDMA pins the memory it transfers: the container may lock memory (IPC_LOCK), as the RDMA device plugins'
+    examples require; None when the workload does not use RDMA."""
+    return {"capabilities": {"add": [IPC_LOCK]}} if network(spec, ctx).ipc_lock else None
 
 
 def node_selector(spec: Spec, ctx: RenderContext) -> dict[str, str]:

@@ -14,6 +14,7 @@ import yaml
 from apps.backends.render.errors import RenderError
 from apps.backends.render.names import is_dns_subdomain, is_qualified_name
 from apps.backends.render.result import comment_block
+from apps.backends.render.workload.network import Fabric
 
 QUEUEINGS = ("kueue", "volcano")
 # What a cluster runs inference services and training jobs as (its connection settings `inference_target` and
@@ -78,6 +79,8 @@ class WorkloadContext:
     # Kubernetes with topology_scheduler kueue-tas: the node labels of the levels of the model's Kueue Topology
     # (render/topology.py, from the inventory); None: not known, not checked
     topology_levels: tuple[str, ...] | None = None
+    # The node pool's fabric (network.py): what the spec's `network` resolves against; None: no pool
+    fabric: Fabric | None = None
 
 
 def topology_label_errors(value: object) -> list[str]:
@@ -219,8 +222,10 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
     kueue; `gpus_per_node`, default 8; `topology_labels`, the node labels of the leaf switch and NVLink domain,
     defaults in DEFAULT_TOPOLOGY_LABELS; the GPU-sharing setup: `hami_node_labels`, `volcano_vgpu`,
     `volcano_per_model_resources`, as the quota renderer reads them, see desired.QuotaSettings; the deployment
-    targets `inference_target`, `training_target` and `trainjob_runtime`, see `targets`)."""
+    targets `inference_target`, `training_target` and `trainjob_runtime`, see `targets`; the prefixes its Kueue
+    leaves out of quota, `kueue_excluded_resources`, which must hold a pool's RDMA resource for RDMA workloads)."""
     hami_labels = connection.get("hami_node_labels") or {}
+    excluded = connection.get("kueue_excluded_resources") or ()
     inference_target, training_target, trainjob_runtime = targets(connection)
     return RenderContext(
         namespace=context.namespace,
@@ -244,6 +249,8 @@ def kubernetes_context(context: WorkloadContext, connection: dict) -> RenderCont
         inference_target=inference_target,
         training_target=training_target,
         trainjob_runtime=trainjob_runtime,
+        fabric=context.fabric,
+        kueue_excluded_resources=tuple(str(p) for p in excluded) if isinstance(excluded, list | tuple) else (),
     )
 
 
@@ -269,6 +276,7 @@ def slurm_context(
         containers=containers,
         volume_dirs=dict(volume_dirs or {}),
         secrets_dir=secrets_dir,
+        fabric=context.fabric,
     )
 
 
@@ -294,7 +302,9 @@ class RenderContext:
     Volcano's HyperNodes (the Job's networkTopology, at the level's tier of `volcano_tiers`).
     `inference_target` / `training_target` say what a service or a job becomes (INFERENCE_TARGETS, TRAINING_TARGETS;
     "" for a training job: the queueing system's own, DEFAULT_TRAINING_TARGET); `trainjob_runtime` is the
-    ClusterTrainingRuntime a TrainJob names.
+    ClusterTrainingRuntime a TrainJob names. `fabric` is the node pool's (network.py) and
+    `kueue_excluded_resources` the prefixes the cluster's Kueue leaves out of quota: a pod's RDMA resource must be
+    among them, or Kueue would never admit it (its ClusterQueues do not cover it).
     """
 
     namespace: str
@@ -320,6 +330,8 @@ class RenderContext:
     inference_target: str = "deployment"
     training_target: str = ""
     trainjob_runtime: str = DEFAULT_TRAINJOB_RUNTIME
+    fabric: Fabric | None = None
+    kueue_excluded_resources: tuple[str, ...] = ()
 
     @property
     def training(self) -> str:
@@ -394,6 +406,7 @@ class SlurmContext:
     it). `volume_dirs` maps a volume's claim to the directory on the cluster's shared file system that
     pyxis bind-mounts at the volume's mount path. `secrets_dir` is where the compute nodes keep secrets as
     `<secret>/<key>` files, for a spec's `secret_env` (empty: the cluster has none, and such a spec is refused).
+    `fabric` is the node pool's (network.py): the NCCL environment and the fabric's GRES of a job that spans nodes.
     """
 
     account: str
@@ -407,6 +420,7 @@ class SlurmContext:
     containers: str = ""
     volume_dirs: dict[str, str] = field(default_factory=dict)
     secrets_dir: str = ""
+    fabric: Fabric | None = None
 
 
 @dataclass

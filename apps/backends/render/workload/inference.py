@@ -27,9 +27,12 @@ from apps.backends.render.workload.common import (
     env_list,
     kube_literal,
     meta,
+    network,
+    network_env,
     pod_annotations,
     pod_spec_base,
     queue_labels,
+    security_context,
     selector,
     sh_join,
     shm_mount,
@@ -92,13 +95,13 @@ def uses_lws(spec: InferenceServiceSpec, ctx: RenderContext) -> bool:
     return not spec.routed and (spec.multi_node or ctx.inference_target == "lws")
 
 
-def _env(spec: InferenceServiceSpec) -> dict[str, str]:
-    env = {}
+def _env(spec: InferenceServiceSpec, ctx: RenderContext) -> dict[str, str]:
+    env = network_env(spec, ctx)
     if spec.warm:
-        env = warm.engine_env()  # the cache the warm Job filled
+        env.update(warm.engine_env())  # the cache the warm Job filled
     elif spec.weights and not spec.model.startswith("/"):
         # A Hugging Face id with a weights volume: the volume is a pre-filled, read-only HF cache.
-        env = {"HF_HOME": spec.weights.mount_path, "HF_HUB_OFFLINE": "1"}
+        env.update({"HF_HOME": spec.weights.mount_path, "HF_HUB_OFFLINE": "1"})
     env.update(spec.env)  # the user's values win (e.g. HF_HUB_OFFLINE=0 to allow downloads)
     return env
 
@@ -136,12 +139,14 @@ def _container(
 ) -> dict:
     """The engine container; `command` is as the kubelet must see it (already through kube_literal)."""
     container: dict = {"name": "engine", "image": spec.image, "command": command}
-    env = _env(spec)
+    env = _env(spec, ctx)
     if env or spec.secret_env:
         container["env"] = env_list(env, spec.secret_env)
     if serving:
         container["ports"] = [{"name": "http", "containerPort": spec.port}, *_pd_ports(spec, pd_role)]
     container["resources"] = container_resources(spec, ctx)
+    if (security := security_context(spec, ctx)) is not None:
+        container["securityContext"] = security
     if serving:
         container.update(_probes(spec))
         container["lifecycle"] = {"preStop": {"exec": {"command": drain_command(spec)}}}
@@ -422,7 +427,7 @@ def _caveats(spec: InferenceServiceSpec, ctx: RenderContext, name: str) -> list[
         )
     if spec.multi_node and spec.engine == "vllm":
         out.append(f"Multi-node vLLM runs a Ray cluster per group (the head on the leader, port {RAY_PORT}).")
-        if spec.tensor_parallel > spec.gpus_per_pod:
+        if spec.tensor_parallel > spec.gpus_per_pod and network(spec, ctx).transport != "rdma":
             out.append(
                 "Tensor parallelism across nodes is slow without InfiniBand/RoCE: prefer tensor_parallel within a "
                 "node and pipeline_parallel across nodes."

@@ -28,6 +28,7 @@ from apps.backends.render.workload.common import (
     check_env_names,
     check_secret_env,
     check_spec_labels,
+    network,
     object_name,
     sharing_pool,
     volcano_resource_caveat,
@@ -49,6 +50,9 @@ def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:
     check_env_names(spec.env)
     check_secret_env(spec)
     name = object_name(spec, ctx)
+    if isinstance(spec, InferenceServiceSpec):
+        spec = _on_nodes_of(spec, ctx.gpus_per_node)
+    network_caveats = _network_caveats(spec, ctx)
     if isinstance(spec, TrainingJobSpec):
         _check_training_fits(spec, ctx)
         if ctx.training == "trainjob":
@@ -57,14 +61,52 @@ def render_kubernetes(spec: Spec, ctx: RenderContext) -> RenderedWorkload:
             objects, caveats = training_objects(spec, ctx, name)
         endpoint = ""
     else:
-        spec = _on_nodes_of(spec, ctx.gpus_per_node)
         if ctx.inference_target == "kserve":
             _check_kserve_unrouted(spec)
             objects, caveats, endpoint = kserve_objects(spec, ctx, name)
         else:
             _check_routed_fits(spec, ctx)
             objects, caveats, endpoint = inference_objects(spec, ctx, name)
-    return RenderedWorkload(objects=objects, caveats=volcano_resource_caveat(spec, ctx) + caveats, endpoint=endpoint)
+    caveats = volcano_resource_caveat(spec, ctx) + caveats + network_caveats
+    return RenderedWorkload(objects=objects, caveats=caveats, endpoint=endpoint)
+
+
+def _network_caveats(spec: Spec, ctx: RenderContext) -> list[str]:
+    """What the pool's fabric gives the workload (network.py), and what the cluster must provide for it. An RDMA
+    resource on a Kueue cluster must be left out of quota (kueue_excluded_resources): Kueue admits a workload only
+    when its ClusterQueue covers every resource the pods request, and the console's ClusterQueues cover GPUs, cpu and
+    memory (https://kueue.sigs.k8s.io/docs/tasks/manage/administer_cluster_quotas/#exclude-arbitrary-resources-in-quota-management)."""
+    plan = network(spec, ctx)
+    if not plan.transport:
+        return []
+    nccl = ", ".join(f"{name}={value}" for name, value in plan.env.items())
+    if plan.transport == "tcp":
+        out = [f"TCP ({plan.why}): NCCL talks over sockets ({nccl})."]
+    else:
+        out = [f"RDMA ({plan.why}): {nccl}."]
+        for resource, count in plan.resources.items():
+            if ctx.queueing == "kueue" and not any(resource.startswith(p) for p in ctx.kueue_excluded_resources):
+                raise RenderError(
+                    "network",
+                    f"RDMA pods request {resource}, which this cluster's Kueue would never admit: its ClusterQueues do "
+                    f"not cover it. The site's Kueue Configuration must list it (or a prefix such as "
+                    f"'{resource.split('/')[0]}/') in resources.excludeResourcePrefixes, and the cluster's "
+                    "kueue_excluded_resources setting the same; or submit with network tcp",
+                )
+            out.append(
+                f"Each pod requests {count} {resource}: kube-scheduler places a pod only on a node whose RDMA device "
+                "plugin advertises that much free."
+            )
+        out.append(
+            "The containers add the IPC_LOCK capability (RDMA pins memory), which the Pod Security Standards' "
+            "baseline and restricted levels refuse: the namespace's pod-security level must be privileged."
+        )
+    if plan.pod_networks:
+        out.append(
+            f"Multus attaches the pool's networks ({plan.pod_networks}, annotation k8s.v1.cni.cncf.io/networks): "
+            "their NetworkAttachmentDefinitions must exist (a name without a namespace in the pod's own)."
+        )
+    return out
 
 
 def _check_training_fits(spec: TrainingJobSpec, ctx: RenderContext) -> None:

@@ -31,6 +31,7 @@ from apps.backends.render.workload.engines import (
     engine_argv,
     ray_wait_for_nodes,
 )
+from apps.backends.render.workload.network import NetworkPlan, fabric_errors, network_plan
 from apps.backends.render.workload.training import torchrun_argv
 from apps.backends.types import Sharing, Topology
 
@@ -111,6 +112,9 @@ def _check_context(ctx: SlurmContext, name: str) -> None:
         raise RenderError("output_dir", problem or "'%' would start a Slurm filename pattern")
     if not isinstance(ctx.rdzv_port, int) or not 1 <= ctx.rdzv_port <= 65535:
         raise RenderError("rdzv_port", f"{ctx.rdzv_port!r} is not a port")
+    if ctx.fabric is not None and (problems := fabric_errors(ctx.fabric, "slurm")):
+        field, message = problems[0]
+        raise RenderError(f"fabric.{field}", message)
 
 
 def slurm_time(seconds: int) -> str:
@@ -151,6 +155,39 @@ def _common_options(spec: Spec, ctx: SlurmContext, name: str, nodes: str, gres: 
 
 def _env_lines(env: dict[str, str]) -> list[str]:
     return [f"export {name}={sh_quote(value)}" for name, value in env.items()]
+
+
+def _network(spec: Spec, ctx: SlurmContext, caveats: list[str]) -> tuple[NetworkPlan, list[str]]:
+    """The pool's fabric for this job (network.py) and the script lines it adds; its caveats are appended.
+
+    No `--network`: sbatch(1) gives it meaning on Cray's and HPE Slingshot's switch plugins only, not on InfiniBand
+    or RoCE. RDMA registers (pins) memory, so the job needs an unlimited locked-memory limit; Slurm propagates the
+    submitting process's limits to the job unless slurm.conf excludes MEMLOCK
+    (PropagateResourceLimitsExcept=MEMLOCK, https://slurm.schedmd.com/faq.html#memlock): the script says so on
+    stderr when the limit is not unlimited, where NCCL would otherwise fail to register memory."""
+    plan = network_plan(spec, ctx.fabric)
+    if not plan.transport:
+        return plan, []
+    nccl = ", ".join(f"{name}={value}" for name, value in plan.env.items())
+    if plan.transport == "tcp":
+        caveats.append(f"TCP ({plan.why}): NCCL talks over sockets ({nccl})")
+        return plan, []
+    caveats.append(f"RDMA ({plan.why}): {nccl}")
+    if plan.slurm_gres:
+        caveats.append(f"the fabric's GRES {plan.slurm_gres} is requested on every node beside the GPUs")
+    caveats.append(
+        "RDMA needs an unlimited locked-memory limit: slurm.conf PropagateResourceLimitsExcept=MEMLOCK keeps the "
+        "submitting process's limit out of the job"
+    )
+    check = (
+        '[ "$(ulimit -l)" = unlimited ] || echo "gpu-console: the locked-memory limit is $(ulimit -l) KiB: the NCCL '
+        'RDMA transport needs it unlimited (slurm.conf PropagateResourceLimitsExcept=MEMLOCK)" >&2'
+    )
+    return plan, [check]
+
+
+def _gres(gpus: str, plan: NetworkPlan) -> str:
+    return f"{gpus},{plan.slurm_gres}" if plan.slurm_gres else gpus
 
 
 def _secret_lines(spec: Spec, ctx: SlurmContext) -> list[str]:
@@ -233,7 +270,8 @@ def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedSc
         per_node = spec.gpus_per_worker
         nproc = spec.gpus_per_worker if spec.sharing.mode == Sharing.WHOLE else 1
         nodes = f"{spec.elastic.min_workers}-{spec.elastic.max_workers}" if spec.elastic else str(spec.workers)
-    options = _common_options(spec, ctx, name, nodes, _training_gres(spec, ctx, per_node))
+    plan, network_lines = _network(spec, ctx, caveats)
+    options = _common_options(spec, ctx, name, nodes, _gres(_training_gres(spec, ctx, per_node), plan))
     options.append(("output", output_file(ctx.output_dir, name)))
     options.append(("requeue" if spec.retries else "no-requeue", ""))
     if spec.topology in (Topology.NVLINK, Topology.LEAF):
@@ -253,7 +291,9 @@ def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedSc
         )
     if spec.retries:
         caveats.append("Slurm requeues the job on node failure or preemption; it has no per-job retry count")
-    env = {"CHECKPOINT_PATH": spec.elastic.checkpoint_path} if spec.elastic else {}
+    env = dict(plan.env)  # the spec's own env, after it, wins
+    if spec.elastic:
+        env["CHECKPOINT_PATH"] = spec.elastic.checkpoint_path
     env.update(spec.env)
     nnodes = f"{spec.elastic.min_workers}:{spec.elastic.max_workers}" if spec.elastic else '"$SLURM_NNODES"'
     endpoint = f'"$head_node:{ctx.rdzv_port}"'
@@ -265,6 +305,7 @@ def _training(spec: TrainingJobSpec, ctx: SlurmContext, name: str) -> RenderedSc
         "",
         *_env_lines(env),
         *_secret_lines(spec, ctx),
+        *network_lines,
         'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'head_node="${nodes[0]}"',
         " ".join([_srun(container), *own]) + " " + sh_join(user),
@@ -287,7 +328,9 @@ def _directives_flags(options: list[tuple[str, str]]) -> list[str]:
 
 def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> RenderedScript:
     container, caveats = container_options(spec, ctx)
-    options = _common_options(spec, ctx, name, str(spec.nodes_per_replica), f"gpu:{ctx.gres_type}:{spec.gpus_per_pod}")
+    plan, network_lines = _network(spec, ctx, caveats)
+    gres = _gres(f"gpu:{ctx.gres_type}:{spec.gpus_per_pod}", plan)
+    options = _common_options(spec, ctx, name, str(spec.nodes_per_replica), gres)
     if spec.replicas > 1:
         options.append(("array", f"0-{spec.replicas - 1}"))  # one replica per array task
         options.append(("output", output_file(ctx.output_dir, name, "%A_%a")))
@@ -299,7 +342,7 @@ def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> Rend
         f"scancel sends SIGTERM, which the script forwards to the engine; Slurm's KillWait (not the spec's "
         f"{spec.shutdown.drain_seconds} s drain) bounds how long in-flight requests get"
     )
-    env = dict(spec.env)
+    env = {**plan.env, **spec.env}
     if spec.weights and not container and not spec.model.startswith("/"):
         caveats.append("the weights volume is a Kubernetes PVC; on Slurm the model is read from the shared file system")
     lines = [
@@ -307,6 +350,7 @@ def _inference(spec: InferenceServiceSpec, ctx: SlurmContext, name: str) -> Rend
         "",
         *_env_lines(env),
         *_secret_lines(spec, ctx),
+        *network_lines,
     ]
     lines.append(f"health_url=http://127.0.0.1:{spec.port}{HEALTH_PATH}")
     if spec.multi_node:

@@ -20,10 +20,12 @@ from apps.backends.render.workload.common import (
     env_list,
     kube_literal,
     meta,
+    network_env,
     pod_annotations,
     pod_spec_base,
     pvc_volumes,
     queue_labels,
+    security_context,
     selector,
     sharing_pool,
     shm_mount,
@@ -109,7 +111,9 @@ def _container(spec: TrainingJobSpec, ctx: RenderContext, name: str, worker0: st
     low, high = node_range(spec, ctx)
     # At most the job's own workers exist (an elastic max above them is room torchrun never sees filled).
     argv = torchrun_argv(spec, endpoint, name, nnodes(low, high), late_joiners=min(high, spec.workers) - low)
-    env = {"CHECKPOINT_PATH": spec.elastic.checkpoint_path} if spec.elastic else {}
+    env = network_env(spec, ctx)
+    if spec.elastic:
+        env["CHECKPOINT_PATH"] = spec.elastic.checkpoint_path
     env.update(spec.env)
     _, mounts = pvc_volumes(spec.volumes)
     container: dict = {
@@ -121,6 +125,8 @@ def _container(spec: TrainingJobSpec, ctx: RenderContext, name: str, worker0: st
         container["env"] = env_list(env, spec.secret_env)
     container["ports"] = [{"name": "rdzv", "containerPort": RDZV_PORT}]
     container["resources"] = container_resources(spec, ctx)
+    if (security := security_context(spec, ctx)) is not None:
+        container["securityContext"] = security
     container["volumeMounts"] = [shm_mount(), *mounts]
     return container
 

@@ -31,6 +31,8 @@ from apps.backends.render.workload.common import (
     env_list,
     kube_literal,
     meta,
+    network,
+    network_env,
     node_selector,
     pvc_volumes,
     queue_labels,
@@ -71,7 +73,9 @@ def _trainjob(spec: TrainingJobSpec, ctx: RenderContext, name: str) -> dict:
     }
     if spec.args:
         trainer["args"] = [kube_literal(arg) for arg in spec.args]
-    env = {"CHECKPOINT_PATH": spec.elastic.checkpoint_path} if spec.elastic else {}
+    env = network_env(spec, ctx)
+    if spec.elastic:
+        env["CHECKPOINT_PATH"] = spec.elastic.checkpoint_path
     env.update(spec.env)
     if env or spec.secret_env:
         trainer["env"] = env_list(env, spec.secret_env)
@@ -126,5 +130,16 @@ def _caveats(spec: TrainingJobSpec, ctx: RenderContext) -> list[str]:
         out.append(
             f"gang_min {spec.gang_min} below {spec.workers} workers cannot be expressed: the TrainJob starts all its "
             "nodes together."
+        )
+    plan = network(spec, ctx)
+    if plan.ipc_lock:
+        out.append(
+            f"RDMA: the pinned Trainer API's podSpecOverrides have no securityContext, so the runtime "
+            f"'{ctx.trainjob_runtime}' must give its '{NODE}' container the IPC_LOCK capability (RDMA pins memory)."
+        )
+    if plan.pod_networks:
+        out.append(
+            f"The pool's networks ({plan.pod_networks}) go in the pods' k8s.v1.cni.cncf.io/networks annotation, which "
+            f"a TrainJob cannot set on its pods: the runtime '{ctx.trainjob_runtime}' must carry it."
         )
     return out
