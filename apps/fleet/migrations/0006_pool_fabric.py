@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0004_nodepool_prepull_images'),
+        ('fleet', '0005_fan_out_stamp'),
     ]
 
     operations = [
