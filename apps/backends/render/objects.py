@@ -13,6 +13,7 @@ QUEUE_LABEL = "gpu-console/queue"
 GPU_RESOURCE = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 RESOURCE_QUOTA_NAME = "gpu-console-gpus"
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def labels(tenant: str | None = None, queue: QueueSpec | None = None) -> dict[str, str]:
@@ -66,3 +67,13 @@ def memory_quantity(mib: int) -> int | str:
     if mib == 0:
         return 0
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def toleration(key: str, operator: str, value: str = "", effect: str = "") -> dict:
+    """A pod toleration, with value and effect only where they are set (checked by the caller)."""
+    item: dict = {"key": key, "operator": operator}
+    if value:
+        item["value"] = value
+    if effect:
+        item["effect"] = effect
+    return item

@@ -27,7 +27,7 @@ from apps.backends.render.names import (
     is_qualified_name,
     require_dns_label,
 )
-from apps.backends.render.objects import labels, meta, obj
+from apps.backends.render.objects import TAINT_EFFECTS, labels, meta, obj, toleration
 
 PREPULL_NAMESPACE = "gpu-console-prepull"
 POOL_LABEL = "gpu-console/prepull-pool"
@@ -37,7 +37,6 @@ NOOP = ["sh", "-c", "true"]
 # A new image list rolls out to a quarter of the pool's nodes at a time: fast, without every node of a large pool
 # pulling many GB from the registry at once.
 MAX_UNAVAILABLE = "25%"
-_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def daemon_set_name(pool: str) -> str:
@@ -117,12 +116,7 @@ def _tolerations(pool: PrepullPool) -> list[dict]:
     out = []
     for taint in pool.taints:
         key, value, effect = taint.get("key", ""), taint.get("value", "") or "", taint.get("effect", "")
-        if not is_qualified_name(key) or not is_label_value(value) or (effect and effect not in _EFFECTS):
+        if not is_qualified_name(key) or not is_label_value(value) or (effect and effect not in TAINT_EFFECTS):
             raise RenderError(f"pool {pool.name}: taint", f"{taint!r} is not a taint")
-        item: dict = {"key": key, "operator": "Equal" if value else "Exists"}
-        if value:
-            item["value"] = value
-        if effect:
-            item["effect"] = effect
-        out.append(item)
+        out.append(toleration(key, "Equal" if value else "Exists", value, effect))
     return out

@@ -17,7 +17,16 @@ import shlex
 
 from apps.backends.render.errors import RenderError
 from apps.backends.render.names import dns_label, is_dns_label, is_dns_subdomain, is_label_value, is_qualified_name
-from apps.backends.render.objects import GPU_RESOURCE, MANAGED_BY, MANAGER, PRODUCT_LABEL, QUEUE_LABEL, TENANT_LABEL
+from apps.backends.render.objects import (
+    GPU_RESOURCE,
+    MANAGED_BY,
+    MANAGER,
+    PRODUCT_LABEL,
+    QUEUE_LABEL,
+    TAINT_EFFECTS,
+    TENANT_LABEL,
+    toleration,
+)
 from apps.backends.render.pools import (
     CPU_PER_GPU,
     HAMI_CORES,
@@ -50,7 +59,6 @@ VGPU_MODE_ANNOTATION = "volcano.sh/vgpu-mode"  # hami-core: software slicing, no
 OBJECT_NAME_MAX = 48
 SHM_MAX_GIB = 16
 _HASH = 8
-_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _PRINTABLE = re.compile(r"[\x20-\x7e\u00a0-\U0010ffff]*")
 # "<tenant>-<queue>": two DNS-1123 labels joined by '-' (the objects' names are derived from it, shortened).
 _QUEUE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,125}[a-z0-9])?")
@@ -369,23 +377,17 @@ def node_selector(spec: Spec, ctx: RenderContext) -> dict[str, str]:
 def tolerations(spec: Spec, ctx: RenderContext) -> list[dict]:
     """The node pool's taints as tolerations (Equal with a value, Exists without one), then the spec's own."""
     out = _pool_tolerations(ctx)
-    for i, toleration in enumerate(spec.tolerations):
+    for i, wanted in enumerate(spec.tolerations):
         where = f"spec tolerations[{i}]"
-        if not is_qualified_name(toleration.key):
-            raise RenderError(f"{where}.key", f"{toleration.key!r} is not a taint key")
-        if toleration.operator not in ("Equal", "Exists"):
-            raise RenderError(f"{where}.operator", f"{toleration.operator!r} is not Equal or Exists")
-        if not is_label_value(toleration.value) or (toleration.operator == "Exists" and toleration.value):
-            raise RenderError(
-                f"{where}.value", f"{toleration.value!r} is not a value for operator {toleration.operator}"
-            )
-        if toleration.effect and toleration.effect not in _EFFECTS:
-            raise RenderError(f"{where}.effect", f"{toleration.effect!r} is not one of {', '.join(_EFFECTS)}")
-        item: dict = {"key": toleration.key, "operator": toleration.operator}
-        if toleration.value:
-            item["value"] = toleration.value
-        if toleration.effect:
-            item["effect"] = toleration.effect
+        if not is_qualified_name(wanted.key):
+            raise RenderError(f"{where}.key", f"{wanted.key!r} is not a taint key")
+        if wanted.operator not in ("Equal", "Exists"):
+            raise RenderError(f"{where}.operator", f"{wanted.operator!r} is not Equal or Exists")
+        if not is_label_value(wanted.value) or (wanted.operator == "Exists" and wanted.value):
+            raise RenderError(f"{where}.value", f"{wanted.value!r} is not a value for operator {wanted.operator}")
+        if wanted.effect and wanted.effect not in TAINT_EFFECTS:
+            raise RenderError(f"{where}.effect", f"{wanted.effect!r} is not one of {', '.join(TAINT_EFFECTS)}")
+        item = toleration(wanted.key, wanted.operator, wanted.value, wanted.effect)
         if item not in out:
             out.append(item)
     return out
@@ -400,14 +402,9 @@ def _pool_tolerations(ctx: RenderContext) -> list[dict]:
             raise RenderError(f"{where}.key", f"{key!r} is not a taint key")
         if not isinstance(value, str) or not is_label_value(value):
             raise RenderError(f"{where}.value", f"{value!r} is not a taint value")
-        if effect and effect not in _EFFECTS:
-            raise RenderError(f"{where}.effect", f"{effect!r} is not one of {', '.join(_EFFECTS)}")
-        item: dict = {"key": key, "operator": "Equal" if value else "Exists"}
-        if value:
-            item["value"] = value
-        if effect:
-            item["effect"] = effect
-        out.append(item)
+        if effect and effect not in TAINT_EFFECTS:
+            raise RenderError(f"{where}.effect", f"{effect!r} is not one of {', '.join(TAINT_EFFECTS)}")
+        out.append(toleration(key, "Equal" if value else "Exists", value, effect))
     return out
 
 
