@@ -182,7 +182,11 @@ def test_an_arrays_tasks_are_the_replicas(slurm_backend, local_slurm, cleanup):
     assert sorted([next(stream), next(stream)]) == ["[worker 0] replica 0 up", "[worker 1] replica 1 up"]
     local_slurm.run("scancel", f"--name={name}")
     started = time.monotonic()
-    rest = list(stream)  # cancelled: the stream ends with the array, its last lines slurmstepd's notes of it
+    rest = list(stream)  # cancelled: the stream ends with the array
     assert time.monotonic() - started < 20
-    assert all("CANCELLED AT" in line for line in rest)
+    # What follows the cancel is what the tasks' files got last: slurmstepd's note of it ("*** JOB 14 ON gpu-01
+    # CANCELLED AT ... ***", one per task as a rule), and not always only that: once in a suite run on a loaded
+    # machine another line came too. Never a line the stream had sent already.
+    assert any("CANCELLED AT" in line for line in rest), rest
+    assert not any(line.endswith(" up") for line in rest), rest
     assert {line.split("]")[0] for line in rest} <= {"[worker 0", "[worker 1"}
