@@ -21,7 +21,7 @@ from apps.accounts.permissions import has_perm, require
 from apps.accounts.roles import Action
 from apps.audit.services import audit_row, record_event, snapshot
 from apps.backends.base import BackendError
-from apps.backends.registry import get_backend
+from apps.backends.registry import backend_class
 from apps.backends.render.errors import RenderError
 from apps.backends.render.spec import Spec
 from apps.backends.shares import SHARE_UNITS
@@ -86,6 +86,7 @@ def submit_workload(
     request = dict(
         kind=kind,
         viable=prepared.viable,
+        probes=prepared.probes,
         digest=digest,
         idempotency_key=idempotency_key,
         template=template,
@@ -124,6 +125,8 @@ class PreparedSubmission:
     parsed: Spec
     viable: list[tuple[Cluster, Spec]]
     context: SubmissionContext
+    # cluster id -> the workload as it would be stored there, as rendered by the checks (`_new_workload` completes it)
+    probes: dict[int, Workload]
 
     @property
     def gpus(self) -> Fraction:
@@ -170,7 +173,7 @@ def prepare_submission(actor, kind: str, spec: dict, context: SubmissionContext)
             {"queue": _("Not bound to a cluster.")},
         )
     candidates = _candidates(context, parsed, queue, model)
-    viable, refusal = [], None
+    viable, probes, refusal = [], {}, None
     by_size = {8: parsed}
     for cluster, gpus_per_node in candidates:
         if gpus_per_node not in by_size:  # gang checks against this cluster's node size
@@ -182,9 +185,10 @@ def prepare_submission(actor, kind: str, spec: dict, context: SubmissionContext)
             refusal = refusal or exc
             continue
         viable.append((cluster, by_size[gpus_per_node]))
+        probes[cluster.pk] = probe
     if not viable:
         raise refusal
-    return PreparedSubmission(kind, tenant, queue, tier, model, parsed, viable, context)
+    return PreparedSubmission(kind, tenant, queue, tier, model, parsed, viable, context, probes)
 
 
 def _candidates(context, parsed, queue, model) -> list:
@@ -241,27 +245,19 @@ def probe_workload(prepared: PreparedSubmission, cluster: Cluster) -> Workload:
     return probe
 
 
-def _new_workload(actor, *, kind, cluster, parsed, digest, idempotency_key, template, tenant, queue, model, tier, pk):
-    return Workload(
-        kind=kind,
-        name=parsed.name,
-        tenant=tenant,
-        queue=queue,
-        tier=tier,
-        cluster=cluster,
-        gpu_model=model,
-        gpus=parsed.total_gpus,
-        spec=parsed.to_dict(),
-        template=template,
-        idempotency_key=idempotency_key or None,
-        request_hash=digest,
-        created_by=actor if actor.pk else None,
-        pk=pk,
-    )
+def _new_workload(actor, probe: Workload, *, parsed, digest, idempotency_key, template) -> Workload:
+    """The workload to store: the probe the checks rendered for its cluster (`_probe`: kind, name, tenant, queue,
+    tier, cluster, model, spec and id), with what only the stored row has."""
+    probe.gpus = parsed.total_gpus
+    probe.template = template
+    probe.idempotency_key = idempotency_key or None
+    probe.request_hash = digest
+    probe.created_by = actor if actor.pk else None
+    return probe
 
 
 def _admit_within_guarantee(
-    actor, *, kind, viable, digest, idempotency_key, template, tenant, queue, model, tier, ids
+    actor, *, kind, viable, probes, digest, idempotency_key, template, tenant, queue, model, tier, ids
 ) -> Workload | None:
     """A submission within its queue's guarantee on its one cluster, decided by PostgreSQL in the statement that
     writes its five rows (apps/tenancy/within_guarantee.py), sent with the admission lock and the COMMIT in one round
@@ -288,18 +284,7 @@ def _admit_within_guarantee(
     claim = attempt.claim
     claim.pk = claim_id
     workload = _new_workload(
-        actor,
-        kind=kind,
-        cluster=cluster,
-        parsed=parsed,
-        digest=digest,
-        idempotency_key=idempotency_key,
-        template=template,
-        tenant=tenant,
-        queue=queue,
-        model=model,
-        tier=tier,
-        pk=workload_id,
+        actor, probes[cluster.pk], parsed=parsed, digest=digest, idempotency_key=idempotency_key, template=template
     )
     workload.admission = claim
     workload.state = WorkloadState.ADMITTED  # its state_reason is the claim's reason, worked out by the guard
@@ -335,26 +320,14 @@ def _admit_within_guarantee(
 
 
 def _decide_and_store(
-    actor, *, kind, viable, digest, idempotency_key, template, tenant, queue, model, tier, ids
+    actor, *, kind, viable, probes, digest, idempotency_key, template, tenant, queue, model, tier, ids
 ) -> tuple[Workload, bool]:
     claim_id, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
     cluster, parsed = viable[0]
     # Built before the transaction: the admission lock is held from the decision to the commit, and
     # what does not depend on the decision need not be built while every other submission waits.
-    workload = _new_workload(
-        actor,
-        kind=kind,
-        cluster=cluster,
-        parsed=parsed,
-        digest=digest,
-        idempotency_key=idempotency_key,
-        template=template,
-        tenant=tenant,
-        queue=queue,
-        model=model,
-        tier=tier,
-        pk=workload_id,
-    )
+    new = {"parsed": parsed, "digest": digest, "idempotency_key": idempotency_key, "template": template}
+    workload = _new_workload(actor, probes[cluster.pk], **new)
     # One transaction: the quota decision takes the admission lock, and the claim, the workload, its
     # outbox row, its event and its audit event commit with it, or nothing does. Where it is the outermost one
     # (PostgreSQL, ids handed out up front), the INSERT and the COMMIT go in one round trip: the admission lock,
@@ -374,7 +347,7 @@ def _decide_and_store(
         )
         if claim.cluster is not None and claim.cluster.pk != cluster.pk:  # placement chose another cluster
             cluster, parsed = next((c, p) for c, p in viable if c.pk == claim.cluster.pk)
-            workload.cluster, workload.spec = cluster, parsed.to_dict()
+            workload = _new_workload(actor, probes[cluster.pk], **{**new, "parsed": parsed})
         claim.pk = claim_id
         if claim.pk is None:
             insert_row(claim)
@@ -428,7 +401,9 @@ def refuse_what_the_cluster_cannot_run(workload: Workload, parsed, tables=None) 
     from the tables (`rendering.RenderTables`), when the submission's context has read it."""
     workload.backend_name = workload.run_name() if workload.pk else f"wl0-{workload.name}"[:63].rstrip("-")
     try:
-        get_backend(workload.cluster).render(parsed, render_context(workload, tables))
+        # The backend's class itself: rendering calls no cluster, so it is not one of the timed calls `get_backend`
+        # wraps (thirteen wrappers built per call).
+        backend_class(workload.cluster.kind)(workload.cluster).render(parsed, render_context(workload, tables))
     except RenderError as exc:
         raise InvalidInput(
             _("Cluster %(cluster)s cannot run this workload: %(field)s: %(reason)s")
