@@ -22,6 +22,7 @@ alone in this process (BENCH_REPEAT times, median), the floor each task's durati
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -345,10 +346,55 @@ def report(records: list[dict], window: tuple[float, float], floor: dict, cpu: d
     print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; nproc {os.cpu_count()}")
 
 
+def settle() -> None:
+    """Every run starts from the same tables: what earlier runs left dead is vacuumed away (rewritten where most of
+    a table is dead: the health cycle updates every node's row each scrape), and statistics are fresh."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname FROM pg_stat_user_tables WHERE n_dead_tup > GREATEST(n_live_tup, 10000)")
+        bloated = [row[0] for row in cursor.fetchall()]
+        for table in bloated:
+            cursor.execute(f'VACUUM (FULL, ANALYZE) "{table}"')
+        cursor.execute("VACUUM ANALYZE")
+    print(f"settled: {len(bloated)} tables rewritten ({', '.join(bloated) or 'none'}), the rest vacuumed")
+
+
+@contextlib.contextmanager
+def autovacuum():
+    """PostgreSQL's autovacuum on for the window, as in a deployment. A test machine's server may run with it off
+    (CI's configuration turns it off for speed); it is then turned on (ALTER SYSTEM, reload) and put back after.
+    Without it the health cycle's updated rows pile up: five runs back to back grew health_nodehealth to 3 GB for
+    12,800 live rows, and every figure with it. BENCH_AUTOVACUUM=0 leaves the server as it is."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW autovacuum")
+        was = cursor.fetchone()[0]
+        changed = was == "off" and os.environ.get("BENCH_AUTOVACUUM", "1") == "1"
+        if changed:
+            cursor.execute("ALTER SYSTEM SET autovacuum = on")
+            cursor.execute("SELECT pg_reload_conf()")
+    print(f"autovacuum: {'on for the window (the server had it off)' if changed else was}")
+    try:
+        yield
+    finally:
+        if changed:
+            with connection.cursor() as cursor:
+                cursor.execute("ALTER SYSTEM RESET autovacuum")
+                cursor.execute("SELECT pg_reload_conf()")
+
+
 def main() -> None:
     clusters, token = seed()
     if os.environ.get("BENCH_SEED_ONLY") == "1":
         return  # seeded for a later BENCH_REUSE=1 run
+    settle()
+    with autovacuum():
+        run(clusters, token)
+
+
+def run(clusters, token) -> None:
     floor = floors(clusters[0])
     print(f"alone (median of {REPEAT}): " + ", ".join(f"{k} {v:.2f} s" for k, v in floor.items()))
     purge()
