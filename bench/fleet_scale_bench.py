@@ -16,6 +16,10 @@ a client that reads the overview, capacity and node list APIs every 2 s. For BEN
 duration and queue wait are logged (bench/fleet_scale_app.py); the workers' CPU and every process's peak RSS are read
 from /proc.
 
+Each run starts from settled tables (what earlier runs left dead vacuumed away) and with PostgreSQL's autovacuum on,
+as in a deployment: a server that has it off (CI's configuration) gets it on for the window and back after
+(BENCH_AUTOVACUUM=0 leaves the server as it is).
+
 Side by side, in the same run before the workers start: one cluster's health cycle, inventory sync and metering run
 alone in this process (BENCH_REPEAT times, median), the floor each task's duration under load is compared with.
 """
