@@ -84,7 +84,6 @@ def submit_workload(
     prepared = prepare_submission(actor, kind, spec, context)
     tenant, queue, model, tier = prepared.tenant, prepared.queue, prepared.model, prepared.tier
     request = dict(
-        kind=kind,
         viable=prepared.viable,
         probes=prepared.probes,
         digest=digest,
@@ -257,7 +256,7 @@ def _new_workload(actor, probe: Workload, *, parsed, digest, idempotency_key, te
 
 
 def _admit_within_guarantee(
-    actor, *, kind, viable, probes, digest, idempotency_key, template, tenant, queue, model, tier, ids
+    actor, *, viable, probes, digest, idempotency_key, template, tenant, queue, model, tier, ids
 ) -> Workload | None:
     """A submission within its queue's guarantee on its one cluster, decided by PostgreSQL in the statement that
     writes its five rows (apps/tenancy/within_guarantee.py), sent with the admission lock and the COMMIT in one round
@@ -320,7 +319,7 @@ def _admit_within_guarantee(
 
 
 def _decide_and_store(
-    actor, *, kind, viable, probes, digest, idempotency_key, template, tenant, queue, model, tier, ids
+    actor, *, viable, probes, digest, idempotency_key, template, tenant, queue, model, tier, ids
 ) -> tuple[Workload, bool]:
     claim_id, workload_id = ids  # PostgreSQL handed both out with the context; SQLite: None, None
     cluster, parsed = viable[0]
