@@ -1,4 +1,4 @@
-"""Fixtures of the fleet tests: the messages a fan-out publishes."""
+"""Fixtures of the fleet tests: the messages a fan-out publishes, and a small synced simulated cluster."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 from celery.signals import before_task_publish
 from django.conf import settings
 
+from apps.fleet.services import create_simulated_cluster, sync_inventory
 from console.celery import app
 from tests.conftest import set_celery_eager
 
@@ -28,3 +29,13 @@ def published():
         with app.connection_for_write() as conn:  # what was published here is never run
             for queue in settings.CELERY_QUEUE_NAMES:
                 conn.default_channel.queue_purge(queue)
+
+
+@pytest.fixture
+def sim(personas):
+    """`sim`: 4 nodes of 8 GPUs, H100 and L40S, synced."""
+    cluster = create_simulated_cluster(
+        None, "sim", {"nodes": 4, "gpus_per_node": 8, "models": {"h100": 0.5, "l40s": 0.5}, "seed": 5}
+    )
+    assert sync_inventory(cluster.pk).ok
+    return cluster

@@ -5,17 +5,8 @@ from django.urls import reverse
 
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, Node
-from apps.fleet.services import create_simulated_cluster, sync_inventory
+from apps.fleet.services import sync_inventory
 from tests.utils.personas import fresh
-
-
-@pytest.fixture
-def sim(personas):
-    cluster = create_simulated_cluster(
-        None, "sim", {"nodes": 4, "gpus_per_node": 8, "models": {"h100": 0.5, "l40s": 0.5}, "seed": 5}
-    )
-    assert sync_inventory(cluster.pk).ok
-    return cluster
 
 
 def test_everyone_with_a_role_sees_the_fleet(sim, personas, api):

@@ -10,21 +10,12 @@ from apps.backends.render.prepull import PREPULL_NAMESPACE
 from apps.backends.render.validate import validate_objects
 from apps.core.errors import Forbidden, InvalidInput
 from apps.fleet.models import Node, NodePool
-from apps.fleet.services import create_simulated_cluster, set_pool_prepull, sync_inventory
+from apps.fleet.services import set_pool_prepull
 from apps.tenancy.desired_state import build_desired_state
 from tests.utils.personas import fresh
 
 SGLANG = "lmsysorg/sglang:v0.5.3"
 VLLM = "vllm/vllm-openai:v0.11.0"
-
-
-@pytest.fixture
-def sim(personas):
-    cluster = create_simulated_cluster(
-        None, "sim", {"nodes": 4, "gpus_per_node": 8, "models": {"h100": 0.5, "l40s": 0.5}, "seed": 5}
-    )
-    assert sync_inventory(cluster.pk).ok
-    return cluster
 
 
 @pytest.fixture

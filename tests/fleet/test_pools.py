@@ -5,19 +5,9 @@ import pytest
 
 from apps.audit.models import AuditEvent
 from apps.fleet.models import Cluster, Node, NodePool
-from apps.fleet.services import create_simulated_cluster, sync_inventory
 from tests.utils.personas import fresh
 
 INFINIBAND = {"fabric": "infiniband", "rdma_resource": "rdma/ib", "nccl_ib_hca": "=mlx5_0:1,mlx5_1:1"}
-
-
-@pytest.fixture
-def sim(personas):
-    cluster = create_simulated_cluster(
-        None, "sim", {"nodes": 4, "gpus_per_node": 8, "models": {"h100": 0.5, "l40s": 0.5}, "seed": 5}
-    )
-    assert sync_inventory(cluster.pk).ok
-    return cluster
 
 
 def pool(cluster, name="h100-training") -> NodePool:

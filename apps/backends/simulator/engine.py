@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.backends.base import NotFoundError, PermanentBackendError
-from apps.backends.simulator.coldstart import cold_start, pull_s
+from apps.backends.simulator.coldstart import ColdStart, cold_start, pull_s
 from apps.backends.simulator.faults import EFFECTS, GPU_KINDS, FaultKind, parse_kind
 from apps.backends.simulator.hardware import MODELS, pool_of
 from apps.backends.simulator.models import (
@@ -49,6 +49,21 @@ from apps.backends.simulator.specs import run_plan, served_model, share_label, s
 from apps.backends.types import KIND_LABEL, WARM_LABEL, BackendState, DrainResult, SubmitResult, Taint, WorkloadSpec
 
 _WORKLOAD_FIELDS = ["state", "reason", "started_at", "ends_at", "finished_at", "attempts"]
+
+
+def replica_start(sim: SimCluster, workload: SimWorkload, gpu_model: str | None, scheduled: datetime) -> ColdStart:
+    """The cold start of `workload`'s replica scheduled at `scheduled` on a node of `gpu_model` (coldstart.py): its
+    image pre-pulled if the model's pool pulls it, its weights warm if the service has a warm Job."""
+    spec = workload.spec
+    image = spec.get("image", "")
+    pulled = (sim.prepulled or {}).get(pool_of(gpu_model)[0], {}).get(image) if gpu_model else None
+    return cold_start(
+        image=image,
+        model=served_model(spec.get("command", [])),
+        scheduled=scheduled,
+        prepulled_at=datetime.fromisoformat(pulled) if pulled else None,
+        warm_since=workload.submitted_at if spec.get("labels", {}).get(WARM_LABEL) else None,
+    )
 
 
 class Engine:
@@ -340,17 +355,7 @@ class Engine:
     def ready_at(self, workload: SimWorkload, gpu_model: str, scheduled: datetime) -> datetime:
         """When an inference replica scheduled at `scheduled` on a node of `gpu_model` serves: its image pulled
         (unless its pool pre-pulls it), its weights downloaded or taken from the warm cache, its engine started."""
-        spec = workload.spec
-        image = spec.get("image", "")
-        pulled = (self.sim.prepulled or {}).get(pool_of(gpu_model)[0], {}).get(image)
-        start = cold_start(
-            image=image,
-            model=served_model(spec.get("command", [])),
-            scheduled=scheduled,
-            prepulled_at=datetime.fromisoformat(pulled) if pulled else None,
-            warm_since=workload.submitted_at if spec.get("labels", {}).get(WARM_LABEL) else None,
-        )
-        return scheduled + timedelta(seconds=start.total_s)
+        return scheduled + timedelta(seconds=replica_start(self.sim, workload, gpu_model, scheduled).total_s)
 
     def _finish(self, workload: SimWorkload, at: datetime) -> None:
         if workload.times_out:

@@ -11,15 +11,14 @@ numbers come from `serving.py`, which needs only the spec, the start time, the r
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.db.models import Max
 
 from apps.backends.simulator import reports
-from apps.backends.simulator.coldstart import cold_start
-from apps.backends.simulator.engine import Engine, is_due
+from apps.backends.simulator.engine import Engine, is_due, replica_start
 from apps.backends.simulator.faults import EFFECTS, SILENCES_EXPORTER, FaultKind
-from apps.backends.simulator.hardware import MODELS, pool_of
+from apps.backends.simulator.hardware import MODELS
 from apps.backends.simulator.models import SimAllocation, SimCluster, SimFault, SimWorkload
 from apps.backends.simulator.placement import GpuSlot, occupy
 from apps.backends.simulator.serving import ENGINES, ServiceProfile, render_service_metrics
@@ -33,7 +32,6 @@ from apps.backends.types import (
     MAX_REPLICAS_LABEL,
     MIN_REPLICAS_LABEL,
     WAITING_THRESHOLD_LABEL,
-    WARM_LABEL,
     BackendState,
     MetricsAnswer,
 )
@@ -147,18 +145,8 @@ def cold_starts(sim: SimCluster, workload: SimWorkload) -> tuple[int, int]:
         last=Max("ready_at")
     )["last"]
     first = max(0, int((ready - started).total_seconds())) if ready and started else 0
-    spec = workload.spec
-    image = spec.get("image", "")
-    pulled = (sim.prepulled or {}).get(pool_of(workload.gpu_model)[0], {}).get(image) if workload.gpu_model else None
     later = (started or sim.sim_now()) + timedelta(seconds=first)
-    start = cold_start(
-        image=image,
-        model=served_model(spec.get("command", [])),
-        scheduled=later,
-        prepulled_at=datetime.fromisoformat(pulled) if pulled else None,
-        warm_since=workload.submitted_at if spec.get("labels", {}).get(WARM_LABEL) else None,
-    )
-    return first, start.total_s
+    return first, replica_start(sim, workload, workload.gpu_model, later).total_s
 
 
 def scrape_service(cluster_name: str, name: str) -> ExporterAnswer:
