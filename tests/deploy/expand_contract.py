@@ -36,8 +36,10 @@ WIDENING = {
 DESTRUCTIVE_SQL = re.compile(r"\b(DROP|RENAME)\b", re.IGNORECASE)
 
 
-def narrowing(old: models.Field, new: models.Field) -> list[str]:
-    """How `new` accepts less than `old` ([] when it accepts as much)."""
+def narrowing(old: models.Field, new: models.Field, name: str) -> list[str]:
+    """How `new` accepts less than `old` ([] when it accepts as much), both the field `name` (an AlterField keeps the
+    name: only a `db_column` can move its column). The fields' own `name` is not read: a field of a migration's state
+    gets it only when some model is rendered from it, so it depends on what ran before in the process."""
     out = []
     old_type, new_type = old.get_internal_type(), new.get_internal_type()
     if old_type != new_type and (old_type, new_type) not in WIDENING:
@@ -51,8 +53,8 @@ def narrowing(old: models.Field, new: models.Field) -> list[str]:
         out.append(f"decimal ({old.max_digits}, {old.decimal_places}) -> ({new.max_digits}, {new.decimal_places})")
     if new.unique and not old.unique:
         out.append("becomes unique")
-    if (old.db_column or old.name) != (new.db_column or new.name):
-        out.append(f"renames its column {old.db_column or old.name} -> {new.db_column or new.name}")
+    if (old.db_column or name) != (new.db_column or name):
+        out.append(f"renames its column {old.db_column or name} -> {new.db_column or name}")
     return out
 
 
@@ -75,7 +77,8 @@ def operation_problems(app_label: str, operation, state: ProjectState) -> list[s
         return [f"{kind} {operation.name}: renames a table the previous release reads"]
     if isinstance(operation, ops.AlterField):
         old = state.models[app_label, operation.model_name_lower].fields[operation.name]
-        return [f"{kind} {operation.model_name}.{operation.name} {why}" for why in narrowing(old, operation.field)]
+        problems = narrowing(old, operation.field, operation.name)
+        return [f"{kind} {operation.model_name}.{operation.name} {why}" for why in problems]
     if isinstance(operation, ops.AddField):
         field = operation.field
         needs_value = not field.many_to_many and not field.null  # a column every INSERT must fill
