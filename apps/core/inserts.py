@@ -178,19 +178,19 @@ def insert_rows_if_locked(
     lock, the decision's time); each object gets the value written. Primary keys must be set (handed out up front),
     as in `insert_rows`.
 
-    The caller's `transaction.atomic()` is around it. Where that is the outermost transaction, the lock, the
-    statement and the COMMIT go to PostgreSQL in one round trip (psycopg's pipeline mode, as `insert_rows_and_commit`):
-    the lock is held only while PostgreSQL works, never while Python runs or a reply crosses the network, and the
-    caller's atomic block finds the transaction committed (its on-commit hooks run after). Inside an outer
-    transaction (tests, callers in a transaction) the two statements go one after the other, and the lock is held
+    Outside a transaction (a request's autocommit connection), BEGIN, the lock, the statement and COMMIT go to
+    PostgreSQL in one round trip (psycopg's pipeline mode): the lock is held only while PostgreSQL works, never while
+    Python runs or a reply crosses the network. The transaction is opened and closed by statements of its own, so
+    neither psycopg's implicit BEGIN nor Django's atomic block costs a message or a wait of its own. Inside a caller's
+    transaction (tests, callers in an atomic block) the two statements go one after the other, and the lock is held
     to that transaction's end, as any decision's. Returns the guard's row (column -> value) when the rows were
-    written, None when the guard refused: nothing was written (the outermost transaction committed empty, which
-    releases the lock).
+    written, None when the guard refused: nothing was written (an empty transaction committed, which releases the
+    lock).
     """
     alias = router.db_for_write(type(objs[0]))
     connection = connections[alias]
-    if connection.vendor != "postgresql" or not connection.in_atomic_block:
-        raise RuntimeError("insert_rows_if_locked: PostgreSQL, inside the caller's transaction.atomic() block")
+    if connection.vendor != "postgresql":
+        raise RuntimeError("insert_rows_if_locked: PostgreSQL only")
     statements, values = [], list(guard.params)
     for index, obj in enumerate(objs):
         columns, row = _bound(obj, connection)
@@ -206,22 +206,13 @@ def insert_rows_if_locked(
                 raise ValueError(f"insert_rows_if_locked: the guard has no column {taken!r}")
         statements.append(_guarded_statement(type(obj), tuple(columns), tuple(exprs)))
     sql = _guarded_chain(guard.sql, tuple(statements))
-    cursor = connection.cursor()
-    try:
-        if connection.savepoint_ids:
-            with connection.cursor() as lock:
-                lock.execute(lock_sql)
+    if connection.in_atomic_block or not connection.get_autocommit():
+        with connection.cursor() as cursor:
+            cursor.execute(lock_sql)
             cursor.execute(sql, values)
             found = cursor.fetchone()
-        else:
-            with connection.wrap_database_errors:
-                with connection.cursor() as lock, connection.connection.pipeline():
-                    lock.execute(lock_sql)
-                    cursor.execute(sql, values)
-                    connection.connection.commit()  # queued after the statement; the pipeline's sync sends all three
-                found = cursor.fetchone()
-    finally:
-        cursor.close()
+    else:
+        found = _in_one_round_trip(connection, lock_sql, sql, values)
     if found is None:
         return None
     pks, taken = found[: len(objs)], dict(zip(guard.columns, found[len(objs) :], strict=True))
@@ -230,6 +221,28 @@ def insert_rows_if_locked(
     for (index, attname), column in computed.items():
         setattr(objs[index], attname, taken[column])
     return taken
+
+
+def _in_one_round_trip(connection, lock_sql: str, sql: str, values: list):
+    """BEGIN, the lock, `sql` and COMMIT in one pipeline on the autocommit connection; `sql`'s row (None: none).
+    An error leaves the server's transaction open and failed (the pipeline skipped the COMMIT): rolled back here,
+    so the connection is idle again whatever happened."""
+    from psycopg.pq import TransactionStatus
+
+    connection.ensure_connection()
+    raw = connection.connection
+    try:
+        with connection.wrap_database_errors, raw.cursor() as around, raw.cursor() as cursor:
+            with raw.pipeline():
+                around.execute("BEGIN")
+                around.execute(lock_sql)
+                cursor.execute(sql, values)
+                around.execute("COMMIT")  # the pipeline's one sync, at its end, sends all four
+            found = cursor.fetchone()
+    finally:
+        if raw.pgconn.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            raw.execute("ROLLBACK")
+    return found
 
 
 @cache

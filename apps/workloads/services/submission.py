@@ -311,10 +311,9 @@ def _admit_within_guarantee(
     )
     computed = {(0, attname): column for attname, column in CLAIM_COLUMNS.items()}
     computed.update({(1, "state_reason"): "reason", (3, "message"): "message"})
-    with transaction.atomic():
-        if insert_rows_if_locked(ADMISSION_LOCK_SQL, guard, *rows, computed=computed) is None:
-            return None
-        wake_after_commit()
+    if insert_rows_if_locked(ADMISSION_LOCK_SQL, guard, *rows, computed=computed) is None:
+        return None
+    wake_after_commit()  # now, or when the caller's transaction commits
     return workload
 
 
