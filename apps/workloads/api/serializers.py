@@ -164,6 +164,24 @@ class WorkloadSubmitSerializer(StrictSerializer):
     )
 
 
+_SUBMIT_FIELDS = frozenset(WorkloadSubmitSerializer._declared_fields)
+_KINDS = frozenset(WorkloadKind.values)
+
+
+def submit_body(data) -> tuple[str, dict]:
+    """(kind, spec) of a submission's body, as `WorkloadSubmitSerializer` validates it. The body every client sends
+    (exactly `kind`, one of the kinds, and `spec`, an object) is taken as it is: the serializer's fields would
+    answer the same for it (tests/workloads/test_submit_body.py) at a tenth of a millisecond per submission. Any
+    other body goes through the serializer, whose errors name the field."""
+    if type(data) is dict and data.keys() == _SUBMIT_FIELDS:
+        kind, spec = data["kind"], data["spec"]
+        if type(kind) is str and kind in _KINDS and type(spec) is dict:
+            return kind, spec
+    body = WorkloadSubmitSerializer(data=data)
+    body.is_valid(raise_exception=True)
+    return body.validated_data["kind"], body.validated_data["spec"]
+
+
 class TemplateSerializer(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)

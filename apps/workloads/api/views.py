@@ -24,6 +24,7 @@ from apps.workloads.api.serializers import (
     WorkloadSerializer,
     WorkloadSubmitSerializer,
     short_form,
+    submit_body,
 )
 from apps.workloads.filtersets import WorkloadFilterSet
 from apps.workloads.logs import LogStream, open_log_stream
@@ -119,13 +120,9 @@ class WorkloadViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Read
         responses={201: WorkloadSerializer, 200: WorkloadSerializer},
     )
     def create(self, request, *args, **kwargs):
-        body = WorkloadSubmitSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        kind, spec = submit_body(request.data)
         workload, created = services.submit_workload(
-            request.user,
-            kind=body.validated_data["kind"],
-            spec=body.validated_data["spec"],
-            idempotency_key=request.headers.get("Idempotency-Key"),
+            request.user, kind=kind, spec=spec, idempotency_key=request.headers.get("Idempotency-Key")
         )
         return _submitted(workload, created)
 
