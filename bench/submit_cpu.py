@@ -69,6 +69,7 @@ def submission(i: int) -> tuple[str, bytes]:
 
 def main() -> None:
     token = sb.setup()
+    sb.client_quiet()
     argv = [sys.executable, "-m", "gunicorn", "console.wsgi", "--bind", f"127.0.0.1:{sb.PORT}"]
     server = subprocess.Popen([*argv, "--workers", sb.WORKERS, "--log-level", "warning"], env=sb.ENV, cwd=sb.ROOT)  # noqa: S603
     try:
