@@ -166,7 +166,11 @@ class Guard:
 
 
 def insert_rows_if_locked(
-    lock_sql: str, guard: Guard, *objs: models.Model, computed: dict[tuple[int, str], str]
+    lock_sql: str,
+    guard: Guard,
+    *objs: models.Model,
+    computed: dict[tuple[int, str], str],
+    also: dict[str, tuple[str, tuple]] | None = None,
 ) -> dict | None:
     """Take the lock `lock_sql`, then INSERT `objs` in one statement if `guard` holds; PostgreSQL only.
 
@@ -176,7 +180,10 @@ def insert_rows_if_locked(
     before it, and nothing can come between its read and the writes: they are one statement. `computed` maps (index
     of the row in `objs`, field attname) to the guard column that value is taken from (a reason worked out under the
     lock, the decision's time); each object gets the value written. Primary keys must be set (handed out up front),
-    as in `insert_rows`.
+    as in `insert_rows`. `also`: more data-modifying statements of the same chain, by name, each with its
+    parameters, taking their rows from the guard's `g` (so that they too write only if it holds) and returning one
+    value, which the returned row carries under that name (a wake-up flag raised with the rows:
+    `apps.core.wakeup.raise_in_statement`).
 
     Outside a transaction (a request's autocommit connection), BEGIN, the lock, the statement and COMMIT go to
     PostgreSQL in one round trip (psycopg's pipeline mode): the lock is held only while PostgreSQL works, never while
@@ -205,6 +212,10 @@ def insert_rows_if_locked(
             else:
                 raise ValueError(f"insert_rows_if_locked: the guard has no column {taken!r}")
         statements.append(_guarded_statement(type(obj), tuple(columns), tuple(exprs)))
+    also = also or {}
+    for statement, params in also.values():
+        statements.append(statement)
+        values.extend(params)
     sql = _guarded_chain(guard.sql, tuple(statements))
     if connection.in_atomic_block or not connection.get_autocommit():
         with connection.cursor() as cursor:
@@ -215,7 +226,9 @@ def insert_rows_if_locked(
         found = _in_one_round_trip(connection, lock_sql, sql, values)
     if found is None:
         return None
-    pks, taken = found[: len(objs)], dict(zip(guard.columns, found[len(objs) :], strict=True))
+    written = len(objs) + len(also)
+    pks, taken = found[: len(objs)], dict(zip(guard.columns, found[written:], strict=True))
+    taken.update(zip(also, found[len(objs) : written], strict=True))
     for index, obj in enumerate(objs):
         _saved(obj, pks[index], alias)
     for (index, attname), column in computed.items():

@@ -10,6 +10,13 @@ task, because that task had not cleared the flag yet, so it has not looked yet.
 Where the broker is not Redis (the demo's embedded broker) or tasks run eagerly (tests), every wake-up
 queues the task. If Redis fails, the task is queued anyway; the flag's expiry is the safety net for a
 task that was lost after taking it, and so is the periodic sweep that each such task also runs on.
+
+A writer whose work goes out in one PostgreSQL statement can raise the flag in that statement instead
+(`raise_in_statement`, the `WakeFlag` row of the key), sparing the request its round trip to Redis: the
+statement's upsert raises the flag if it is clear (or expired) and says whether it did, and the row's lock,
+held to the writer's COMMIT, keeps the woken task from clearing the flag until the work is committed: a
+task that clears it then looks after the commit, so a writer that found the flag raised may leave the
+wake-up to it. `woken` clears both flags.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import logging
 import redis
 from celery import current_app
 from django.conf import settings
+from django.db import connection
 
 log = logging.getLogger(__name__)
 PREFIX = "gpuc:wake:"
@@ -49,6 +57,9 @@ def wake(task, key: str, ttl_s: int = 30) -> bool:
 
 def woken(key: str) -> None:
     """Called by the task before it looks for work: later wake-ups queue a new run."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:  # waits for a writer that holds the row to commit (raise_in_statement)
+            cursor.execute("UPDATE core_wakeflag SET raised_at = NULL WHERE key = %s AND raised_at IS NOT NULL", [key])
     client = _redis()
     if client is None:
         return
@@ -56,3 +67,27 @@ def woken(key: str) -> None:
         client.delete(PREFIX + key)
     except redis.RedisError as exc:
         log.warning("could not clear wake-up flag %s (%s); it expires on its own", key, exc)
+
+
+# Rows come from the guard `g` of `apps.core.inserts.insert_rows_if_locked` (none when it refuses: nothing raised).
+# `now()` is the transaction's start: the flag holds it exactly when this transaction raised it.
+_RAISE_SQL = (
+    "INSERT INTO core_wakeflag (key, raised_at) SELECT %s, now() FROM g ON CONFLICT (key) DO UPDATE SET raised_at = "
+    "CASE WHEN core_wakeflag.raised_at IS NULL OR core_wakeflag.raised_at < now() - make_interval(secs => %s) "
+    "THEN now() ELSE core_wakeflag.raised_at END RETURNING raised_at = now()"
+)
+
+
+def raise_in_statement(key: str, ttl_s: int = 30) -> tuple[str, tuple]:
+    """The statement (and its parameters) that raises `key`'s flag inside `insert_rows_if_locked`'s statement, as
+    its `also`; its value is True when it raised the flag: pass it to `wake_if_raised` after the COMMIT."""
+    return _RAISE_SQL, (key, ttl_s)
+
+
+def wake_if_raised(task, raised: bool) -> bool:
+    """After the COMMIT of a statement that ran `raise_in_statement`: queue `task` if that statement raised the
+    flag (a flag found raised has its task queued and not yet looking). True if it was queued."""
+    if raised or current_app.conf.task_always_eager:
+        task.delay()
+        return True
+    return False

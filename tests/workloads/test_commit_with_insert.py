@@ -23,15 +23,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_submission_commits_its_rows_with_the_insert_and_wakes_the_outbox_after(fleet, personas, monkeypatch):
     woken = []
 
-    def wake():  # an on-commit hook: runs after the commit, outside the pipeline
-        woken.append((connection.in_atomic_block, connection.connection.pgconn.transaction_status))
+    def wake(task, raised):  # an on-commit hook: runs after the commit, outside the pipeline
+        woken.append((connection.in_atomic_block, connection.connection.pgconn.transaction_status, raised))
 
-    monkeypatch.setattr(outbox, "wake_outbox", wake)
+    monkeypatch.setattr(outbox, "wake_if_raised", wake)
     workload, created = services.submit_workload(
         fresh(personas.member_a), kind="training", spec=training_spec(), idempotency_key="one-trip"
     )
     assert created and workload.pk and workload.admission.pk and not workload._state.adding
-    assert woken == [(False, TransactionStatus.IDLE)]
+    assert woken == [(False, TransactionStatus.IDLE, True)]  # the statement raised the drain's flag: queue it
     assert connection.get_autocommit() and not connection.in_atomic_block
     stored = Workload.objects.get(pk=workload.pk)
     assert stored.admission_id == workload.admission.pk and stored.backend_name == workload.backend_name

@@ -20,7 +20,7 @@ from django.utils import timezone
 from apps.backends.base import BackendError, NotFoundError
 from apps.backends.registry import get_backend
 from apps.core.inserts import insert_row
-from apps.core.wakeup import wake
+from apps.core.wakeup import raise_in_statement, wake, wake_if_raised
 from apps.workloads import reasons
 from apps.workloads.models import OutboxAction, OutboxEntry, OutboxStatus, Workload, WorkloadState
 from apps.workloads.services.requeue import PREEMPTION, requeue_workload
@@ -44,7 +44,8 @@ def enqueue(workload: Workload, action: str) -> OutboxEntry:
 
 def outbox_row(workload: Workload, action: str, *, wake: bool = True) -> OutboxEntry:
     """An outbox row (unsaved) for the caller's transaction; its commit wakes the drain. `wake=False`: the caller
-    calls `wake_after_commit` itself once it knows the row is written (a row built before its transaction)."""
+    wakes it once it knows the row is written (a row built before its transaction: `wake_after_commit`, or the flag
+    raised by the statement that writes it, `wake_in_statement`)."""
     if wake:
         wake_after_commit()
     return OutboxEntry(workload=workload, action=action, run=workload.requeues, next_attempt_at=timezone.now())
@@ -53,6 +54,20 @@ def outbox_row(workload: Workload, action: str, *, wake: bool = True) -> OutboxE
 def wake_after_commit() -> None:
     """The drain is woken once the caller's transaction commits (its outbox rows are then visible)."""
     transaction.on_commit(wake_outbox)
+
+
+def wake_in_statement() -> dict[str, tuple[str, tuple]]:
+    """For a caller that writes its outbox row in one statement (`insert_rows_if_locked`'s `also`): the drain's
+    wake-up flag raised by that statement, so the request needs no round trip to Redis. Pass the returned row's
+    `woke` to `wake_after_commit_if_raised`."""
+    return {"woke": raise_in_statement(OUTBOX_WAKE)}
+
+
+def wake_after_commit_if_raised(raised: bool) -> None:
+    """Once the caller's transaction commits (now, outside one): queue the drain if the statement raised its flag."""
+    from apps.workloads.tasks import drain_outbox_task
+
+    transaction.on_commit(lambda: wake_if_raised(drain_outbox_task, raised))
 
 
 def wake_outbox() -> None:

@@ -37,7 +37,7 @@ from apps.tenancy.within_guarantee import CLAIM_COLUMNS, within_guarantee
 from apps.workloads import reasons
 from apps.workloads.models import OutboxAction, Workload, WorkloadKind, WorkloadState, WorkloadTemplate
 from apps.workloads.rendering import render_context
-from apps.workloads.services.outbox import enqueue, outbox_row, wake_after_commit
+from apps.workloads.services.outbox import enqueue, outbox_row, wake_after_commit_if_raised, wake_in_statement
 from apps.workloads.services.state import CLAIM_PREFIX, add_event, event_row
 from apps.workloads.submission_context import SubmissionContext, catalog, gpu_models, load_context
 
@@ -311,9 +311,10 @@ def _admit_within_guarantee(
     )
     computed = {(0, attname): column for attname, column in CLAIM_COLUMNS.items()}
     computed.update({(1, "state_reason"): "reason", (3, "message"): "message"})
-    if insert_rows_if_locked(ADMISSION_LOCK_SQL, guard, *rows, computed=computed) is None:
+    taken = insert_rows_if_locked(ADMISSION_LOCK_SQL, guard, *rows, computed=computed, also=wake_in_statement())
+    if taken is None:
         return None
-    wake_after_commit()  # now, or when the caller's transaction commits
+    wake_after_commit_if_raised(taken["woke"])  # now, or when the caller's transaction commits
     return workload
 
 
