@@ -6,7 +6,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.backends.models import SimWorkload
+from apps.core.models import WakeFlag
 from apps.workloads.models import OutboxEntry, OutboxStatus, Workload
+from apps.workloads.services.outbox import OUTBOX_WAKE
 from tests.utils.personas import build_personas, fresh
 from tests.utils.waiting import wait_until
 from tests.workloads.conftest import build_fleet, training_spec
@@ -31,3 +33,7 @@ def test_a_burst_of_submissions_lands_each_once(live_celery):
     assert done, list(OutboxEntry.objects.filter(workload_id__in=ids).values_list("status", "last_error"))
     names = list(Workload.objects.filter(pk__in=ids).values_list("backend_name", flat=True))
     assert sorted(SimWorkload.objects.filter(name__in=names).values_list("name", flat=True)) == sorted(names)
+    # Within their queue's guarantee, the submissions raised the drain's flag in the statement that wrote them
+    # (apps/core/wakeup.py, raise_in_statement), and the drain cleared it before it looked.
+    assert Workload.objects.filter(pk__in=ids, admission__reason__startswith="within guarantee").count() == 6
+    assert wait_until(lambda: WakeFlag.objects.filter(key=OUTBOX_WAKE, raised_at=None).exists(), timeout=10.0)
