@@ -3,8 +3,9 @@
     make bench   (with the others; or: DATABASE_URL=postgres://postgres@127.0.0.1:5432/console_bench \
                   .venv/bin/python bench/submit_bench.py)
 
-Starts gunicorn (4 workers) on a benchmark database with a Redis broker and no Celery worker (the
-backend pushes queue up; this measures the API path: auth, validation, admission, audit, outbox),
+Starts gunicorn (4 workers) on a benchmark database holding a history of finished workloads (`give_history`)
+with a Redis broker and no Celery worker (the backend pushes queue up; this measures the API path: auth,
+validation, admission, audit, outbox),
 then posts 1,000 workloads with distinct Idempotency-Keys over 16 concurrent connections (one asyncio
 client loop), replays 100 of them (same keys: must return the same workloads), and runs the same
 load against a bare DRF endpoint doing one INSERT (`console/bench.py`) as the baseline.
