@@ -75,6 +75,7 @@ def test_team_admin_requests_quota_and_runs_a_job_from_a_template(page: Page, pr
     # A job from the team's template: it fills the submit form, and the previews say what would happen.
     main_nav(page, "Workloads")
     page.get_by_role("link", name="Submit", exact=True).click()
+    page.wait_for_load_state("load")  # choosing a template reloads the page: leaving earlier would abort submit.js
     page.get_by_test_id("template-picker").get_by_role("combobox").select_option(label="a/smoke-8xh100 v1 (training)")
     expect(page.get_by_test_id("template-card")).to_contain_text("filled from template a/smoke-8xh100, version 1")
     form = page.get_by_test_id("submit-form")
